@@ -1,0 +1,1 @@
+"""Hidden checks and the instructor's grading pipeline (instructors only)."""

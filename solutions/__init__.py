@@ -1,0 +1,1 @@
+"""Reference implementation of every name in the course API (instructors only)."""
