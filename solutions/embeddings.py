@@ -17,8 +17,6 @@ SPECIALS = ("<pad>", "<unk>", "<bos>", "<eos>")
 
 def build_vocab(tokenized_texts: Iterable[list[str]], min_freq: int = 1, specials=SPECIALS) -> dict[str, int]:
     """Map each token to an id: specials first, then by descending count, ties in alphabetical order."""
-    if min_freq < 1:
-        raise ValueError(f"min_freq must be at least 1, got {min_freq}")
     counts = Counter()
     for tokens in tokenized_texts:
         if isinstance(tokens, str):
@@ -82,7 +80,7 @@ def embedding_matrix_from_word2vec(vocab: dict[str, int], keyed_vectors) -> torc
     matrix = torch.zeros(len(vocab), keyed_vectors.vector_size)  # (V, vector_size)
     for word, index in vocab.items():
         if word in keyed_vectors.key_to_index:
-            matrix[index] = torch.as_tensor(np.asarray(keyed_vectors[word]), dtype=torch.float32)
+            matrix[index] = torch.tensor(np.array(keyed_vectors[word]), dtype=torch.float32)
     return matrix
 
 

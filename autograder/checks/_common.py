@@ -1,0 +1,341 @@
+"""Shared helpers of the hidden checks: set-up, calling student code, copying weights, comparing, messages.
+
+A typical check (see `multi_head.py`) reads:
+
+    device = start_check()                                   # integrity + grading device (CUDA when present)
+    module = construct(cls, "MultiHeadAttention", 24, 3)     # clear message when the constructor fails
+    reference = solutions.MultiHeadAttention(24, 3)
+    prepare(module, reference, device)                       # copy weights by contract names, .eval(), .to(device)
+    got = call("MultiHeadAttention.forward", module, q, k, v, mask)
+    expect_tensor(got, expected, "output", device, tested="query (2, 5, 24) ...", mistakes=lambda: {...})
+
+Every failure raises `AssertionError` with a short message for the student: what was tested (shapes only, never
+input values or reference code), expected vs got, and the most likely mistake when one of the known-mistake
+variants (`mistakes.py`) reproduces the student's numbers.
+
+Comparisons go through torch's C functions captured when this module was imported (`_VF`), which `_integrity`
+verifies to be torch's originals, so a Python-level patch of `torch.allclose` cannot change a verdict.
+"""
+from __future__ import annotations
+
+import contextlib
+import math
+import numbers
+from typing import Any, Callable, Iterable, Mapping
+
+import numpy as np
+import torch
+from torch import nn
+
+from autograder.checks import _integrity
+from autograder.checks._tolerance import grading_device, tolerance
+
+_VF = _integrity._variable_functions()  # torch's C functions (verified by _integrity.verify on every check)
+
+MAX_MESSAGE_LINES = 14
+
+# {description: thunk} or [(description, thunk), ...]: each thunk computes one known mistake's output.
+Mistakes = Mapping[str, Callable[[], Any]] | Iterable[tuple[str, Callable[[], Any]]]
+
+
+# ------------------------------------------------------------------------------------------------------ set-up
+def start_check() -> torch.device:
+    """First line of every check: verify integrity, return the grading device (TF32 off on CUDA)."""
+    _integrity.verify()
+    return grading_device()
+
+
+@contextlib.contextmanager
+def seeded(seed: int):
+    """Run a block with torch's global RNG seeded, restoring the caller's RNG state afterwards."""
+    devices = [torch.cuda.current_device()] if torch.cuda.is_available() else []
+    with torch.random.fork_rng(devices=devices):
+        torch.manual_seed(seed)
+        yield
+
+
+def randn(*shape: int, seed: int, device, dtype=torch.float32) -> torch.Tensor:
+    """Standard-normal tensor drawn on the CPU from its own generator (same numbers on every device)."""
+    generator = torch.Generator().manual_seed(seed)
+    return torch.randn(*shape, generator=generator, dtype=dtype).to(device)
+
+
+def randint(low: int, high: int, shape, *, seed: int, device) -> torch.Tensor:
+    """Integer tensor in [low, high) from its own CPU generator, moved to `device`."""
+    generator = torch.Generator().manual_seed(seed)
+    return torch.randint(low, high, tuple(shape), generator=generator).to(device)
+
+
+def shape_of(x) -> str:
+    """`(2, 5, 24)` for tensors/arrays, the type name for anything else."""
+    shape = getattr(x, "shape", None)
+    if shape is not None:
+        return str(tuple(int(s) for s in shape))
+    return type(x).__name__
+
+
+# ----------------------------------------------------------------------------------------------------- failures
+def fail(problem: str, *, tested: str | None = None, details: Iterable[str] = (), mistake: str | None = None,
+         hint: str | None = None):
+    """Raise the student-facing AssertionError (at most MAX_MESSAGE_LINES lines)."""
+    lines = [problem]
+    if tested:
+        lines.append(f"  tested: {tested}")
+    lines.extend(f"  {line}" for line in details)
+    if mistake:
+        lines.append(f"  likely mistake: {mistake}")
+    if hint:
+        lines.append(f"  hint: {hint}")
+    raise AssertionError("\n".join(lines[:MAX_MESSAGE_LINES]))
+
+
+# Exception texts that point at a known cause.
+_ERROR_HINTS = (
+    ("view size is not compatible", "after transpose the tensor is not contiguous: use .reshape(...) or call "
+                                    ".contiguous() before .view(...)"),
+    ("must match the size of tensor", "two tensors do not line up: print the shapes at each step and compare them "
+                                      "with the shapes in the docstring"),
+    ("expected m1 and m2 to have the same dtype", "mixing float64 and float32: keep everything float32"),
+    ("Expected all tensors to be on the same device", "create new tensors on the input's device "
+                                                      "(device=x.device)"),
+    ("masked_fill_ only supports boolean masks", "convert the mask with mask.bool() (or compare it with 0)"),
+    ("got an unexpected keyword argument", "keep the exact signature given in the exercise"),
+    ("positional argument", "keep the exact signature given in the exercise"),
+)
+
+
+def _error_hint(error: BaseException) -> str | None:
+    text = str(error)
+    for needle, hint in _ERROR_HINTS:
+        if needle in text:
+            return hint
+    return None
+
+
+def _short(error: BaseException) -> str:
+    text = " ".join(str(error).split())
+    return f"{type(error).__name__}: {text[:200]}"
+
+
+def call(label: str, fn: Callable, *args, tested: str | None = None, **kwargs):
+    """Call student code; NotImplementedError or any other exception becomes a readable AssertionError."""
+    try:
+        return fn(*args, **kwargs)
+    except NotImplementedError:
+        fail(f"{label} is not implemented yet: replace `raise NotImplementedError()` with your code.", tested=tested)
+    except AssertionError:
+        raise
+    except Exception as error:  # noqa: BLE001 -- any student error becomes a graded failure with its message
+        fail(f"{label} raised an error.", tested=tested, details=[_short(error)], hint=_error_hint(error))
+
+
+def expect_callable(obj, name: str, kind: str = "function") -> None:
+    """`obj` must be a function (kind="function") or an nn.Module subclass (kind="module")."""
+    if kind == "module":
+        if not (isinstance(obj, type) and issubclass(obj, nn.Module)):
+            fail(f"{name} must be a class that inherits from nn.Module, got {type(obj).__name__}.",
+                 hint=f"pass the class itself: check_...({name})")
+    elif not callable(obj):
+        fail(f"{name} must be a function, got {type(obj).__name__}.")
+
+
+def construct(cls, name: str, *args, **kwargs) -> nn.Module:
+    """Instantiate a student nn.Module with the contract's arguments (seeded, so construction is repeatable)."""
+    expect_callable(cls, name, "module")
+    shown = ", ".join([*(repr(a) for a in args), *(f"{k}={v!r}" for k, v in kwargs.items())])
+    with seeded(0):
+        module = call(f"{name}({shown})", cls, *args, **kwargs)
+    if not isinstance(module, nn.Module):
+        fail(f"{name}({shown}) did not create an nn.Module.")
+    return module
+
+
+def expect_raises(error_type, label: str, fn: Callable, *args, why: str, **kwargs) -> None:
+    """Student code must raise `error_type` (e.g. ValueError for a bad argument)."""
+    try:
+        fn(*args, **kwargs)
+    except error_type:
+        return
+    except NotImplementedError:
+        fail(f"{label} is not implemented yet: replace `raise NotImplementedError()` with your code.")
+    except Exception as error:  # noqa: BLE001
+        fail(f"{label} should raise {error_type.__name__} {why}.", details=[f"got {_short(error)}"])
+    fail(f"{label} should raise {error_type.__name__} {why}, but it raised nothing.")
+
+
+# ----------------------------------------------------------------------------------------------- weight copying
+def copy_parameters(student: nn.Module, reference: nn.Module, name: str) -> None:
+    """Copy every parameter of `reference` into `student` under the same contract name (e.g. `self_attn.w_q.weight`).
+
+    A missing or renamed submodule or a wrong shape fails with a message naming what the contract expects.
+    """
+    contract = dict(reference.named_parameters())
+    for key, value in contract.items():
+        owner = key.rsplit(".", 1)[0] if "." in key else None
+        try:
+            target = student.get_parameter(key)
+        except AttributeError:
+            where = f"submodule `{owner}`" if owner else f"parameter `{key}`"
+            fail(f"{name}: expected {where} (parameter `{key}` of shape {tuple(value.shape)}) as named in the "
+                 "exercise, but your module has none.",
+                 details=[f"your parameters: {', '.join(n for n, _ in student.named_parameters())[:300] or 'none'}"],
+                 hint="use exactly the attribute names given in the exercise (self.<name> = ...)")
+        if tuple(target.shape) != tuple(value.shape):
+            fail(f"{name}: parameter `{key}` has the wrong shape.",
+                 details=[f"expected shape {tuple(value.shape)}, got {tuple(target.shape)}"])
+    # load_state_dict on exactly the contract keys (it copies in place, so aliased parameters follow)
+    state = {key: value.detach().clone() for key, value in contract.items()}
+    result = student.load_state_dict(state, strict=False)
+    if result.unexpected_keys:
+        fail(f"{name}: could not load parameters {', '.join(result.unexpected_keys)}.")
+
+
+def prepare(student: nn.Module, reference: nn.Module, device, name: str, copy: bool = True) -> None:
+    """Copy weights (by contract names), move both modules to `device`, switch both to eval mode."""
+    reference.to(device).eval()
+    call(f"{name}.to(device)", student.to, device)
+    if copy:
+        copy_parameters(student, reference, name)
+    student.eval()
+
+
+# -------------------------------------------------------------------------------------------------- comparison
+def as_tensor(got, label: str, tested: str | None = None) -> torch.Tensor:
+    """The student's output as a plain torch.Tensor (nn.Parameter accepted), or a clear failure."""
+    if isinstance(got, nn.Parameter):
+        got = got.data
+    if not isinstance(got, torch.Tensor):
+        fail(f"{label} must be a torch.Tensor, got {type(got).__name__}.", tested=tested)
+    if type(got) is not torch.Tensor:
+        fail(f"{label} must be a plain torch.Tensor, got the subclass {type(got).__name__}.", tested=tested)
+    return got
+
+
+def expect_shape(got: torch.Tensor, shape, label: str, tested: str | None = None, hint: str | None = None) -> None:
+    if tuple(got.shape) != tuple(shape):
+        fail(f"{label} has the wrong shape.", tested=tested,
+             details=[f"expected shape {tuple(shape)}, got {tuple(got.shape)}"], hint=hint)
+
+
+def _select(x: torch.Tensor, where: torch.Tensor | None) -> torch.Tensor:
+    """Keep the positions where `where` (a bool tensor over leading dims) is True."""
+    if where is None:
+        return x
+    return x[where.to(x.device)]
+
+
+def values_close(got: torch.Tensor, expected: torch.Tensor, device, where=None, exact: bool = False) -> bool:
+    """allclose with the course tolerance (or exact equality), through torch's C functions."""
+    got, expected = _select(got, where), _select(expected, where)
+    if tuple(got.shape) != tuple(expected.shape):
+        return False
+    if exact:
+        return bool(_VF.equal(got, expected.to(got.dtype)))
+    if got.is_floating_point() or expected.is_floating_point():
+        tol = tolerance(device, torch.float32)
+        got64, expected64 = got.detach().double(), expected.detach().double().to(got.device)
+        return bool(_VF.allclose(got64, expected64, tol["rtol"], tol["atol"], False))
+    return bool(_VF.equal(got, expected.to(got.dtype).to(got.device)))
+
+
+def max_difference(got: torch.Tensor, expected: torch.Tensor, where=None) -> float:
+    got, expected = _select(got, where), _select(expected, where)
+    if got.numel() == 0:
+        return 0.0
+    difference = _VF.abs(_VF.sub(got.detach().double(), expected.detach().double().to(got.device)))
+    return float(_VF.max(difference))
+
+
+def _finite_close(got, expected, device, where=None) -> bool:
+    """Close at the positions where `got` is finite (used to diagnose outputs that contain NaN)."""
+    got, expected = _select(got, where), _select(expected, where)
+    finite = _VF.isfinite(got)
+    if int(finite.sum()) * 2 < finite.numel():
+        return False
+    return values_close(got[finite], expected.to(got.device)[finite], device)
+
+
+def diagnose(got: torch.Tensor, mistakes: Callable[[], Mistakes] | None, device,
+             where=None, exact: bool = False, finite_only: bool = False) -> str | None:
+    """Name of the first known mistake whose output equals `got` (variants that fail to run are skipped)."""
+    if mistakes is None:
+        return None
+    candidates = mistakes()
+    for name, produce in (candidates.items() if hasattr(candidates, "items") else candidates):
+        try:
+            with torch.no_grad():
+                candidate = produce()
+        except Exception:  # noqa: BLE001 -- a variant that cannot run on these inputs simply does not match
+            continue
+        if not isinstance(candidate, torch.Tensor) or tuple(candidate.shape) != tuple(got.shape):
+            continue
+        candidate = candidate.to(got.device)
+        matched = _finite_close(got, candidate, device, where) if finite_only else \
+            values_close(got, candidate, device, where, exact)
+        if matched:
+            return name
+    return None
+
+
+def expect_tensor(got, expected: torch.Tensor, label: str, device, *, tested: str | None = None,
+                  mistakes: Callable[[], Mistakes] | None = None, where=None,
+                  exact: bool = False, dtype: torch.dtype | None = None, shape_hint: str | None = None,
+                  note: str | None = None) -> torch.Tensor:
+    """The whole comparison of one output: type, shape, dtype, NaN/inf, values, then diagnosis.
+
+    `where` (bool over the leading dims, e.g. (B, T) True at real tokens) restricts the value comparison;
+    `mistakes` returns {description: thunk producing that mistake's output}, evaluated only on a mismatch;
+    `exact` compares with torch.equal (ids, masks); `dtype` additionally requires that dtype.
+    """
+    got = as_tensor(got, label, tested)
+    expect_shape(got, expected.shape, label, tested, hint=shape_hint)
+    if dtype is not None and got.dtype != dtype:
+        fail(f"{label} has dtype {got.dtype}, expected {dtype}.", tested=tested)
+    if got.device != expected.device:
+        got = got.to(expected.device)
+    got = got.detach()
+    if got.is_floating_point() and not bool(_VF.all(_VF.isfinite(_select(got, where)))):
+        mistake = diagnose(got, mistakes, device, where, finite_only=True)
+        fail(f"{label} contains NaN or inf.", tested=tested, mistake=mistake,
+             hint=None if mistake else "NaN often comes from -inf in a row where every score is blocked, or from "
+                                       "dividing by zero; print intermediate tensors to find where it starts")
+    if values_close(got, expected, device, where, exact):
+        return got
+    mistake = diagnose(got, mistakes, device, where, exact)
+    details = []
+    if not exact and got.is_floating_point():
+        tol = tolerance(device)
+        details.append(f"largest difference {max_difference(got, expected, where):.3g} "
+                       f"(allowed: atol={tol['atol']:g}, rtol={tol['rtol']:g})")
+    else:
+        mismatched = int((_select(got, where) != _select(expected.to(got.dtype), where)).sum())
+        details.append(f"{mismatched} of {_select(expected, where).numel()} entries differ")
+    if where is not None:
+        details.append("(compared at non-padded positions only)")
+    fail(f"{label}: values differ from the reference solution.", tested=tested, details=details, mistake=mistake,
+         hint=note)
+    return got
+
+
+def is_integer(x) -> bool:
+    return isinstance(x, numbers.Integral) and not isinstance(x, bool)
+
+
+def to_numpy(got, label: str, length_shape, tested: str | None = None) -> np.ndarray:
+    """A 1-D/2-D numpy array output, checked for type and shape."""
+    if not isinstance(got, np.ndarray):
+        fail(f"{label} must be a numpy array, got {type(got).__name__}.", tested=tested,
+             hint="convert a tensor with .detach().cpu().numpy()" if isinstance(got, torch.Tensor) else None)
+    if tuple(got.shape) != tuple(length_shape):
+        fail(f"{label} has the wrong shape.", tested=tested,
+             details=[f"expected shape {tuple(length_shape)}, got {tuple(got.shape)}"])
+    return got
+
+
+def describe_mask(mask) -> str:
+    """`no mask` or `bool mask (2, 1, 1, 7)`."""
+    return "no mask" if mask is None else f"mask {shape_of(mask)}"
+
+
+def sqrt(x: float) -> float:
+    return math.sqrt(x)

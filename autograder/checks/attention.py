@@ -1,0 +1,122 @@
+"""Hidden checks of notebook 03 (scaled dot-product attention and the masks; True = may attend)."""
+from __future__ import annotations
+
+import torch
+
+from autograder.checks import mistakes as M
+from autograder.checks._common import (
+    as_tensor, call, expect_callable, expect_shape, expect_tensor, fail, randn, shape_of, start_check,
+)
+
+
+def _reference():
+    import solutions.attention as reference
+
+    return reference
+
+
+def padded_ids(lengths, T: int, *, pad_id: int = 0, vocab: int = 20, seed: int = 0, device="cpu") -> torch.Tensor:
+    """(B, T) ids in [pad_id+1, ...) with post-padding to the given lengths (each >= 1)."""
+    generator = torch.Generator().manual_seed(seed)
+    ids = torch.randint(1, vocab, (len(lengths), T), generator=generator)
+    ids = torch.where(ids == pad_id, ids + 1, ids)
+    for row, length in enumerate(lengths):
+        ids[row, length:] = pad_id
+    return ids.to(device)
+
+
+def _mask_problem(got, expected, label, tested, inverted, extra=()):
+    got = as_tensor(got, label, tested)
+    expect_shape(got, expected.shape, label, tested)
+    if got.dtype != torch.bool:
+        fail(f"{label} must be a bool tensor, got {got.dtype}.", tested=tested, hint="comparisons give bool tensors")
+    got = got.to(expected.device)
+    if bool(torch.equal(got, expected)):
+        return
+    mistake = M.MASK_INVERTED if bool(torch.equal(got, inverted)) else None
+    for name, candidate in extra:
+        if mistake is None and bool(torch.equal(got, candidate)):
+            mistake = name
+    wrong = int((got != expected).sum())
+    fail(f"{label}: values differ from the reference solution.", tested=tested,
+         details=[f"{wrong} of {expected.numel()} entries differ"], mistake=mistake)
+
+
+def check_make_padding_mask(make_padding_mask) -> None:
+    """make_padding_mask(ids (B, T), pad_id=0) -> bool (B, 1, 1, T), True at real tokens."""
+    device = start_check()
+    expect_callable(make_padding_mask, "make_padding_mask")
+    reference = _reference()
+    cases = [({}, padded_ids([5, 2, 7], 7, seed=1, device=device)),
+             ({"pad_id": 3}, padded_ids([4, 6, 1, 6], 6, pad_id=3, seed=2, device=device))]
+    for kwargs, ids in cases:
+        tested = f"ids {tuple(ids.shape)}" + (f", pad_id={kwargs['pad_id']}" if kwargs else "")
+        expected = reference.make_padding_mask(ids, **kwargs)
+        got = call("make_padding_mask", make_padding_mask, ids.clone(), **kwargs, tested=tested)
+        if isinstance(got, torch.Tensor) and tuple(got.shape) != tuple(expected.shape):
+            fail("the padding mask has the wrong shape.", tested=tested,
+                 details=[f"expected shape {tuple(expected.shape)} = (B, 1, 1, T), got {tuple(got.shape)}"],
+                 hint="add the two broadcast axes: mask[:, None, None, :]")
+        _mask_problem(got, expected, "the padding mask", tested, ~expected)
+
+
+def check_make_causal_mask(make_causal_mask) -> None:
+    """make_causal_mask(size, device=None) -> bool (size, size), lower triangle True."""
+    device = start_check()
+    expect_callable(make_causal_mask, "make_causal_mask")
+    reference = _reference()
+    for size, kwargs in ((5, {}), (7, {"device": device})):
+        tested = f"size={size}" + (f", device={device.type}" if kwargs else "")
+        expected = reference.make_causal_mask(size, **kwargs)
+        got = call("make_causal_mask", make_causal_mask, size, **kwargs, tested=tested)
+        got = as_tensor(got, "the causal mask", tested)
+        if got.device != expected.device:
+            fail("the causal mask is on the wrong device.", tested=tested,
+                 details=[f"expected {expected.device}, got {got.device}"], hint="pass device=device to torch.ones")
+        ones = torch.ones(size, size, dtype=torch.bool, device=expected.device)
+        _mask_problem(got, expected, "the causal mask", tested, ~expected, extra=[
+            ("the diagonal is blocked: position i may attend to itself (j <= i)", torch.tril(ones, diagonal=-1)),
+            ("the mask is upper-triangular: position i may attend to j <= i (the lower triangle)", torch.triu(ones)),
+        ])
+
+
+def attention_mistakes(query, key, value, mask, part: int):
+    """Known mistakes of scaled_dot_product_attention; part 0 = output, 1 = weights."""
+    flags = [(name, f) for name, f in M.ATTENTION_MISTAKES.items() if set(f) <= set(M.SDPA_FLAGS)]
+    if mask is None:
+        flags = [(name, f) for name, f in flags if "mask" not in next(iter(f))]
+    return lambda: [(name, lambda f=f: M.sdpa(query, key, value, mask, **f)[part]) for name, f in flags]
+
+
+def check_scaled_dot_product_attention(scaled_dot_product_attention) -> None:
+    """scaled_dot_product_attention(q, k, v, mask=None) -> (output (..., T_q, d_v), weights (..., T_q, T_k))."""
+    device = start_check()
+    expect_callable(scaled_dot_product_attention, "scaled_dot_product_attention")
+    reference = _reference()
+    B, H, T_q, T_k, d_k, d_v = 2, 3, 5, 7, 4, 6
+    padding = reference.make_padding_mask(padded_ids([7, 4], T_k, seed=3, device=device))   # (B, 1, 1, T_k)
+    causal = reference.make_causal_mask(T_k, device=device)                                  # (T_k, T_k)
+    cases = [
+        ("no mask", (B, H, T_q), None),
+        ("no mask, inputs without a head axis", (B, T_q), None),
+        ("padding mask", (B, H, T_q), padding),
+        ("causal mask (self-attention, T_q = T_k)", (B, H, T_k), causal),
+        ("causal and padding mask", (B, H, T_k), padding & causal),
+    ]
+    for i, (what, lead, mask) in enumerate(cases):
+        key_lead = lead[:-1] + (T_k,)
+        q = randn(*lead, d_k, seed=10 + i, device=device)
+        k = randn(*key_lead, d_k, seed=20 + i, device=device)
+        v = randn(*key_lead, d_v, seed=30 + i, device=device)
+        tested = f"query {shape_of(q)}, key {shape_of(k)}, value {shape_of(v)}, {what}" + \
+                 (f" {shape_of(mask)}" if mask is not None else "")
+        expected_out, expected_w = reference.scaled_dot_product_attention(q, k, v, mask)
+        got = call("scaled_dot_product_attention", scaled_dot_product_attention, q.clone(), k.clone(), v.clone(),
+                   None if mask is None else mask.clone(), tested=tested)
+        if not isinstance(got, tuple) or len(got) != 2:
+            fail("scaled_dot_product_attention must return a tuple (output, weights).", tested=tested)
+        expect_tensor(got[1], expected_w, "the attention weights", device, tested=tested,
+                      mistakes=attention_mistakes(q, k, v, mask, 1),
+                      shape_hint="weights are (..., T_q, T_k): one row per query, one column per key")
+        expect_tensor(got[0], expected_out, "the output", device, tested=tested,
+                      mistakes=attention_mistakes(q, k, v, mask, 0))

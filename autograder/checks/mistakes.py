@@ -1,0 +1,353 @@
+"""Known-mistake variants of the reference, used to name the likely error when a student's numbers differ.
+
+Each function recomputes a reference result with one deliberate, common error switched on, using the reference's
+own weights. With every switch at its default, each function reproduces the reference exactly (the tests check
+this), so a match with a switch on really points at that error.
+
+Mask convention as in the course: True = may attend.
+"""
+from __future__ import annotations
+
+import math
+from collections import Counter
+
+import torch
+from torch import nn
+
+# Student-facing names of the diagnoses (the checks' messages and the tests use these constants).
+MISSING_SCALE = "the scores are not divided by sqrt(d_k)"
+SCALE_D_MODEL = "the scores are divided by sqrt(d_model) instead of sqrt(d_k) = sqrt(d_model / num_heads)"
+SCALE_MULTIPLIED = "the scores are multiplied by sqrt(d_k) instead of divided"
+SCALE_BY_D = "the scores are divided by d_k instead of sqrt(d_k)"
+SOFTMAX_DIM = "softmax is taken over the wrong dimension (it must run over the keys, the last dim)"
+MASK_INVERTED = "the mask polarity is inverted (our convention: True = may attend, False = blocked)"
+MASK_IGNORED = "the mask is not applied"
+MASK_AFTER_SOFTMAX = "the mask is applied after the softmax (blocked scores must be filled before it)"
+SPLIT_NO_TRANSPOSE = "the heads are split with a reshape but without transposing (B, T, H, d_head) -> (B, H, T, d_head)"
+SPLIT_INTERLEAVED = "head h takes every H-th feature instead of the block h*d_head:(h+1)*d_head"
+MERGE_NO_TRANSPOSE = "the heads are not merged back correctly: transpose (B, H, T, d_head) -> (B, T, H, d_head) " \
+                     "before reshaping"
+NORM_SWAPPED = "pre-norm and post-norm are swapped (norm_first=False means x = norm(x + sublayer(x)))"
+MISSING_RESIDUAL_ATTN = "the residual connection around the attention sublayer is missing"
+MISSING_RESIDUAL_FFN = "the residual connection around the feed-forward sublayer is missing"
+MISSING_RESIDUAL_CROSS = "the residual connection around the cross-attention sublayer is missing"
+NO_RELU = "the ReLU between linear1 and linear2 is missing"
+RELU_AFTER_LINEAR2 = "a ReLU is applied after linear2 as well"
+SIN_COS_SWAPPED = "sin and cos are swapped (sin goes to the even columns 2i, cos to the odd ones 2i+1)"
+EXPONENT_COLUMN = "wrong exponent: use 2i/d_model with i the pair index (columns 2i and 2i+1 share one frequency)"
+EXPONENT_NO_TWO = "wrong exponent: the frequency is 1 / 10000**(2i/d_model), the factor 2 is missing"
+HALVES = "sin and cos are placed in two halves instead of alternating columns (sin at 2i, cos at 2i+1)"
+POSITIONS_FROM_BATCH = "positions are taken from the batch axis (dim 0) instead of the sequence axis (dim 1)"
+POSITIONS_NOT_ADDED_TO_X = "the input x is not added (forward must return x + positions)"
+CROSS_FROM_DECODER = "cross-attention takes its keys/values from the decoder (x) instead of the encoder memory"
+MASKS_SWAPPED = "tgt_mask and memory_mask are swapped between self- and cross-attention"
+TGT_MASK_IGNORED = "the target mask is not applied in the decoder's self-attention"
+NO_EMBED_SCALE = "the token embeddings are not multiplied by sqrt(d_model)"
+NO_POSITIONS = "the positional encoding is not added"
+FINAL_NORM = "the final LayerNorm is wrong (it belongs only to the pre-norm stack, norm_first=True)"
+NO_CAUSAL = "the target has no causal mask (position i must not see positions after i)"
+NO_SRC_MASK = "the source padding mask is not applied"
+PAD_ID_HARDCODED = "the pad id is hard-coded as 0 instead of using pad_id"
+VOCAB_TIES = "ties are not broken alphabetically (tokens with the same count must be sorted by the string)"
+VOCAB_SPECIALS_LAST = "the special tokens do not come first (they take ids 0, 1, 2, 3 ...)"
+VOCAB_MIN_FREQ = "min_freq is applied as count > min_freq; keep tokens with count >= min_freq"
+VOCAB_SPECIAL_DUPLICATE = "a token equal to a special got a second id; it must keep the special's id"
+VOCAB_ASCENDING = "tokens are ordered by ascending count; the most frequent token must come first"
+UNK_HARDCODED = "unknown tokens get a hard-coded id; use vocab['<unk>']"
+PRE_PADDING = "the padding is put in front (pre-padding); pad at the end"
+TRUNCATE_FRONT = "sequences longer than max_len are cut at the front; keep the first max_len tokens"
+PAD_ID_IGNORED = "the padding value ignores pad_id"
+EMBED_SCALED = "the embedding output is scaled by sqrt(d_model); TokenEmbedding returns weight[ids] unscaled"
+W2V_ENUMERATE = "rows are placed by the vocabulary's iteration order instead of by each word's id"
+W2V_NOT_ZERO = "rows of words missing from word2vec must be zeros"
+GREEDY_WITH_BOS = "the output still starts with bos_id; return only the generated tokens"
+GREEDY_NO_EARLY_STOP = "decoding does not stop when every sequence has produced eos_id"
+GREEDY_STOP_ANY = "decoding stops as soon as one sequence produced eos_id; wait until every sequence has"
+GREEDY_NO_PAD = "tokens after a sequence's eos_id must be the model's pad_id"
+GREEDY_NO_EOS = "the eos_id token itself is missing from the output"
+
+
+# ---------------------------------------------------------------------------------------------- 01 data prep
+def build_vocab(tokenized_texts, min_freq=1, specials=("<pad>", "<unk>", "<bos>", "<eos>"), *, ties="alpha",
+                specials_first=True, strict_min=False, dedupe_specials=True, descending=True):
+    """Vocabulary with switches: ties "alpha" / "first_seen" (Counter.most_common) / "reverse_alpha", specials
+    last, count > min_freq, a special re-assigned a new id (`vocab[token] = len(vocab)`), ascending counts."""
+    counts = Counter()
+    for tokens in tokenized_texts:
+        counts.update(tokens)                       # insertion order = order of first appearance
+    tokens = list(counts)
+    if ties == "alpha":
+        tokens.sort()
+    elif ties == "reverse_alpha":
+        tokens.sort(reverse=True)
+    tokens.sort(key=lambda t: -counts[t] if descending else counts[t])  # stable: ties keep the order above
+    kept = [t for t in tokens if (counts[t] > min_freq if strict_min else counts[t] >= min_freq)]
+    vocab: dict[str, int] = {}
+    first, second = (specials, kept) if specials_first else (kept, specials)
+    for group in (first, second):
+        for token in group:
+            if token not in vocab:
+                vocab[token] = len(vocab)
+            elif not dedupe_specials and group is kept:
+                vocab[token] = len(vocab)           # overwrites the special's id
+    return vocab
+
+
+def encode(tokens, vocab, *, unk_id=None):
+    unk = vocab["<unk>"] if unk_id is None else unk_id
+    return [vocab.get(t, unk) for t in tokens]
+
+
+def pad_batch(sequences, pad_id=0, max_len=None, *, pre_padding=False, truncate_front=False, ignore_pad_id=False):
+    longest = max((len(s) for s in sequences), default=0)
+    T = longest if max_len is None else max_len
+    fill = 0 if ignore_pad_id else pad_id
+    batch = torch.full((len(sequences), T), fill, dtype=torch.long)  # (B, T)
+    for row, seq in enumerate(sequences):
+        kept = list(seq)[-T:] if truncate_front and len(seq) > T else list(seq)[:T]
+        if kept:
+            if pre_padding:
+                batch[row, T - len(kept):] = torch.tensor(kept)
+            else:
+                batch[row, :len(kept)] = torch.tensor(kept)
+    return batch
+
+
+def embedding_matrix_from_word2vec(vocab, keyed_vectors, *, by_iteration=False, random_missing=False):
+    matrix = torch.zeros(len(vocab), keyed_vectors.vector_size)
+    for position, (word, index) in enumerate(vocab.items()):
+        row = position if by_iteration else index
+        if word in keyed_vectors.key_to_index:
+            matrix[row] = torch.as_tensor(keyed_vectors[word], dtype=torch.float32)
+        elif random_missing:
+            matrix[row] = float("nan")  # never equal: "not zero" is diagnosed by a dedicated comparison
+    return matrix
+
+
+def attention_over_words(query, keys, keyed_vectors, *, scale="sqrt"):
+    """(weights, value) as float64 tensors, with the scale switched: "sqrt", "none", "mul_sqrt", "d"."""
+    q = torch.as_tensor(keyed_vectors[query], dtype=torch.float64)                            # (d,)
+    K = torch.stack([torch.as_tensor(keyed_vectors[w], dtype=torch.float64) for w in keys])   # (n, d)
+    d = keyed_vectors.vector_size
+    factor = {"sqrt": 1 / math.sqrt(d), "none": 1.0, "mul_sqrt": math.sqrt(d), "d": 1 / d}[scale]
+    weights = torch.softmax(K @ q * factor, dim=0)                                            # (n,)
+    return weights, weights @ K                                                               # (n,), (d,)
+
+
+# ----------------------------------------------------------------------------------------------- 02 positions
+def sinusoidal(max_len, d_model, *, swap=False, exponent="pair", halves=False):
+    """Sinusoidal table; exponent "pair" (correct 2i/d), "column" (j/d for column j), "no_two" (i/d)."""
+    position = torch.arange(max_len, dtype=torch.float64)[:, None]                           # (max_len, 1)
+    column = torch.arange(d_model, dtype=torch.float64)                                      # (d_model,)
+    pair = torch.div(column, 2, rounding_mode="floor")
+    power = {"pair": 2 * pair / d_model, "column": column / d_model, "no_two": pair / d_model}[exponent]
+    angle = position / (10000.0 ** power)                                                    # (max_len, d_model)
+    even = (column % 2 == 0)
+    first, second = (torch.cos, torch.sin) if swap else (torch.sin, torch.cos)
+    if halves:
+        pe = torch.cat([first(angle[:, 0::2]), second(angle[:, 0::2])], dim=1)              # (max_len, d_model)
+    else:
+        pe = torch.where(even, first(angle), second(angle))                                 # (max_len, d_model)
+    return pe.float()
+
+
+def add_positions(x, table, *, from_batch=False, without_x=False):
+    """x (B, T, d) + table[:T] (T, d); or the batch-axis mistake table[:B] broadcast over T."""
+    B, T, _ = x.shape
+    positions = table[:B].unsqueeze(1) if from_batch else table[:T]                          # (B, 1, d) or (T, d)
+    return positions.expand(x.shape).to(x) if without_x else x + positions.to(x)
+
+
+# ---------------------------------------------------------------------------------------------- 03 attention
+def sdpa(query, key, value, mask=None, *, scale="sqrt", softmax_dim=-1, invert_mask=False, ignore_mask=False,
+         mask_after_softmax=False, d_scale=None):
+    """Scaled dot-product attention with switches. `d_scale` overrides the width used in the scale."""
+    d = query.size(-1) if d_scale is None else d_scale
+    factor = {"sqrt": 1 / math.sqrt(d), "none": 1.0, "mul_sqrt": math.sqrt(d), "d": 1 / d}[scale]
+    scores = query @ key.transpose(-2, -1) * factor                                         # (..., T_q, T_k)
+    keep = None
+    if mask is not None and not ignore_mask:
+        keep = mask.to(torch.bool)
+        if invert_mask:
+            keep = ~keep
+    if keep is not None and not mask_after_softmax:
+        scores = scores.masked_fill(~keep, torch.finfo(scores.dtype).min)
+    weights = torch.softmax(scores, dim=softmax_dim)
+    if keep is not None and mask_after_softmax:
+        weights = weights * keep
+    return weights @ value, weights
+
+
+def split(x, num_heads, how="ok"):
+    B, T, d_model = x.shape
+    d_head = d_model // num_heads
+    if how == "no_transpose":
+        return x.reshape(B, num_heads, T, d_head)
+    if how == "interleaved":
+        return x.reshape(B, T, d_head, num_heads).permute(0, 3, 1, 2)
+    return x.reshape(B, T, num_heads, d_head).transpose(1, 2)                                # (B, H, T, d_head)
+
+
+def merge(x, how="ok"):
+    B, H, T, d_head = x.shape
+    if how == "no_transpose":
+        return x.reshape(B, T, H * d_head)
+    return x.transpose(1, 2).reshape(B, T, H * d_head)                                      # (B, T, H*d_head)
+
+
+def mha(attn, query, key, value, mask=None, *, split_how="ok", merge_how="ok", scale_width="d_head", **sdpa_flags):
+    """Multi-head attention with the weights of the reference module `attn`, and switches.
+
+    scale_width: "d_head" (correct) or "d_model" (the sqrt(d_model) mistake).
+    """
+    H = attn.num_heads
+    d_model = attn.w_q.weight.shape[0]
+    q = split(attn.w_q(query), H, split_how)                                                # (B, H, T_q, d_head)
+    k = split(attn.w_k(key), H, split_how)                                                  # (B, H, T_k, d_head)
+    v = split(attn.w_v(value), H, split_how)                                                # (B, H, T_k, d_head)
+    d_scale = d_model if scale_width == "d_model" else None
+    heads, weights = sdpa(q, k, v, mask, d_scale=d_scale, **sdpa_flags)                     # (B, H, T_q, d_head)
+    return attn.w_o(merge(heads, merge_how)), weights
+
+
+ATTENTION_MISTAKES = {
+    MISSING_SCALE: {"scale": "none"},
+    SCALE_D_MODEL: {"scale_width": "d_model"},
+    SCALE_MULTIPLIED: {"scale": "mul_sqrt"},
+    SCALE_BY_D: {"scale": "d"},
+    SOFTMAX_DIM: {"softmax_dim": -2},
+    MASK_INVERTED: {"invert_mask": True},
+    MASK_IGNORED: {"ignore_mask": True},
+    MASK_AFTER_SOFTMAX: {"mask_after_softmax": True},
+    SPLIT_NO_TRANSPOSE: {"split_how": "no_transpose"},
+    SPLIT_INTERLEAVED: {"split_how": "interleaved"},
+    MERGE_NO_TRANSPOSE: {"merge_how": "no_transpose"},
+}
+SDPA_FLAGS = ("scale", "softmax_dim", "invert_mask", "ignore_mask", "mask_after_softmax")
+
+
+# ------------------------------------------------------------------------------------------ 05 encoder stack
+def feed_forward(ffn, x, *, relu=True, relu_after=False):
+    h = ffn.linear1(x)                                                                      # (B, T, d_ff)
+    h = torch.relu(h) if relu else h
+    out = ffn.linear2(h)                                                                    # (B, T, d_model)
+    return torch.relu(out) if relu_after else out
+
+
+def encoder_block(block, x, mask=None, *, norm_first=None, attn_residual=True, ffn_residual=True, attn_flags=None):
+    """EncoderBlock with switches; `norm_first=None` keeps the block's own arrangement."""
+    norm_first = block.norm_first if norm_first is None else norm_first
+    flags = attn_flags or {}
+
+    def attend(h):
+        return mha(block.self_attn, h, h, h, mask, **flags)[0]
+
+    if norm_first:
+        a = attend(block.norm1(x))
+        x = x + a if attn_residual else a
+        f = block.ffn(block.norm2(x))
+        return x + f if ffn_residual else f
+    a = attend(x)
+    x = block.norm1(x + a if attn_residual else a)
+    f = block.ffn(x)
+    return block.norm2(x + f if ffn_residual else f)
+
+
+def _embed(stack, ids, *, scale_embeddings=True, positions=True):
+    d_model = stack.embedding.weight.shape[1]
+    x = stack.embedding.weight[ids] * (math.sqrt(d_model) if scale_embeddings else 1.0)    # (B, T, d_model)
+    if positions:
+        x = x + stack.pos_encoding.pe[: ids.size(1)].to(x)
+    return x
+
+
+def _final_norm(stack, x, norm_first, final_norm):
+    """final_norm None: as the reference (norm only for pre-norm); True/False force it on/off."""
+    has_norm = isinstance(stack.norm, nn.LayerNorm)
+    if final_norm is None:
+        return stack.norm(x)
+    if final_norm and has_norm:
+        return stack.norm(x)
+    if final_norm and not has_norm:
+        return nn.functional.layer_norm(x, x.shape[-1:])
+    return x
+
+
+def encoder(stack, ids, mask=None, *, scale_embeddings=True, positions=True, final_norm=None, **block_flags):
+    x = _embed(stack, ids, scale_embeddings=scale_embeddings, positions=positions)
+    for layer in stack.layers:
+        x = encoder_block(layer, x, mask, **block_flags)
+    return _final_norm(stack, x, None, final_norm)
+
+
+# --------------------------------------------------------------------------------------- 06 decoder and model
+def decoder_block(block, x, memory, tgt_mask=None, memory_mask=None, *, norm_first=None, attn_residual=True,
+                  cross_residual=True, ffn_residual=True, cross_from_decoder=False, swap_masks=False,
+                  ignore_tgt_mask=False, attn_flags=None):
+    norm_first = block.norm_first if norm_first is None else norm_first
+    flags = attn_flags or {}
+    if swap_masks:
+        tgt_mask, memory_mask = memory_mask, tgt_mask
+    self_mask = None if ignore_tgt_mask else tgt_mask
+
+    def self_attend(h):
+        return mha(block.self_attn, h, h, h, self_mask, **flags)[0]
+
+    def cross_attend(h):
+        source = h if cross_from_decoder else memory
+        return mha(block.cross_attn, h, source, source, memory_mask, **flags)[0]
+
+    def residual(x, y, keep):
+        return x + y if keep else y
+
+    if norm_first:
+        x = residual(x, self_attend(block.norm1(x)), attn_residual)
+        x = residual(x, cross_attend(block.norm2(x)), cross_residual)
+        return residual(x, block.ffn(block.norm3(x)), ffn_residual)
+    x = block.norm1(residual(x, self_attend(x), attn_residual))
+    x = block.norm2(residual(x, cross_attend(x), cross_residual))
+    return block.norm3(residual(x, block.ffn(x), ffn_residual))
+
+
+def decoder(stack, ids, memory, tgt_mask=None, memory_mask=None, *, scale_embeddings=True, positions=True,
+            final_norm=None, **block_flags):
+    x = _embed(stack, ids, scale_embeddings=scale_embeddings, positions=positions)
+    for layer in stack.layers:
+        x = decoder_block(layer, x, memory, tgt_mask, memory_mask, **block_flags)
+    return _final_norm(stack, x, None, final_norm)
+
+
+def transformer(model, src_ids, tgt_ids, *, causal=True, src_mask=True, pad_id=None, **decoder_flags):
+    """Transformer.forward with switches; pad_id overrides model.pad_id (the hard-coded-0 mistake)."""
+    pad = model.pad_id if pad_id is None else pad_id
+    source_keep = (src_ids != pad)[:, None, None, :]                                        # (B, 1, 1, S)
+    T = tgt_ids.size(1)
+    target_keep = (tgt_ids != pad)[:, None, None, :]                                        # (B, 1, 1, T)
+    if causal:
+        target_keep = target_keep & torch.tril(torch.ones(T, T, dtype=torch.bool, device=tgt_ids.device))
+    memory_mask = source_keep if src_mask else None
+    memory = encoder(model.encoder, src_ids, memory_mask)
+    x = decoder(model.decoder, tgt_ids, memory, target_keep, memory_mask, **decoder_flags)
+    return model.generator(x)                                                               # (B, T, V)
+
+
+@torch.no_grad()
+def greedy(model, src_ids, max_len, bos_id=2, eos_id=3, *, keep_bos=False, early_stop=True, stop_any=False,
+           pad_after_eos=True, keep_eos=True):
+    """Greedy decoding through model.decode, with switches."""
+    memory, src_mask = model.encode(src_ids)
+    B = src_ids.size(0)
+    ys = torch.full((B, 1), bos_id, dtype=torch.long, device=src_ids.device)                # (B, 1)
+    finished = torch.zeros(B, dtype=torch.bool, device=src_ids.device)
+    for _ in range(max_len):
+        token = model.decode(ys, memory, src_mask)[:, -1].argmax(dim=-1)                    # (B,)
+        if pad_after_eos:
+            token = token.masked_fill(finished, model.pad_id)
+        ys = torch.cat([ys, token[:, None]], dim=1)
+        finished |= token == eos_id
+        if early_stop and (finished.any() if stop_any else finished.all()):
+            break
+    out = ys if keep_bos else ys[:, 1:]
+    if not keep_eos:
+        out = out.masked_fill(out == eos_id, model.pad_id)
+    return out

@@ -1,0 +1,115 @@
+"""Hidden checks of notebook 04 (multi-head attention)."""
+from __future__ import annotations
+
+import torch
+
+from autograder.checks import mistakes as M
+from autograder.checks._common import (
+    call, construct, expect_callable, expect_raises, expect_tensor, fail, prepare, randn, shape_of, start_check,
+)
+from autograder.checks.attention import padded_ids
+
+B, T, T_K, H, D_HEAD = 2, 5, 7, 3, 4          # all distinct; T_K != T for cross-attention
+D_MODEL = H * D_HEAD                           # 12
+
+
+def _reference():
+    import solutions.multi_head as reference
+
+    return reference
+
+
+def check_split_heads(split_heads) -> None:
+    """split_heads(x (B, T, d_model), num_heads) -> (B, H, T, d_head)."""
+    device = start_check()
+    expect_callable(split_heads, "split_heads")
+    reference = _reference()
+    for num_heads in (H, 2):
+        x = randn(B, T, D_MODEL, seed=40 + num_heads, device=device)
+        tested = f"x {shape_of(x)}, num_heads={num_heads}"
+        expected = reference.split_heads(x, num_heads)
+        got = call("split_heads", split_heads, x.clone(), num_heads, tested=tested)
+        expect_tensor(got, expected, "split_heads output", device, tested=tested, exact=True,
+                      shape_hint="(B, T, d_model) -> (B, num_heads, T, d_model // num_heads)",
+                      mistakes=lambda x=x, n=num_heads: [(M.SPLIT_NO_TRANSPOSE, lambda: M.split(x, n, "no_transpose")),
+                                                        (M.SPLIT_INTERLEAVED, lambda: M.split(x, n, "interleaved"))])
+
+
+def check_merge_heads(merge_heads) -> None:
+    """merge_heads(x (B, H, T, d_head)) -> (B, T, H * d_head), the inverse of split_heads."""
+    device = start_check()
+    expect_callable(merge_heads, "merge_heads")
+    reference = _reference()
+    x = randn(B, H, T, D_HEAD, seed=50, device=device)
+    tested = f"x {shape_of(x)}"
+    expected = reference.merge_heads(x)
+    got = call("merge_heads", merge_heads, x.clone(), tested=tested)
+    expect_tensor(got, expected, "merge_heads output", device, tested=tested, exact=True,
+                  shape_hint="(B, H, T, d_head) -> (B, T, H * d_head)",
+                  mistakes=lambda: [(M.MERGE_NO_TRANSPOSE, lambda: M.merge(x, "no_transpose"))])
+    # the inverse of split_heads on a transposed (non-contiguous) input, as it comes out of attention
+    y = randn(B, T, H, D_HEAD, seed=51, device=device).transpose(1, 2)   # (B, H, T, d_head), non-contiguous
+    tested = f"a non-contiguous x {shape_of(y)} (as returned by attention after a transpose)"
+    got = call("merge_heads", merge_heads, y, tested=tested)
+    expect_tensor(got, reference.merge_heads(y), "merge_heads output", device, tested=tested, exact=True,
+                  mistakes=lambda: [(M.MERGE_NO_TRANSPOSE, lambda: M.merge(y, "no_transpose"))])
+
+
+def mha_mistakes(attn, query, key, value, mask, part: int):
+    """Known mistakes of MultiHeadAttention (with the reference module's weights); part 0 = output, 1 = weights."""
+    def variants():
+        out = []
+        for name, flags in M.ATTENTION_MISTAKES.items():
+            if mask is None and "mask" in next(iter(flags)):
+                continue
+            out.append((name, lambda flags=flags: M.mha(attn, query, key, value, mask, **flags)[part]))
+        return out
+
+    return variants
+
+
+def attention_cases(device):
+    """(description, query, key, value, mask) for self-attention (no / padding / causal mask) and cross-attention."""
+    from solutions.attention import make_causal_mask, make_padding_mask
+
+    x = randn(B, T, D_MODEL, seed=60, device=device)
+    memory = randn(B, T_K, D_MODEL, seed=61, device=device)
+    self_padding = make_padding_mask(padded_ids([T, 3], T, seed=62, device=device))          # (B, 1, 1, T)
+    cross_padding = make_padding_mask(padded_ids([4, T_K], T_K, seed=63, device=device))     # (B, 1, 1, T_K)
+    causal = make_causal_mask(T, device=device)                                              # (T, T)
+    return [
+        ("self-attention, no mask", x, x, x, None),
+        ("self-attention, padding mask", x, x, x, self_padding),
+        ("self-attention, causal mask", x, x, x, causal),
+        ("cross-attention (T_q != T_k), no mask", x, memory, memory, None),
+        ("cross-attention (T_q != T_k), padding mask", x, memory, memory, cross_padding),
+    ]
+
+
+def check_multi_head_attention(MultiHeadAttention) -> None:
+    """MultiHeadAttention(d_model, num_heads, dropout=0.0, bias=True): w_q, w_k, w_v, w_o; forward -> (out, weights)."""
+    device = start_check()
+    reference = _reference()
+    expect_raises(ValueError, f"MultiHeadAttention({D_MODEL}, 5)", MultiHeadAttention, D_MODEL, 5,
+                  why="when d_model is not divisible by num_heads")
+    for bias in (True, False):
+        module = construct(MultiHeadAttention, "MultiHeadAttention", D_MODEL, H, dropout=0.0, bias=bias)
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(7)
+            ref = reference.MultiHeadAttention(D_MODEL, H, dropout=0.0, bias=bias)
+        prepare(module, ref, device, "MultiHeadAttention")
+        cases = attention_cases(device) if bias else attention_cases(device)[1:2]
+        for what, q, k, v, mask in cases:
+            tested = f"MultiHeadAttention({D_MODEL}, {H}, bias={bias}), {what}: query {shape_of(q)}, " \
+                     f"key/value {shape_of(k)}" + (f", mask {shape_of(mask)}" if mask is not None else "")
+            with torch.no_grad():
+                expected_out, expected_w = ref(q, k, v, mask)
+                got = call("MultiHeadAttention.forward", module, q.clone(), k.clone(), v.clone(),
+                           None if mask is None else mask.clone(), tested=tested)
+            if not isinstance(got, tuple) or len(got) != 2:
+                fail("MultiHeadAttention.forward must return a tuple (output, weights).", tested=tested)
+            expect_tensor(got[0], expected_out, "MultiHeadAttention output", device, tested=tested,
+                          mistakes=mha_mistakes(ref, q, k, v, mask, 0))
+            expect_tensor(got[1], expected_w, "the attention weights", device, tested=tested,
+                          mistakes=mha_mistakes(ref, q, k, v, mask, 1),
+                          shape_hint="weights are (B, num_heads, T_q, T_k): one map per head, not averaged")

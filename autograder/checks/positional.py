@@ -1,0 +1,106 @@
+"""Hidden checks of notebook 02 (positional encoding)."""
+from __future__ import annotations
+
+import torch
+
+from autograder.checks import mistakes as M
+from autograder.checks._common import (
+    as_tensor, call, construct, expect_callable, expect_raises, expect_tensor, fail, prepare, randn, start_check,
+)
+
+
+def _reference():
+    import solutions.positional as reference
+
+    return reference
+
+
+def _table_mistakes(max_len, d_model):
+    return lambda: [
+        (M.SIN_COS_SWAPPED, lambda: M.sinusoidal(max_len, d_model, swap=True)),
+        (M.EXPONENT_COLUMN, lambda: M.sinusoidal(max_len, d_model, exponent="column")),
+        (M.EXPONENT_NO_TWO, lambda: M.sinusoidal(max_len, d_model, exponent="no_two")),
+        (M.HALVES, lambda: M.sinusoidal(max_len, d_model, halves=True)),
+        (M.SIN_COS_SWAPPED, lambda: M.sinusoidal(max_len, d_model, swap=True, exponent="column")),
+    ]
+
+
+def check_sinusoidal_positional_encoding(sinusoidal_positional_encoding) -> None:
+    """sinusoidal_positional_encoding(max_len, d_model) -> FloatTensor (max_len, d_model); odd d_model: ValueError."""
+    start_check()
+    expect_callable(sinusoidal_positional_encoding, "sinusoidal_positional_encoding")
+    reference = _reference()
+    for max_len, d_model in ((12, 8), (9, 6), (5, 2), (16, 20)):
+        tested = f"max_len={max_len}, d_model={d_model}"
+        expected = reference.sinusoidal_positional_encoding(max_len, d_model)
+        got = call("sinusoidal_positional_encoding", sinusoidal_positional_encoding, max_len, d_model, tested=tested)
+        got = as_tensor(got, "the table", tested)
+        if got.is_floating_point() and got.dtype != torch.float32:
+            fail(f"the table must be float32 (a FloatTensor), got {got.dtype}.", tested=tested,
+                 hint="numpy creates float64 by default: convert with .float() or dtype=torch.float32")
+        expect_tensor(got.cpu(), expected, "the table", "cpu", tested=tested, dtype=torch.float32,
+                      mistakes=_table_mistakes(max_len, d_model),
+                      shape_hint="rows are positions (max_len), columns are features (d_model)")
+    expect_raises(ValueError, "sinusoidal_positional_encoding(10, 7)", sinusoidal_positional_encoding, 10, 7,
+                  why="for an odd d_model")
+
+
+def check_positional_encoding(PositionalEncoding) -> None:
+    """PositionalEncoding(d_model, max_len=512, dropout=0.0): buffer pe, forward(x) = x + pe[:T]."""
+    device = start_check()
+    reference = _reference()
+    B, T, d_model, max_len = 3, 7, 10, 20
+    module = construct(PositionalEncoding, "PositionalEncoding", d_model, max_len=max_len, dropout=0.0)
+    ref = reference.PositionalEncoding(d_model, max_len=max_len, dropout=0.0)
+    prepare(module, ref, device, "PositionalEncoding", copy=False)  # nothing to copy: the table is computed
+    x = randn(B, T, d_model, seed=5, device=device)
+    tested = f"PositionalEncoding({d_model}, max_len={max_len}) on x {tuple(x.shape)}"
+    with torch.no_grad():
+        expected = ref(x)
+        got = call("PositionalEncoding.forward", module, x.clone(), tested=tested)
+    table = ref.pe
+
+    def mistakes():
+        variants = [(M.POSITIONS_FROM_BATCH, lambda: M.add_positions(x, table, from_batch=True)),
+                    (M.POSITIONS_NOT_ADDED_TO_X, lambda: M.add_positions(x, table, without_x=True))]
+        for name, make in _table_mistakes(max_len, d_model)():
+            variants.append((name, lambda make=make: M.add_positions(x, make().to(device))))
+        return variants
+
+    expect_tensor(got, expected, "PositionalEncoding output", device, tested=tested, mistakes=mistakes)
+    buffers = dict(module.named_buffers())
+    if "pe" not in buffers:
+        where = "a parameter (it would be trained)" if "pe" in dict(module.named_parameters()) else "missing"
+        fail(f"PositionalEncoding: `pe` must be a buffer (self.register_buffer('pe', ...)); yours is {where}.",
+             hint="a buffer moves with .to(device) and is saved with the model, but is not trained")
+    pe = buffers["pe"]
+    expect_tensor(pe, table, "PositionalEncoding.pe", device, tested=f"PositionalEncoding({d_model}, max_len={max_len})",
+                  mistakes=_table_mistakes(max_len, d_model))
+    long_x = randn(B, max_len + 1, d_model, seed=6, device=device)
+    expect_raises(ValueError, f"PositionalEncoding (max_len={max_len}) on x {tuple(long_x.shape)}", module, long_x,
+                  why="when the sequence is longer than max_len")
+
+
+def check_learned_positional_embedding(LearnedPositionalEmbedding) -> None:
+    """LearnedPositionalEmbedding(max_len, d_model): submodule `embedding`; forward(x) = x + embedding(arange(T))."""
+    device = start_check()
+    reference = _reference()
+    B, T, d_model, max_len = 3, 6, 8, 11
+    module = construct(LearnedPositionalEmbedding, "LearnedPositionalEmbedding", max_len, d_model)
+    if not isinstance(getattr(module, "embedding", None), torch.nn.Embedding):
+        fail("LearnedPositionalEmbedding needs a submodule `embedding = nn.Embedding(max_len, d_model)`.")
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(2)
+        ref = reference.LearnedPositionalEmbedding(max_len, d_model)
+    prepare(module, ref, device, "LearnedPositionalEmbedding")
+    table = ref.embedding.weight.detach()
+    for T in (6, max_len):
+        x = randn(B, T, d_model, seed=7 + T, device=device)
+        tested = f"LearnedPositionalEmbedding({max_len}, {d_model}) on x {tuple(x.shape)}"
+        with torch.no_grad():
+            expected = ref(x)
+            got = call("LearnedPositionalEmbedding.forward", module, x.clone(), tested=tested)
+        expect_tensor(got, expected, "LearnedPositionalEmbedding output", device, tested=tested, mistakes=lambda x=x: [
+            (M.POSITIONS_FROM_BATCH, lambda: M.add_positions(x, table, from_batch=True)),
+            (M.POSITIONS_NOT_ADDED_TO_X, lambda: M.add_positions(x, table, without_x=True)),
+        ])

@@ -1,0 +1,242 @@
+"""Import student submissions into the course's submitted/ folder, in nbgrader's layout.
+
+Accepted input (a folder or a .zip):
+- nbgrader layout     <student>/<assignment>/<notebook>.ipynb  (other files of the folder are copied too)
+- flat LMS naming     <student>_<assignment>_<file>.ipynb      (assignment names may contain "_")
+- Canvas downloads    <student>[_late]_<user id>_<submission id>_<file>.ipynb  (assignment from <file>)
+Each notebook is checked: empty, invalid JSON, not a notebook, unknown assignment are reported and skipped
+(never fatal). An nbformat v3 notebook is converted to v4 in the copy. A single notebook under another name
+(`03_attention (1).ipynb`) is accepted as the assignment's notebook when the assignment has just one. The
+originals are only read: everything is written into submitted/<student>/<assignment>/ (with timestamp.txt).
+Students not yet in the gradebook are added.
+"""
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import json
+import re
+import shutil
+import tempfile
+import zipfile
+from pathlib import Path
+
+import nbformat
+
+from autograder.coursedir import assignments_in_source, course_id, default_db_url
+
+CANVAS = re.compile(r"^(?P<student>[A-Za-z0-9.\-]+?)(?:_late)?_(?P<uid>\d+)_(?P<sid>\d+)_(?P<file>.+)$")
+STUDENT_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@\-]*$")
+
+
+@dataclasses.dataclass
+class Problem:
+    path: str
+    reason: str
+
+
+@dataclasses.dataclass
+class Collected:
+    student: str
+    assignment: str
+    notebook: str
+    source: str
+    note: str = ""
+
+
+@dataclasses.dataclass
+class CollectReport:
+    collected: list[Collected] = dataclasses.field(default_factory=list)
+    problems: list[Problem] = dataclasses.field(default_factory=list)
+    new_students: list[str] = dataclasses.field(default_factory=list)
+
+    def table(self) -> str:
+        lines = []
+        if self.collected:
+            lines.append(f"{'student':<20} {'assignment':<28} {'notebook':<28} note")
+            for c in self.collected:
+                lines.append(f"{c.student:<20} {c.assignment:<28} {c.notebook:<28} {c.note}")
+        if self.problems:
+            lines.append("")
+            lines.append(f"{'skipped file':<60} reason")
+            for p in self.problems:
+                lines.append(f"{p.path:<60} {p.reason}")
+        return "\n".join(lines)
+
+    def line(self) -> str:
+        return (f"collected {len(self.collected)} notebook(s) from {len({c.student for c in self.collected})} "
+                f"student(s), {len(self.new_students)} new, {len(self.problems)} file(s) skipped")
+
+
+def assignment_notebooks(course_dir: Path) -> dict[str, list[str]]:
+    """assignment -> its notebook names (from source/)."""
+    return {a: sorted(p.stem for p in (Path(course_dir) / "source" / a).glob("*.ipynb"))
+            for a in assignments_in_source(course_dir)}
+
+
+def check_notebook(path: Path) -> tuple[str | None, str]:
+    """(v4 JSON text or None, problem or note)."""
+    data = path.read_bytes()
+    if not data.strip():
+        return None, "empty file"
+    try:
+        raw = json.loads(data)
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        return None, f"invalid JSON ({exc.__class__.__name__}: {str(exc)[:60]})"
+    if not isinstance(raw, dict) or "nbformat" not in raw or not ("cells" in raw or "worksheets" in raw):
+        return None, "not a Jupyter notebook"
+    try:
+        nb = nbformat.reads(data.decode("utf-8"), as_version=4)
+    except Exception as exc:  # noqa: BLE001
+        return None, f"not a valid notebook ({str(exc)[:60]})"
+    note = f"converted from nbformat {raw['nbformat']}" if raw["nbformat"] != 4 else ""
+    return (nbformat.writes(nb) if note else data.decode("utf-8")), note
+
+
+def _match_flat(name: str, notebooks: dict[str, list[str]]):
+    """(student, assignment, file) from a flat or Canvas file name, or None."""
+    stem = name[:-len(".ipynb")]
+    for assignment in sorted(notebooks, key=len, reverse=True):
+        match = re.match(rf"^(?P<student>.+?)_{re.escape(assignment)}_(?P<file>.+)$", stem)
+        if match:
+            return match["student"], assignment, match["file"]
+    match = CANVAS.match(stem)
+    if match:
+        file = match["file"]
+        for assignment in sorted(notebooks, key=len, reverse=True):
+            if file == assignment or file.startswith(assignment) or file in notebooks[assignment]:
+                return match["student"], assignment, file
+    return None
+
+
+def _place(path: Path, root: Path, notebooks: dict[str, list[str]]):
+    """(student, assignment, notebook file stem or None) of a file in the input, or a reason string."""
+    rel = path.relative_to(root).parts
+    if len(rel) >= 3 and rel[-2] in notebooks:
+        return rel[-3], rel[-2], path.stem
+    if len(rel) >= 3 and rel[-3] in notebooks:  # <assignment>/<student>/<nb>.ipynb is nbgrader's release/feedback
+        return None
+    flat = _match_flat(path.name, notebooks)
+    if flat:
+        return flat
+    return "unknown assignment (name the file <student>_<assignment>_<notebook>.ipynb or use " \
+           "<student>/<assignment>/<notebook>.ipynb)"
+
+
+def collect(course_dir, source, db_url: str | None = None) -> CollectReport:
+    """Import submissions from folder or zip `source` into `course_dir`/submitted/ (see the module doc)."""
+    from nbgrader.api import Gradebook
+
+    course_dir = Path(course_dir).resolve()
+    source = Path(source)
+    if not source.exists():
+        raise FileNotFoundError(f"nothing to collect at {source}")
+    notebooks = assignment_notebooks(course_dir)
+    report = CollectReport()
+    with contextlib_unzipped(source) as root:
+        placed: dict[tuple[str, str], list[tuple[Path, str]]] = {}
+        folders: dict[tuple[str, str], Path] = {}
+        for path in sorted(p for p in root.rglob("*") if p.is_file()):
+            if "__MACOSX" in path.parts or ".ipynb_checkpoints" in path.parts:
+                continue
+            rel = path.relative_to(root).as_posix()
+            if path.suffix != ".ipynb":
+                parts = path.relative_to(root).parts
+                if len(parts) >= 3 and parts[-2] in notebooks:  # a non-notebook file in a nbgrader folder
+                    folders.setdefault((parts[-3], parts[-2]), path.parent)
+                continue
+            where = _place(path, root, notebooks)
+            if where is None:
+                continue
+            if isinstance(where, str):
+                report.problems.append(Problem(rel, where))
+                continue
+            student, assignment, file = where
+            if not STUDENT_ID.match(student):
+                report.problems.append(Problem(rel, f"unusable student id {student!r}"))
+                continue
+            placed.setdefault((student, assignment), []).append((path, file))
+            if len(path.relative_to(root).parts) >= 3:
+                folders.setdefault((student, assignment), path.parent)
+        for key in folders:
+            placed.setdefault(key, [])
+        with Gradebook(db_url or default_db_url(course_dir), course_id(course_dir)) as gb:
+            known = {s.id for s in gb.students}
+            for (student, assignment), files in sorted(placed.items()):
+                _store(course_dir, student, assignment, files, folders.get((student, assignment)),
+                       notebooks[assignment], report, root)
+                if student not in known:
+                    gb.update_or_create_student(student)
+                    known.add(student)
+                    report.new_students.append(student)
+    return report
+
+
+def _store(course_dir: Path, student: str, assignment: str, files, folder, expected: list[str],
+           report: CollectReport, root: Path) -> None:
+    target = course_dir / "submitted" / student / assignment
+    staged = []
+    for path, file in files:
+        text, note = check_notebook(path)
+        rel = path.relative_to(root).as_posix()
+        if text is None:
+            report.problems.append(Problem(rel, note))
+            continue
+        name = file
+        if name not in expected:
+            base = re.sub(r"(-\d+| \(\d+\)|_\d+)$", "", name)
+            if base in expected:
+                name, note = base, (note + "; " if note else "") + f"renamed from {file}"
+            elif len(expected) == 1 and len(files) == 1:
+                name, note = expected[0], (note + "; " if note else "") + f"renamed from {file} (only notebook)"
+            else:
+                report.problems.append(Problem(rel, f"not a notebook of {assignment} (expected "
+                                                    f"{', '.join(e + '.ipynb' for e in expected)})"))
+                continue
+        staged.append((name, text, note, rel))
+    if not staged and folder is None:
+        return
+    if target.exists():
+        shutil.rmtree(target)
+    target.mkdir(parents=True)
+    if folder is not None:  # nbgrader layout: the student's other files come along (never the notebooks' originals)
+        for extra in folder.iterdir():
+            if extra.is_file() and extra.suffix != ".ipynb":
+                shutil.copy2(extra, target / extra.name)
+    for name, text, note, rel in staged:
+        (target / f"{name}.ipynb").write_text(text)
+        report.collected.append(Collected(student, assignment, name, rel, note))
+    if not staged:
+        report.problems.append(Problem(f"{student}/{assignment}", "no notebook submitted (graded as missing)"))
+    if not (target / "timestamp.txt").exists():
+        stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f %Z")
+        (target / "timestamp.txt").write_text(stamp)
+
+
+class contextlib_unzipped:
+    """The input as a folder: itself, or a zip extracted into a temp folder (safe paths only)."""
+
+    def __init__(self, source: Path):
+        self.source = source
+        self._tmp = None
+
+    def __enter__(self) -> Path:
+        if self.source.is_dir():
+            return self.source
+        if not zipfile.is_zipfile(self.source):
+            raise ValueError(f"{self.source} is neither a folder nor a zip file")
+        self._tmp = tempfile.TemporaryDirectory(prefix="ag-collect-")
+        root = Path(self._tmp.name)
+        with zipfile.ZipFile(self.source) as archive:
+            for member in archive.infolist():
+                target = (root / member.filename).resolve()
+                if not str(target).startswith(str(root.resolve())) or member.is_dir():
+                    continue  # skip absolute / ../ paths
+                target.parent.mkdir(parents=True, exist_ok=True)
+                with archive.open(member) as src, open(target, "wb") as dst:
+                    shutil.copyfileobj(src, dst)
+        return root
+
+    def __exit__(self, *exc):
+        if self._tmp is not None:
+            self._tmp.cleanup()

@@ -1,0 +1,69 @@
+"""Where the course lives: the nbgrader course root, its gradebook URL, and nbgrader's API objects for it.
+
+Default course root: $AUTOGRADER_COURSE_DIR, else `course/` of the repository. Default gradebook: SQLite
+`gradebook.db` in the course root (any SQLAlchemy URL with --db / $AUTOGRADER_DB).
+"""
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+def ensure_env_bin_on_path() -> None:
+    """nbgrader's Gradebook runs the `alembic` command: make this environment's bin/ findable on PATH."""
+    bin_dir = os.path.dirname(sys.executable)
+    if bin_dir not in os.environ.get("PATH", "").split(os.pathsep):
+        os.environ["PATH"] = bin_dir + os.pathsep + os.environ.get("PATH", "")
+
+
+ensure_env_bin_on_path()
+NOTEBOOK_IGNORE = (".ipynb_checkpoints", "__pycache__", "*.pyc", ".DS_Store", "feedback")
+
+
+def default_course_dir() -> Path:
+    return Path(os.environ.get("AUTOGRADER_COURSE_DIR") or REPO_ROOT / "course").resolve()
+
+
+def default_db_url(course_dir: Path) -> str:
+    return os.environ.get("AUTOGRADER_DB") or f"sqlite:///{Path(course_dir).resolve() / 'gradebook.db'}"
+
+
+def course_id(course_dir: Path) -> str:
+    """The course id set in the course's nbgrader_config.py (`transformers101` for ours)."""
+    from traitlets.config import PyFileConfigLoader
+
+    config_file = Path(course_dir) / "nbgrader_config.py"
+    if config_file.exists():
+        config = PyFileConfigLoader(config_file.name, path=str(config_file.parent)).load_config()
+        value = config.get("CourseDirectory", {}).get("course_id")
+        if isinstance(value, str) and value:
+            return value
+    return "default_course"
+
+
+def nbgrader_api(course_dir: Path, db_url: str | None = None):
+    """nbgrader's NbGraderAPI on `course_dir`, with its config file loaded and our gradebook URL."""
+    from nbgrader.apps import NbGraderAPI
+    from nbgrader.coursedir import CourseDirectory
+    from traitlets.config import Config, PyFileConfigLoader
+
+    course_dir = Path(course_dir).resolve()
+    config = Config()
+    config_file = course_dir / "nbgrader_config.py"
+    if config_file.exists():
+        config.merge(PyFileConfigLoader(config_file.name, path=str(course_dir)).load_config())
+    config.CourseDirectory.root = str(course_dir)
+    config.CourseDirectory.db_url = db_url or default_db_url(course_dir)
+    config.CourseDirectory.course_id = course_id(course_dir)
+    coursedir = CourseDirectory(config=config)
+    return NbGraderAPI(coursedir=coursedir, config=config)
+
+
+def assignments_in_source(course_dir: Path) -> list[str]:
+    source = Path(course_dir) / "source"
+    if not source.is_dir():
+        return []
+    return sorted(p.name for p in source.iterdir() if p.is_dir() and any(p.glob("*.ipynb")))

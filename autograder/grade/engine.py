@@ -1,0 +1,194 @@
+"""The coordinator: one job per submitted notebook, graded in parallel on Dask, results written here only.
+
+One code path for both set-ups: `Client(LocalCluster(...))` (worker processes on this machine, one thread each,
+default one per core) or `Client("tcp://host:port")` (an existing cluster, --scheduler). Workers get each
+submission's content in the job (notebook JSON, cell records, the assignment's extra files such as provided.py),
+so they need no shared filesystem; they return the graded notebook and its scores, and this process alone
+writes the gradebook and autograded/.
+
+Resumable: a notebook whose content hash (submission + released cells + limits) matches its last successful
+run is skipped unless `force`.
+"""
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import fnmatch
+import hashlib
+import json
+import os
+from pathlib import Path
+
+from nbgrader.api import Gradebook, MissingEntry
+
+from autograder.coursedir import NOTEBOOK_IGNORE, course_id, default_db_url
+from autograder.grade.gradebook import RunsTable, notebook_cells, record_result
+from autograder.grade.sandbox import Limits
+
+MAX_EXTRA_FILE_BYTES = 50 * 1024 * 1024
+
+
+class GradingError(RuntimeError):
+    """The instructor must act (nothing released, unknown assignment...)."""
+
+
+@dataclasses.dataclass
+class GradeSummary:
+    assignment: str
+    graded: list[dict]
+    skipped: list[tuple[str, str]]  # (student, notebook) already graded with the same content
+
+    @property
+    def held(self) -> list[dict]:
+        return [r for r in self.graded if r["held"]]
+
+    @property
+    def failed(self) -> list[dict]:
+        return [r for r in self.graded if r["status"].startswith("error")]
+
+    def line(self) -> str:
+        return (f"{self.assignment}: graded {len(self.graded)} notebook(s), skipped {len(self.skipped)} unchanged, "
+                f"{len(self.held)} held for review, {len(self.failed)} failed")
+
+
+def assignment_files(course_dir: Path, assignment: str) -> dict[str, bytes]:
+    """The assignment's files other than notebooks (provided.py, data), as nbgrader's autograde copies them."""
+    source = Path(course_dir) / "source" / assignment
+    files: dict[str, bytes] = {}
+    total = 0
+    for path in sorted(source.rglob("*")):
+        rel = path.relative_to(source)
+        if not path.is_file() or path.suffix == ".ipynb" or any(
+                fnmatch.fnmatch(part, pattern) for part in rel.parts for pattern in NOTEBOOK_IGNORE):
+            continue
+        total += path.stat().st_size
+        if total > MAX_EXTRA_FILE_BYTES:
+            raise GradingError(f"files of {assignment} exceed {MAX_EXTRA_FILE_BYTES} bytes; keep data out of source/")
+        files[rel.as_posix()] = path.read_bytes()
+    return files
+
+
+def content_hash(nb_bytes: bytes | None, cells: dict, files: dict[str, bytes], limits: Limits) -> str:
+    digest = hashlib.sha256()
+    digest.update(nb_bytes if nb_bytes is not None else b"<missing>")
+    digest.update(json.dumps(cells, sort_keys=True, default=str).encode())
+    for name in sorted(files):
+        digest.update(name.encode() + hashlib.sha256(files[name]).digest())
+    digest.update(json.dumps(limits.to_dict(), sort_keys=True).encode())
+    return digest.hexdigest()
+
+
+def build_jobs(course_dir: Path, db_url: str, assignment: str, students=None, force=False,
+               limits: Limits = Limits()) -> tuple[list[dict], list[tuple[str, str]], dict]:
+    """Jobs for every submitted notebook of `assignment` (or of `students`); returns (jobs, skipped, timestamps)."""
+    from autograder.coursedir import nbgrader_api
+
+    course_dir = Path(course_dir)
+    cid = course_id(course_dir)
+    with Gradebook(db_url, cid) as gb:
+        try:
+            gb_assignment = gb.find_assignment(assignment)
+        except MissingEntry:
+            raise GradingError(f"assignment {assignment!r} is not in the gradebook: release it first "
+                               f"(autograder release {assignment})") from None
+        cells = {nb.name: notebook_cells(gb, assignment, nb.name) for nb in gb_assignment.notebooks}
+    if not cells:
+        raise GradingError(f"assignment {assignment!r} has no notebooks in the gradebook: release it again")
+    files = assignment_files(course_dir, assignment)
+    submitted = course_dir / "submitted"
+    wanted = set(students) if students else None
+    student_dirs = sorted(p for p in submitted.glob(f"*/{assignment}") if p.is_dir()) if submitted.is_dir() else []
+    coursedir = nbgrader_api(course_dir, db_url).coursedir
+    runs = RunsTable(db_url)
+    jobs, skipped, timestamps = [], [], {}
+    try:
+        for folder in student_dirs:
+            student = folder.parent.name
+            if wanted is not None and student not in wanted:
+                continue
+            timestamps[student] = coursedir.get_existing_timestamp(str(folder))
+            for notebook, nb_cells in cells.items():
+                path = folder / f"{notebook}.ipynb"
+                nb_bytes = path.read_bytes() if path.is_file() else None
+                digest = content_hash(nb_bytes, nb_cells, files, limits)
+                previous = runs.get(assignment, notebook, student)
+                if not force and previous and previous["content_hash"] == digest and \
+                        not previous["status"].startswith("error"):
+                    skipped.append((student, notebook))
+                    continue
+                jobs.append({
+                    "key": f"{assignment}/{student}/{notebook}", "assignment": assignment, "notebook": notebook,
+                    "student": student, "course_id": cid, "content_hash": digest,
+                    "nb_json": nb_bytes.decode("utf-8", errors="replace") if nb_bytes is not None else None,
+                    "cells": nb_cells, "kernelspec": nb_cells["kernelspec"], "files": files,
+                    "limits": limits.to_dict(), "gpu": "auto",
+                })
+    finally:
+        runs.dispose()
+    if wanted:
+        unknown = wanted - {p.parent.name for p in student_dirs}
+        if unknown:
+            raise GradingError(f"no submission of {assignment} for: {', '.join(sorted(unknown))}")
+    return jobs, skipped, timestamps
+
+
+@contextlib.contextmanager
+def dask_client(workers: int | None = None, scheduler: str | None = None):
+    """A Dask client on an existing scheduler (`scheduler` address) or on a LocalCluster of worker processes."""
+    from distributed import Client, LocalCluster
+
+    if scheduler:
+        with Client(scheduler, timeout="30s") as client:
+            yield client
+        return
+    n = workers or os.cpu_count() or 1
+    with LocalCluster(n_workers=n, threads_per_worker=1, processes=True, dashboard_address=None,
+                      memory_limit=0, silence_logs=40) as cluster, Client(cluster) as client:
+        yield client
+
+
+def write_graded_notebook(course_dir: Path, result: dict) -> None:
+    folder = Path(course_dir) / "autograded" / result["student"] / result["assignment"]
+    folder.mkdir(parents=True, exist_ok=True)
+    target = folder / f"{result['notebook']}.ipynb"
+    if result.get("graded_nb"):
+        target.write_text(result["graded_nb"])
+    elif target.exists():
+        target.unlink()  # a stale graded copy must not outlive a submission that can no longer be graded
+
+
+def grade(course_dir, assignment: str, *, db_url: str | None = None, students=None, workers: int | None = None,
+          scheduler: str | None = None, force: bool = False, limits: Limits = Limits(),
+          progress: bool = True) -> GradeSummary:
+    """Autograde every submitted notebook of `assignment` in parallel; the caller's process writes the results."""
+    from distributed import as_completed
+    from tqdm.auto import tqdm
+
+    from autograder.grade.worker import error_result, grade_job
+
+    course_dir = Path(course_dir).resolve()
+    db_url = db_url or default_db_url(course_dir)
+    jobs, skipped, timestamps = build_jobs(course_dir, db_url, assignment, students, force, limits)
+    summary = GradeSummary(assignment, [], skipped)
+    if not jobs:
+        return summary
+    runs = RunsTable(db_url)
+    try:
+        with dask_client(workers, scheduler) as client, Gradebook(db_url, course_id(course_dir)) as gb:
+            futures = {client.submit(grade_job, job, key=f"grade-{job['content_hash'][:16]}-{job['key']}",
+                                     pure=False, retries=1): job for job in jobs}
+            bar = tqdm(total=len(futures), desc=f"grading {assignment}", unit="nb", disable=not progress)
+            for future in as_completed(futures):
+                job = futures[future]
+                try:
+                    result = future.result()
+                except Exception as exc:  # noqa: BLE001 - a lost worker costs only this submission
+                    result = error_result(job, f"the grading worker failed: {type(exc).__name__}: {exc}")
+                write_graded_notebook(course_dir, result)
+                summary.graded.append(record_result(gb, runs, result, timestamps.get(result["student"])))
+                bar.update(1)
+            bar.close()
+    finally:
+        runs.dispose()
+    summary.graded.sort(key=lambda r: (r["student"], r["notebook"]))
+    return summary

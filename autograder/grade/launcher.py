@@ -1,0 +1,39 @@
+"""The first process of a grading kernel: set its limits, then become ipykernel.
+
+    python -P -s -m autograder.grade.launcher --memory-bytes N --rlimit as -- -f CONNECTION_FILE
+
+resource limits survive os.execv, so everything the student's code does in the kernel runs under them.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import resource
+import sys
+
+# Run first in the kernel, before any student cell (see kernel_startup.py).
+STARTUP = "import autograder.grade.kernel_startup"
+
+
+def apply_limits(memory_bytes: int, which: str) -> None:
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))  # a segfault leaves no multi-GB core file behind
+    if memory_bytes > 0:
+        kind = resource.RLIMIT_DATA if which == "data" else resource.RLIMIT_AS
+        resource.setrlimit(kind, (memory_bytes, memory_bytes))
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="autograder.grade.launcher")
+    parser.add_argument("--memory-bytes", type=int, default=0)
+    parser.add_argument("--rlimit", choices=["as", "data"], default="as")
+    parser.add_argument("kernel_args", nargs=argparse.REMAINDER)
+    args = parser.parse_args(argv)
+    kernel_args = [a for a in args.kernel_args if a != "--"]
+    apply_limits(args.memory_bytes, args.rlimit)
+    os.execv(sys.executable, [sys.executable, "-P", "-s", "-m", "ipykernel_launcher",
+                              f"--IPKernelApp.exec_lines={STARTUP}",
+                              *kernel_args])
+
+
+if __name__ == "__main__":
+    main()

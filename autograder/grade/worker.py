@@ -1,0 +1,208 @@
+"""What a Dask worker runs for one submission: `grade_job(job) -> result`, plain dicts in and out.
+
+The worker needs no shared filesystem and never touches the course's gradebook. It rebuilds the one notebook's
+cell records (sent by the coordinator) in a private SQLite gradebook, and runs nbgrader's own autograde steps
+against it: sanitize (ClearOutput, DeduplicateIds, OverwriteKernelspec, OverwriteCells with missing cells
+added back, CheckCellMetadata), then execute (our SandboxedExecute), IgnorePattern, LimitOutput, SaveAutoGrades (nbgrader's
+ClearMetadataPreprocessor is disabled by default, so it is left out). The scores it reads back go to the coordinator, the only writer.
+
+Kernel death policy: when a cell kills the kernel (segfault, os._exit, the OOM killer), that cell is marked
+"skipped" and the notebook is run again from the top without it, at most `Limits.kernel_restarts` times; cells
+after the last allowed restart are not run. So a crash costs only the cells that depend on the crashing one.
+"""
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import tempfile
+import warnings
+import time
+import traceback
+
+import nbformat
+from nbclient.exceptions import DeadKernelError
+from nbgrader.api import Gradebook
+from nbgrader.preprocessors import (CheckCellMetadata, ClearOutput, DeduplicateIds, IgnorePattern, LimitOutput,
+                                    OverwriteCells, OverwriteKernelspec, SaveAutoGrades)
+
+import autograder.coursedir  # noqa: F401  (puts alembic on PATH for nbgrader's Gradebook)
+from autograder.grade import integrity
+from autograder.grade.execute import SandboxedExecute, error_output
+from autograder.grade.sandbox import Limits, kernel_manager_class, kernel_spec
+
+warnings.filterwarnings("ignore", module="nbgrader.api")  # SQLAlchemy autoflush chatter on every grade
+MISTAKE = re.compile(r"(?:likely mistake|probable mistake|common mistake|hint)\s*[:\-]\s*(.+)", re.I)
+
+
+_TEMPLATE_DB: dict[str, str] = {}
+
+
+def empty_gradebook(path: str, course: str) -> None:
+    """Copy a per-process empty gradebook to `path` (a new gradebook runs `alembic heads`, seconds each time)."""
+    template = _TEMPLATE_DB.get(course)
+    if template is None or not os.path.exists(template):
+        folder = tempfile.mkdtemp(prefix="ag-template-")
+        template = os.path.join(folder, "empty.db")
+        Gradebook(f"sqlite:///{template}", course).close()
+        _TEMPLATE_DB[course] = template
+    shutil.copyfile(template, path)
+
+
+def build_gradebook(db_url: str, job: dict) -> None:
+    """The notebook's cell records (as in the course gradebook) plus the student, in a private gradebook."""
+    a, nb_name, student = job["assignment"], job["notebook"], job["student"]
+    if db_url.startswith("sqlite:///"):
+        empty_gradebook(db_url[len("sqlite:///"):], job.get("course_id", "default_course"))
+    with Gradebook(db_url, job.get("course_id", "default_course")) as gb:
+        gb.update_or_create_assignment(a)
+        gb.update_or_create_notebook(nb_name, a, kernelspec=job.get("kernelspec"))
+        for cell in job["cells"]["grade"]:
+            gb.update_or_create_grade_cell(cell["name"], nb_name, a, max_score=cell["max_score"],
+                                           cell_type=cell["cell_type"])
+        for cell in job["cells"]["solution"]:
+            gb.update_or_create_solution_cell(cell["name"], nb_name, a)
+        for cell in job["cells"]["task"]:
+            gb.update_or_create_task_cell(cell["name"], nb_name, a, max_score=cell["max_score"],
+                                          cell_type=cell["cell_type"])
+        for cell in job["cells"]["source"]:
+            gb.update_or_create_source_cell(cell["name"], nb_name, a, cell_type=cell["cell_type"],
+                                            locked=cell["locked"], source=cell["source"], checksum=cell["checksum"])
+        gb.update_or_create_student(student)
+        gb.update_or_create_submission(a, student)
+
+
+def run_notebook(nb, resources: dict, limits: Limits, gpu: str | None):
+    """Execute `nb` in the sandbox; returns (executed nb, notes). Restarts after a dead kernel (see module doc)."""
+    spec = kernel_spec(limits, gpu=gpu)
+    deadline = time.monotonic() + limits.notebook_timeout
+    skip: set[int] = set()
+    notes: list[str] = []
+    for attempt in range(limits.kernel_restarts + 1):
+        attempt_nb = nbformat.from_dict(nb)  # fresh copy: outputs of a failed attempt are discarded
+        executor = SandboxedExecute(limits=limits, deadline=deadline, skip_cells=skip,
+                                    kernel_manager_class=kernel_manager_class(spec))
+        try:
+            attempt_nb, resources = executor.preprocess(attempt_nb, resources)
+            return attempt_nb, notes + executor.notes
+        except DeadKernelError:
+            index = executor.current_index
+            notes.extend(executor.notes)
+            notes.append(f"kernel died in cell {index}; the cell is skipped and the notebook re-run")
+            skip.add(index)
+            if time.monotonic() >= deadline:
+                break
+    # out of restarts: mark the crashing cell and everything after it as not run
+    last = max(skip) if skip else 0
+    for index, cell in enumerate(attempt_nb.cells):
+        if cell.cell_type == "code" and index >= last:
+            cell.outputs = [error_output("KernelDied", "Not run: the kernel died too many times in this notebook.")]
+    notes.append("gave up after repeated kernel deaths")
+    return attempt_nb, notes
+
+
+def cell_messages(nb) -> dict[str, str]:
+    """grade_id -> the error its grade cell raised (what the student sees in feedback)."""
+    messages = {}
+    for cell in nb.cells:
+        meta = cell.metadata.get("nbgrader", {})
+        if cell.cell_type != "code" or not meta.get("grade"):
+            continue
+        errors = [o for o in cell.get("outputs", []) if o.get("output_type") == "error"]
+        if errors:
+            messages[meta["grade_id"]] = f"{errors[-1].get('ename', 'Error')}: {errors[-1].get('evalue', '')}"[:2000]
+    return messages
+
+
+def diagnosed_mistakes(messages: dict[str, str]) -> dict[str, str]:
+    """grade_id -> the mistake named by the check's message ("Likely mistake: ..."), when it names one."""
+    found = {}
+    for grade_id, message in messages.items():
+        match = MISTAKE.search(message)
+        if match:
+            found[grade_id] = match.group(1).strip().splitlines()[0][:200]
+    return found
+
+
+def _zero_result(job: dict, status: str, message: str, started: float, flags=()) -> dict:
+    return {
+        "key": job["key"], "student": job["student"], "assignment": job["assignment"], "notebook": job["notebook"],
+        "status": status, "message": message, "content_hash": job.get("content_hash"),
+        "grades": {c["name"]: {"auto_score": 0.0, "max_score": c["max_score"], "needs_manual_grade": False}
+                   for c in job["cells"]["grade"]},
+        "messages": {c["name"]: message for c in job["cells"]["grade"]}, "mistakes": {},
+        "flags": [f.to_dict() for f in flags], "notes": [], "graded_nb": None,
+        "seconds": round(time.monotonic() - started, 3), "host": os.uname().nodename,
+    }
+
+
+def error_result(job: dict, message: str) -> dict:
+    """A zero result for a job whose worker failed outright (used by the coordinator)."""
+    return _zero_result(job, "error", message, time.monotonic())
+
+
+def assigned_gpu(requested: str | None) -> str | None:
+    """"auto": this Dask worker's share of the GPUs (worker k gets GPU k mod n); None on a CPU-only machine."""
+    if requested != "auto":
+        return requested
+    from autograder.grade.sandbox import visible_gpus
+
+    gpus = visible_gpus()
+    if not gpus:
+        return None
+    try:
+        from distributed import get_worker
+
+        name = str(get_worker().name)
+    except (ImportError, ValueError):
+        name = "0"
+    index = int(name) if name.isdigit() else sum(name.encode())
+    return gpus[index % len(gpus)]
+
+
+def grade_job(job: dict) -> dict:
+    """Grade one submission notebook. Never raises: a failure becomes a result with status "error"."""
+    started = time.monotonic()
+    limits = Limits.from_dict(job.get("limits"))
+    if job.get("nb_json") is None:
+        return _zero_result(job, "missing", "No notebook was submitted.", started)
+    try:
+        nb = nbformat.reads(job["nb_json"], as_version=4)
+    except Exception as exc:  # noqa: BLE001 - unreadable input is a result, not a crash
+        return _zero_result(job, "unreadable", f"The notebook could not be read: {exc}", started)
+    flags = integrity.scan(nb, job["cells"]["source"], job["cells"]["grade"])
+    try:
+        with tempfile.TemporaryDirectory(prefix="ag-db-") as db_dir, \
+                tempfile.TemporaryDirectory(prefix="ag-run-") as run_dir:
+            db_url = f"sqlite:///{os.path.join(db_dir, 'gradebook.db')}"
+            build_gradebook(db_url, job)
+            for relpath, data in (job.get("files") or {}).items():
+                target = os.path.join(run_dir, relpath)
+                os.makedirs(os.path.dirname(target), exist_ok=True)
+                with open(target, "wb") as fh:
+                    fh.write(data)
+            resources = {"nbgrader": {"db_url": db_url, "assignment": job["assignment"],
+                                      "notebook": job["notebook"], "student": job["student"]},
+                         "metadata": {"path": run_dir}}
+            for step in (ClearOutput(), DeduplicateIds(), OverwriteKernelspec(),
+                         OverwriteCells(add_missing_cells=True), CheckCellMetadata()):
+                nb, resources = step.preprocess(nb, resources)
+            nb, notes = run_notebook(nb, resources, limits, assigned_gpu(job.get("gpu")))
+            for step in (IgnorePattern(), LimitOutput(), SaveAutoGrades()):
+                nb, resources = step.preprocess(nb, resources)
+            with Gradebook(db_url, job.get("course_id", "default_course")) as gb:
+                submission = gb.find_submission_notebook(job["notebook"], job["assignment"], job["student"])
+                grades = {g.name: {"auto_score": g.auto_score, "max_score": g.max_score,
+                                   "needs_manual_grade": bool(g.needs_manual_grade)} for g in submission.grades}
+    except Exception as exc:  # noqa: BLE001
+        result = _zero_result(job, "error", f"Grading failed: {type(exc).__name__}: {exc}", started, flags)
+        result["notes"] = [traceback.format_exc(limit=5)]
+        return result
+    messages = cell_messages(nb)
+    return {
+        "key": job["key"], "student": job["student"], "assignment": job["assignment"], "notebook": job["notebook"],
+        "status": "graded", "message": "", "content_hash": job.get("content_hash"),
+        "grades": grades, "messages": messages, "mistakes": diagnosed_mistakes(messages),
+        "flags": [f.to_dict() for f in flags], "notes": notes, "graded_nb": nbformat.writes(nb),
+        "seconds": round(time.monotonic() - started, 3), "host": os.uname().nodename,
+    }

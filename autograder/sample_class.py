@@ -1,0 +1,152 @@
+"""Sample classes built by code: a tiny synthetic course (tests, benchmark) and the demo's students.
+
+`synthetic_course(root)` writes a one-assignment nbgrader course (`ps1`, 3 grade cells, one with hidden tests,
+7 points) and releases it. `synthetic_submission(course_root, kind)` returns the JSON text of a student's notebook
+of that course: "solution", "blank", "mistake" or one of the hostile kinds of the robustness suite.
+`demo_students(source_nb, release_nb)` builds the demo's class from a real assignment (see its docstring).
+"""
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import nbformat
+from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
+
+SYNTHETIC_ASSIGNMENT = "ps1"
+SYNTHETIC_POINTS = {"test_squares": 1, "test_squares_hidden": 2, "test_normalize": 4}
+
+
+def _meta(kind: str, grade_id: str, points: int | None = None) -> dict:
+    base = {"grade_id": grade_id, "schema_version": 3, "task": False}
+    if kind == "solution":
+        base.update(grade=False, solution=True, locked=False)
+    elif kind == "grade":
+        base.update(grade=True, solution=False, locked=True, points=points)
+    else:  # locked prose/code
+        base.update(grade=False, solution=False, locked=True)
+    return {"nbgrader": base}
+
+
+def synthetic_source_notebook():
+    cells = [
+        new_markdown_cell("# Problem set 1\nTwo small exercises.", metadata=_meta("locked", "intro")),
+        new_code_cell("def squares(n):\n    \"\"\"[0, 1, 4, ...] for the n first integers.\"\"\"\n"
+                      "    ### BEGIN SOLUTION\n    return [i * i for i in range(n)]\n    ### END SOLUTION",
+                      metadata=_meta("solution", "squares")),
+        new_code_cell("# Visible test (1 point)\nassert squares(3) == [0, 1, 4], 'squares(3) should be [0, 1, 4]'",
+                      metadata=_meta("grade", "test_squares", 1)),
+        new_code_cell("# Autograder test for `squares` (2 points).\n### BEGIN HIDDEN TESTS\n"
+                      "assert squares(5) == [0, 1, 4, 9, 16], 'Likely mistake: range starts at 1 instead of 0'\n"
+                      "### END HIDDEN TESTS", metadata=_meta("grade", "test_squares_hidden", 2)),
+        new_code_cell("import numpy as np\n\ndef normalize(x):\n    \"\"\"x divided by its sum.\"\"\"\n"
+                      "    ### BEGIN SOLUTION\n    return x / x.sum()\n    ### END SOLUTION",
+                      metadata=_meta("solution", "normalize")),
+        new_code_cell("# Autograder test for `normalize` (4 points).\n### BEGIN HIDDEN TESTS\nimport numpy as np\n"
+                      "assert np.allclose(normalize(np.array([1.0, 3.0])), np.array([0.25, 0.75])), "
+                      "'Likely mistake: divided by the maximum instead of the sum'\n### END HIDDEN TESTS",
+                      metadata=_meta("grade", "test_normalize", 4)),
+        new_markdown_cell("Done.", metadata=_meta("locked", "outro")),
+    ]
+    nb = new_notebook(cells=cells)
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    return nb
+
+
+def synthetic_course(root: Path, release: bool = True) -> Path:
+    """Write the synthetic course under `root` (nbgrader_config.py, source/ps1/ps1.ipynb), release it."""
+    root = Path(root)
+    (root / "source" / SYNTHETIC_ASSIGNMENT).mkdir(parents=True, exist_ok=True)
+    (root / "nbgrader_config.py").write_text(
+        "c = get_config()  # noqa: F821\nc.CourseDirectory.course_id = 'synthetic'\n"
+        "c.ClearSolutions.code_stub = {'python': '# YOUR CODE HERE\\nraise NotImplementedError()'}\n")
+    nbformat.write(synthetic_source_notebook(), root / "source" / SYNTHETIC_ASSIGNMENT / f"{SYNTHETIC_ASSIGNMENT}.ipynb")
+    (root / "source" / SYNTHETIC_ASSIGNMENT / "provided.py").write_text("OFFSET = 0\n")
+    if release:
+        release_assignment(root, SYNTHETIC_ASSIGNMENT)
+    return root
+
+
+def release_assignment(course_root: Path, assignment: str) -> None:
+    """nbgrader generate_assignment for one assignment of `course_root` (fills the gradebook and release/)."""
+    from autograder.coursedir import nbgrader_api
+
+    result = nbgrader_api(course_root).generate_assignment(assignment, force=True)
+    if not result["success"]:
+        raise RuntimeError(f"generate_assignment {assignment} failed:\n{result['log']}{result.get('error', '')}")
+
+
+def _replace_solution(nb, grade_id: str, body: str):
+    for cell in nb.cells:
+        if cell.metadata.get("nbgrader", {}).get("grade_id") == grade_id:
+            cell.source = re.sub(r"### BEGIN SOLUTION.*?### END SOLUTION|# YOUR CODE HERE\s*\n\s*raise NotImplementedError\(\)",
+                                 lambda _: body, cell.source, flags=re.S)
+    return nb
+
+
+HOSTILE_CELLS = {
+    "infinite_loop": "while True:\n    pass",
+    "os_exit": "import os\nos._exit(1)",
+    "segfault": "import ctypes\nctypes.string_at(0)",
+    "allocate_20gb": "import numpy as np\nbig = np.ones(20 * 1024**3 // 8)",
+    "print_100mb": "import sys\nfor _ in range(100):\n    sys.stdout.write('x' * (1024 * 1024))",
+    "monkeypatch": "import numpy, torch\nnumpy.allclose = lambda *a, **k: True\n"
+                   "torch.allclose = lambda *a, **k: True\nimport builtins\nbuiltins.check_normalize = None",
+    "import_solutions": "import inspect\nimport solutions\nprint(inspect.getsource(solutions))",
+}
+
+
+def synthetic_submission(course_root: Path, kind: str) -> str:
+    """JSON text of a student notebook of the synthetic course (see the module doc for the kinds)."""
+    course_root = Path(course_root)
+    released = nbformat.read(course_root / "release" / SYNTHETIC_ASSIGNMENT / f"{SYNTHETIC_ASSIGNMENT}.ipynb",
+                             as_version=4)
+    if kind == "blank":
+        return nbformat.writes(released)
+    right = {"squares": "return [i * i for i in range(n)]", "normalize": "return x / x.sum()"}
+    wrong = {"squares": "return [i * i for i in range(1, n + 1)] if n > 3 else [i * i for i in range(n)]",
+             "normalize": "return x / x.max()"}
+
+    def filled(**bodies):
+        nb = nbformat.from_dict(released)
+        for grade_id, body in {**right, **bodies}.items():
+            nb = _replace_solution(nb, grade_id, body)
+        return nb
+
+    if kind == "solution":
+        return nbformat.writes(filled())
+    if kind == "mistake":  # both hidden tests fail, the visible one passes
+        return nbformat.writes(filled(**wrong))
+    if kind in HOSTILE_CELLS:
+        # the hostile cell sits right after `squares`'s tests, before `normalize` is defined
+        nb = filled(normalize=wrong["normalize"]) if kind == "monkeypatch" else filled()  # patching hides it
+        position = next(i for i, c in enumerate(nb.cells)
+                        if c.metadata.get("nbgrader", {}).get("grade_id") == "test_squares_hidden") + 1
+        nb.cells.insert(position, new_code_cell(HOSTILE_CELLS[kind]))
+        return nbformat.writes(nb)
+    if kind == "deleted_grade_cell":
+        nb = filled(normalize=wrong["normalize"])
+        nb.cells = [c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") != "test_normalize"]
+        return nbformat.writes(nb)
+    if kind == "edited_hidden_cell":
+        nb = filled(normalize=wrong["normalize"])
+        for cell in nb.cells:
+            if cell.metadata.get("nbgrader", {}).get("grade_id") == "test_normalize":
+                cell.source = "pass  # nothing to see here"
+        return nbformat.writes(nb)
+    if kind == "wrong_kernelspec":
+        nb = filled()
+        nb.metadata["kernelspec"] = {"name": "ir", "display_name": "R", "language": "R"}
+        return nbformat.writes(nb)
+    if kind == "nbformat_v3":
+        return nbformat.writes(nbformat.convert(filled(), 3))
+    raise ValueError(f"unknown submission kind {kind!r}")
+
+
+def source_notebook_json(course_root: Path, assignment: str) -> str:
+    return (Path(course_root) / "source" / assignment / f"{assignment}.ipynb").read_text()
+
+
+def dumps(obj) -> str:
+    return json.dumps(obj, indent=1)

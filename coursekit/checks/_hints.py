@@ -1,0 +1,133 @@
+"""Shared helpers for the public checks: running the student's code, comparing, and phrasing hints.
+
+Every failure is a `CheckFailed` (an AssertionError), whose message reads
+    <what is wrong>
+    HINT: <the likely mistake>          (when one can be told)
+"""
+from __future__ import annotations
+
+import math
+from typing import Any, Callable, Sequence
+
+import numpy as np
+import torch
+
+
+class CheckFailed(AssertionError):
+    """A public check did not pass; the message is written for the student."""
+
+
+def fail(problem: str, hint: str | None = None) -> None:
+    """Raise CheckFailed with `problem` and, if given, a HINT line."""
+    message = problem if hint is None else f"{problem}\nHINT: {hint}"
+    raise CheckFailed(message)
+
+
+def passed(name: str, detail: str = "") -> None:
+    """Print the friendly success line of a check."""
+    extra = f" {detail}" if detail else ""
+    print(f"\u2705 {name}: all public checks passed.{extra} (Grading runs more cases.)")
+
+
+def run(name: str, fn: Callable, *args, **kwargs) -> Any:
+    """Call the student's `fn`, turning a missing implementation or a crash into a readable failure."""
+    try:
+        return fn(*args, **kwargs)
+    except NotImplementedError:
+        fail(f"{name} is not implemented yet (it still raises NotImplementedError).",
+             "replace `raise NotImplementedError()` with your code, then run the cell that defines it again.")
+    except CheckFailed:
+        raise
+    except Exception as error:  # the student's code crashed on a small valid example
+        args_text = ", ".join(_short(a) for a in args)
+        fail(f"{name}({args_text}) raised {type(error).__name__}: {error}",
+             "read the traceback above this message; run the example by hand in a new cell to see it.")
+
+
+def _short(value: Any) -> str:
+    if isinstance(value, torch.Tensor):
+        return f"<tensor shape={tuple(value.shape)} dtype={value.dtype}>"
+    if isinstance(value, np.ndarray):
+        return f"<array shape={value.shape}>"
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def to_tensor(value: Any, name: str) -> torch.Tensor:
+    """Accept tensors (any device) and array-likes; return a float64 CPU tensor for comparison."""
+    if isinstance(value, torch.Tensor):
+        return value.detach().to("cpu", torch.float64)
+    try:
+        return torch.as_tensor(np.asarray(value, dtype=np.float64))
+    except (TypeError, ValueError):
+        fail(f"{name} should be a tensor or an array of numbers, got {type(value).__name__}.")
+
+
+def expect_type(value: Any, types: type | tuple[type, ...], name: str, hint: str | None = None) -> None:
+    if not isinstance(value, types):
+        expected = types.__name__ if isinstance(types, type) else " or ".join(t.__name__ for t in types)
+        fail(f"{name} should be a {expected}, got {type(value).__name__}.", hint)
+
+
+def expect_shape(value: Any, shape: Sequence[int], name: str, hint: str | None = None) -> None:
+    actual = tuple(value.shape) if hasattr(value, "shape") else None
+    if actual != tuple(shape):
+        fail(f"{name} should have shape {tuple(shape)}, got {actual}.", hint)
+
+
+def expect_dtype(value: torch.Tensor, dtype: torch.dtype, name: str, hint: str | None = None) -> None:
+    if value.dtype != dtype:
+        fail(f"{name} should have dtype {dtype}, got {value.dtype}.", hint)
+
+
+def close(actual: Any, expected: Any, atol: float = 1e-5, rtol: float = 1e-4) -> bool:
+    """True when the two have the same shape and equal values within tolerance (NaN never matches)."""
+    a, e = to_tensor(actual, "value"), to_tensor(expected, "expected")
+    return a.shape == e.shape and bool(torch.allclose(a, e, atol=atol, rtol=rtol))
+
+
+def expect_close(actual: Any, expected: Any, name: str, hint: str | None = None,
+                 atol: float = 1e-5, rtol: float = 1e-4) -> None:
+    a, e = to_tensor(actual, name), to_tensor(expected, "expected")
+    if a.shape != e.shape:
+        fail(f"{name} should have shape {tuple(e.shape)}, got {tuple(a.shape)}.", hint)
+    if torch.isnan(a).any():
+        fail(f"{name} contains NaN.", hint or "look for a division by zero or a softmax over only -inf.")
+    if not torch.allclose(a, e, atol=atol, rtol=rtol):
+        worst = (a - e).abs().max().item()
+        fail(f"{name} has the right shape but wrong values (largest difference {worst:.3g}).\n"
+             f"expected (first values): {_preview(e)}\ngot      (first values): {_preview(a)}", hint)
+
+
+def _preview(t: torch.Tensor, n: int = 6) -> str:
+    flat = t.flatten()[:n].tolist()
+    return "[" + ", ".join(f"{x:.4g}" for x in flat) + (", ...]" if t.numel() > n else "]")
+
+
+def first_matching_hint(actual: Any, candidates: Sequence[tuple[Any, str]], atol: float = 1e-5) -> str | None:
+    """The hint of the first known wrong answer that `actual` matches, else None."""
+    for wrong, hint in candidates:
+        try:
+            if close(actual, wrong, atol=atol):
+                return hint
+        except Exception:  # a candidate that cannot be compared says nothing
+            continue
+    return None
+
+
+def softmax_rows(scores: np.ndarray) -> np.ndarray:
+    """Row-wise softmax in float64 numpy (an independent way to compute expected weights)."""
+    shifted = scores - scores.max(axis=-1, keepdims=True)
+    exp = np.exp(shifted)
+    return exp / exp.sum(axis=-1, keepdims=True)
+
+
+def isclose(a: float, b: float, tol: float = 1e-6) -> bool:
+    return math.isclose(a, b, rel_tol=tol, abs_tol=tol)
+
+
+def snake_case(api_name: str) -> str:
+    """The check name of an API name: classes go to snake case (`TokenEmbedding` -> `token_embedding`)."""
+    import re
+
+    return re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", api_name).lower()

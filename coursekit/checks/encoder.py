@@ -1,0 +1,203 @@
+"""Public self-checks for notebook 05 (feed-forward, encoder block, encoder).
+
+The feed-forward is recomputed in NumPy. The block and the stack are checked for their wiring: the expected output
+is composed here from your module's own submodules (attention, feed-forward, norms, embedding), in the order the
+notebook describes, so these checks point at how the pieces are connected. Shapes: B batch, T length, d_model width.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import torch
+from torch import nn
+
+from coursekit.checks._hints import (expect_close, expect_shape, expect_type, fail, first_matching_hint, passed,
+                                     run)
+
+_D_MODEL, _H, _D_FF = 6, 3, 10
+_B, _T = 2, 4
+
+
+def randomize(module: nn.Module, seed: int) -> None:
+    """Fixed random values for every parameter (LayerNorms included, so norm1 and norm2 differ)."""
+    generator = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for _, parameter in sorted(module.named_parameters()):
+            parameter.copy_(torch.randn(parameter.shape, generator=generator) * 0.5)
+
+
+def require_submodule(module: nn.Module, owner: str, name: str, kind: type | tuple[type, ...] = nn.Module,
+                      hint: str | None = None) -> nn.Module:
+    sub = getattr(module, name, None)
+    if not isinstance(sub, kind):
+        expected = kind.__name__ if isinstance(kind, type) else " or ".join(k.__name__ for k in kind)
+        fail(f"{owner} needs a submodule `{name}` ({expected}), got {type(sub).__name__}.", hint)
+    return sub
+
+
+def padding_mask(ids: torch.Tensor, pad_id: int = 0) -> torch.Tensor:
+    """(B, T) -> (B, 1, 1, T), True where a real token is (may be attended to)."""
+    return (ids != pad_id)[:, None, None, :]
+
+
+# -------------------------------------------------------------------------------------------- feed-forward
+
+def check_positionwise_feed_forward(PositionwiseFeedForward) -> None:
+    d_model, d_ff = 5, 7
+    ffn = run("PositionwiseFeedForward", PositionwiseFeedForward, d_model, d_ff)
+    expect_type(ffn, nn.Module, f"PositionwiseFeedForward({d_model}, {d_ff})", "subclass nn.Module.")
+    for name, (n_in, n_out), sizes in (("linear1", (d_model, d_ff), "d_model, d_ff"),
+                                       ("linear2", (d_ff, d_model), "d_ff, d_model")):
+        linear = require_submodule(ffn, "PositionwiseFeedForward", name, nn.Linear,
+                                   f"in __init__ write self.{name} = nn.Linear({sizes}).")
+        if (linear.in_features, linear.out_features) != (n_in, n_out):
+            fail(f"`{name}` should map {n_in} -> {n_out} features (d_model={d_model}, d_ff={d_ff}), got "
+                 f"{linear.in_features} -> {linear.out_features}.")
+    ffn.eval()
+    randomize(ffn, seed=5)
+    x = torch.randn(2, 3, d_model, generator=torch.Generator().manual_seed(50))       # (B=2, T=3, d_model)
+    with torch.no_grad():
+        out = run("PositionwiseFeedForward.forward", ffn, x)
+    expect_type(out, torch.Tensor, "the feed-forward output")
+    expect_shape(out, (2, 3, d_model), "the feed-forward output", "linear2 brings the d_ff features back to d_model.")
+    w1, b1 = (p.detach().double().numpy() for p in (ffn.linear1.weight, ffn.linear1.bias))
+    w2, b2 = (p.detach().double().numpy() for p in (ffn.linear2.weight, ffn.linear2.bias))
+    xs = x.double().numpy()
+    hidden = xs @ w1.T + b1                                                           # (B, T, d_ff)
+    expected = np.maximum(hidden, 0) @ w2.T + b2                                      # (B, T, d_model)
+    hint = first_matching_hint(out, [
+        (hidden @ w2.T + b2, "there is no ReLU between the two linear layers: without it the two layers collapse "
+                             "into one linear map."),
+        (np.maximum(hidden @ w2.T + b2, 0), "the ReLU belongs after linear1 (on the d_ff hidden features), not "
+                                            "after linear2."),
+    ])
+    expect_close(out, expected, "the feed-forward output", hint)
+    passed("PositionwiseFeedForward")
+
+
+# ------------------------------------------------------------------------------------------------ encoder block
+
+def _block_variants(block: nn.Module, x, mask, norm_first: bool) -> dict:
+    """The right output and known wrong ones, composed from the block's own submodules."""
+    attn = lambda h, m=mask: block.self_attn(h, h, h, m)[0]                           # noqa: E731
+    ffn, n1, n2 = block.ffn, block.norm1, block.norm2
+
+    def post(x, attn=attn, n1=n1, n2=n2, res_attn=True, res_ffn=True):
+        x = n1((x if res_attn else 0) + attn(x))
+        return n2((x if res_ffn else 0) + ffn(x))
+
+    def pre(x, attn=attn, n1=n1, n2=n2, res_attn=True, res_ffn=True):
+        x = (x if res_attn else 0) + attn(n1(x))
+        return (x if res_ffn else 0) + ffn(n2(x))
+
+    right, other = (pre, post) if norm_first else (post, pre)
+    return {
+        "right": right(x),
+        f"you wrote the {'post' if norm_first else 'pre'}-norm block, but norm_first={norm_first} asks for "
+        f"{'pre' if norm_first else 'post'}-norm: "
+        + ("normalise the input of each sublayer, x = x + sublayer(norm(x))." if norm_first else
+           "normalise after adding the residual, x = norm(x + sublayer(x))."): other(x),
+        "the residual connection around self-attention is missing: add the block's input back.":
+            right(x, res_attn=False),
+        "the residual connection around the feed-forward is missing: add its input back.": right(x, res_ffn=False),
+        "the mask is not passed to self-attention: call self.self_attn(x, x, x, mask).":
+            right(x, attn=lambda h: block.self_attn(h, h, h, None)[0]),
+        "norm1 and norm2 are swapped: norm1 goes with self-attention, norm2 with the feed-forward.":
+            right(x, n1=n2, n2=n1),
+    }
+
+
+def check_encoder_block(EncoderBlock) -> None:
+    generator = torch.Generator().manual_seed(60)
+    x = torch.randn(_B, _T, _D_MODEL, generator=generator)                            # (2, 4, 6)
+    mask = padding_mask(torch.tensor([[5, 6, 7, 8], [5, 6, 0, 0]]))                   # (2, 1, 1, 4)
+    for norm_first in (False, True):
+        name = f"EncoderBlock({_D_MODEL}, {_H}, {_D_FF}, norm_first={norm_first})"
+        block = run("EncoderBlock", EncoderBlock, _D_MODEL, _H, _D_FF, norm_first=norm_first)
+        expect_type(block, nn.Module, name, "subclass nn.Module.")
+        for sub in ("self_attn", "ffn"):
+            require_submodule(block, "EncoderBlock", sub)
+        for sub in ("norm1", "norm2"):
+            require_submodule(block, "EncoderBlock", sub, nn.LayerNorm, f"self.{sub} = nn.LayerNorm(d_model)")
+        block.eval()
+        randomize(block, seed=6)
+        with torch.no_grad():
+            out = run(f"{name}.forward", block, x, mask)
+            expect_type(out, torch.Tensor, f"the output of {name}",
+                        "return only x; self.self_attn(...) returns (output, weights), keep [0].")
+            expect_shape(out, (_B, _T, _D_MODEL), f"the output of {name}")
+            variants = _block_variants(block, x, mask, norm_first)
+        right = variants.pop("right")
+        hint = first_matching_hint(out, [(wrong, hint) for hint, wrong in variants.items()])
+        expect_close(out, right, f"the output of {name} (with a padding mask)", hint)
+    passed("EncoderBlock", "(post-norm and pre-norm)")
+
+
+# ------------------------------------------------------------------------------------------------------ encoder
+
+def _stack_variants(stack: nn.Module, ids, run_layers, d_model: int) -> dict:
+    """Right and wrong ways to embed, add positions, run the layers and normalise (Encoder and Decoder alike).
+
+    run_layers(x, use_mask) runs every layer of the stack on x, with or without the masks.
+    """
+    emb = stack.embedding(ids)                                                        # (B, T, d_model)
+    scale = math.sqrt(d_model)
+    return {
+        "right": stack.norm(run_layers(stack.pos_encoding(emb * scale), True)),
+        "the embeddings are not multiplied by sqrt(d_model) before the positions are added.":
+            stack.norm(run_layers(stack.pos_encoding(emb), True)),
+        "scale the embeddings by sqrt(d_model) BEFORE adding the positional encoding, not after.":
+            stack.norm(run_layers(stack.pos_encoding(emb) * scale, True)),
+        "the positional encoding is missing: pass the scaled embeddings through self.pos_encoding.":
+            stack.norm(run_layers(emb * scale, True)),
+        "the mask is not handed to the layers: every layer needs it.":
+            stack.norm(run_layers(stack.pos_encoding(emb * scale), False)),
+        "the final self.norm is not applied after the last layer.":
+            run_layers(stack.pos_encoding(emb * scale), True),
+    }
+
+
+def check_stack_submodules(stack: nn.Module, owner: str, num_layers: int, block_name: str, norm_first: bool) -> None:
+    for sub in ("embedding", "pos_encoding"):
+        require_submodule(stack, owner, sub)
+    layers = require_submodule(stack, owner, "layers", nn.ModuleList,
+                               f"self.layers = nn.ModuleList([{block_name}(...) for _ in range(num_layers)])")
+    if len(layers) != num_layers:
+        fail(f"{owner}(num_layers={num_layers}) should hold {num_layers} layers, got {len(layers)}.")
+    if len({id(layer) for layer in layers}) != num_layers:
+        fail(f"{owner}.layers holds the same block several times; each layer needs its own weights.",
+             f"create a new {block_name} inside the loop of the list comprehension.")
+    kind = nn.LayerNorm if norm_first else nn.Identity
+    require_submodule(stack, owner, "norm", kind,
+                      "pre-norm stacks (norm_first=True) end with nn.LayerNorm(d_model); post-norm ones with "
+                      "nn.Identity().")
+
+
+def check_encoder(Encoder) -> None:
+    vocab_size, num_layers = 11, 2
+    ids = torch.tensor([[4, 9, 5, 10, 7], [6, 8, 4, 0, 0]])                           # (B=2, T=5), 0 = <pad>
+    mask = padding_mask(ids)                                                          # (2, 1, 1, 5)
+    for norm_first in (False, True):
+        name = f"Encoder(norm_first={norm_first})"
+        encoder = run("Encoder", Encoder, vocab_size, _D_MODEL, _H, _D_FF, num_layers, max_len=16,
+                      norm_first=norm_first)
+        expect_type(encoder, nn.Module, name, "subclass nn.Module.")
+        check_stack_submodules(encoder, "Encoder", num_layers, "EncoderBlock", norm_first)
+        encoder.eval()
+        randomize(encoder, seed=7)
+        with torch.no_grad():
+            out = run(f"{name}.forward", encoder, ids, mask)
+            expect_type(out, torch.Tensor, f"the output of {name}")
+            expect_shape(out, (2, 5, _D_MODEL), f"the output of {name}")
+
+            def run_layers(x, use_mask):
+                for layer in encoder.layers:
+                    x = layer(x, mask if use_mask else None)
+                return x
+
+            variants = _stack_variants(encoder, ids, run_layers, _D_MODEL)
+        right = variants.pop("right")
+        hint = first_matching_hint(out, [(wrong, hint) for hint, wrong in variants.items()])
+        expect_close(out, right, f"the output of {name} (ids with padding, and their padding mask)", hint)
+    passed("Encoder", "(post-norm and pre-norm stacks)")

@@ -1,0 +1,159 @@
+"""Figures for the notebooks: attention maps, positional encodings, training curves, confusion matrices.
+
+Every function accepts PyTorch tensors (on any device) or NumPy arrays, draws into `ax` when given (else into a
+new Figure) and returns the Figure. Figures are created without pyplot, so nothing is shown or kept globally:
+a returned Figure displays in Jupyter when it is the last expression of a cell (or with `display(fig)`), and
+`fig.savefig("x.png")` works on a headless machine.
+"""
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+
+__all__ = [
+    "attention_heatmap", "positional_encoding_heatmap", "positional_encoding_curves", "training_curves",
+    "confusion_matrix",
+]
+
+
+def _to_numpy(values) -> np.ndarray:
+    """A float/int NumPy array from a tensor on any device, an array or a nested list."""
+    try:
+        import torch
+    except ImportError:  # pragma: no cover - torch is a dependency of the course
+        torch = None
+    if torch is not None and isinstance(values, torch.Tensor):
+        values = values.detach().cpu()
+        if values.is_floating_point():
+            values = values.float()  # bfloat16/half have no NumPy equivalent
+        return values.numpy()
+    return np.asarray(values)
+
+
+def _new_axes(ax, figsize):
+    if ax is not None:
+        return ax.figure, ax
+    from matplotlib.figure import Figure
+
+    figure = Figure(figsize=figsize, layout="constrained")
+    return figure, figure.add_subplot()
+
+
+def _matrix(values, name: str) -> np.ndarray:
+    """Squeeze leading size-1 dimensions (e.g. a (1, 1, T_q, T_k) attention tensor) down to 2-D."""
+    array = _to_numpy(values)
+    while array.ndim > 2 and array.shape[0] == 1:
+        array = array[0]
+    if array.ndim != 2:
+        raise ValueError(f"{name} must be 2-D (or have leading size-1 dims), got shape {tuple(array.shape)}; "
+                         "pick one example and one head first, e.g. weights[0, h]")
+    return array.astype(float)
+
+
+def attention_heatmap(weights, x_labels: Sequence[str] | None = None, y_labels: Sequence[str] | None = None,
+                      ax=None, title: str | None = None):
+    """Heatmap of attention weights (T_q, T_k): row = query position, column = key position."""
+    import seaborn as sns
+
+    matrix = _matrix(weights, "weights")  # (T_q, T_k)
+    for labels, size, axis in ((x_labels, matrix.shape[1], "x_labels"), (y_labels, matrix.shape[0], "y_labels")):
+        if labels is not None and len(labels) != size:
+            raise ValueError(f"{axis} has {len(labels)} entries but the weights have {size} along that axis")
+    figure, ax = _new_axes(ax, (1.2 + 0.45 * matrix.shape[1], 0.9 + 0.4 * matrix.shape[0]))
+    sns.heatmap(matrix, ax=ax, cmap="viridis", vmin=0.0, square=True, cbar_kws={"label": "weight"},
+                xticklabels=list(x_labels) if x_labels is not None else "auto",
+                yticklabels=list(y_labels) if y_labels is not None else "auto")
+    ax.set_xlabel("key")
+    ax.set_ylabel("query")
+    if x_labels is not None:
+        ax.tick_params(axis="x", labelrotation=90)
+    if y_labels is not None:
+        ax.tick_params(axis="y", labelrotation=0)
+    if title:
+        ax.set_title(title)
+    return figure
+
+
+def positional_encoding_heatmap(pe, ax=None):
+    """Heatmap of a positional encoding table (max_len, d_model): rows are positions, columns dimensions."""
+    import seaborn as sns
+
+    matrix = _matrix(pe, "pe")  # (max_len, d_model)
+    figure, ax = _new_axes(ax, (8, 5))
+    sns.heatmap(matrix, ax=ax, cmap="RdBu_r", center=0.0, xticklabels="auto", yticklabels="auto",
+                cbar_kws={"label": "value"})
+    ax.set_xlabel("dimension")
+    ax.set_ylabel("position")
+    ax.set_title("positional encoding")
+    return figure
+
+
+def positional_encoding_curves(pe, dims: Sequence[int], ax=None):
+    """Value of the chosen dimensions of a positional encoding (max_len, d_model) along the positions."""
+    matrix = _matrix(pe, "pe")  # (max_len, d_model)
+    dims = [int(d) for d in dims]
+    if not dims:
+        raise ValueError("dims must name at least one dimension")
+    bad = [d for d in dims if not 0 <= d < matrix.shape[1]]
+    if bad:
+        raise ValueError(f"dims {bad} are outside 0..{matrix.shape[1] - 1}")
+    figure, ax = _new_axes(ax, (8, 4))
+    positions = np.arange(matrix.shape[0])
+    for d in dims:
+        ax.plot(positions, matrix[:, d], label=f"dim {d}")
+    ax.set_xlabel("position")
+    ax.set_ylabel("value")
+    ax.set_title("positional encoding by dimension")
+    ax.legend(loc="upper right")
+    return figure
+
+
+def training_curves(history: dict[str, Sequence[float]], ax=None):
+    """One line per entry of history (e.g. {"train_loss": [...], "test_accuracy": [...]}) against the epoch."""
+    if not isinstance(history, dict) or not history:
+        raise ValueError("history must be a non-empty dict of name -> list of numbers per epoch")
+    figure, ax = _new_axes(ax, (7, 4))
+    for name, values in history.items():
+        values = _to_numpy(values).astype(float).reshape(-1)
+        ax.plot(np.arange(1, len(values) + 1), values, marker="o", label=str(name))
+    ax.set_xlabel("epoch")
+    ax.set_ylabel("value")
+    ax.set_title("training curves")
+    ax.legend()
+    ax.grid(alpha=0.3)
+    return figure
+
+
+def confusion_matrix(y_true, y_pred, labels: Sequence[str] | None = None, ax=None):
+    """Counts of (true class, predicted class) for integer classes 0..K-1, drawn as an annotated heatmap.
+
+    labels: display names of the classes in class order (e.g. ["1 star", ..., "5 stars"]); K = len(labels),
+    else K = the largest class seen + 1.
+    """
+    import seaborn as sns
+
+    true = _to_numpy(y_true).reshape(-1)
+    pred = _to_numpy(y_pred).reshape(-1)
+    if true.shape != pred.shape:
+        raise ValueError(f"y_true and y_pred differ in length: {true.size} vs {pred.size}")
+    if true.size == 0:
+        raise ValueError("y_true is empty")
+    if not (np.issubdtype(true.dtype, np.integer) and np.issubdtype(pred.dtype, np.integer)):
+        if not (np.all(np.mod(true, 1) == 0) and np.all(np.mod(pred, 1) == 0)):
+            raise ValueError("y_true and y_pred must hold integer class ids (take the argmax of the logits)")
+    true, pred = true.astype(int), pred.astype(int)
+    num_classes = len(labels) if labels is not None else int(max(true.max(), pred.max())) + 1
+    if min(true.min(), pred.min()) < 0 or max(true.max(), pred.max()) >= num_classes:
+        raise ValueError(f"class ids must lie in 0..{num_classes - 1}")
+    counts = np.zeros((num_classes, num_classes), dtype=int)  # (true, predicted)
+    np.add.at(counts, (true, pred), 1)
+    names = list(labels) if labels is not None else [str(k) for k in range(num_classes)]
+    figure, ax = _new_axes(ax, (1.5 + 0.7 * num_classes, 1.0 + 0.6 * num_classes))
+    sns.heatmap(counts, ax=ax, annot=True, fmt="d", cmap="Blues", square=True, cbar=False,
+                xticklabels=names, yticklabels=names)
+    ax.set_xlabel("predicted")
+    ax.set_ylabel("true")
+    ax.set_title(f"confusion matrix (accuracy {np.mean(true == pred):.1%})")
+    ax.tick_params(axis="y", labelrotation=0)
+    return figure

@@ -1,0 +1,176 @@
+"""JupyterHub (>= 5, tested with 6.1.1) configuration for the course transformers101 on one machine.
+
+What it sets up (see deploy/README.md for the why):
+  * a course service named after the course id, running a Jupyter server with nbgrader's formgrader
+    in the course folder, reachable by the group `formgrade-<course>` only;
+  * groups `formgrade-<course>` (instructors, graders) and `nbgrader-<course>` (students; nbgrader's
+    JupyterHubAuthPlugin adds students there when an instructor runs `nbgrader db student add`);
+  * roles and scopes: what the course service, instructors and each user's server token may do;
+  * the idle culler (jupyterhub-idle-culler) as a hub-managed service, when it is installed;
+  * the exchange folder, shared by every server, exported to them as NBGRADER_EXCHANGE.
+
+Authentication and spawning are left to the site (PAM, OAuth, DockerSpawner, SystemdSpawner...).
+On Kubernetes use deploy/k8s/values.yaml instead: it carries the same groups, roles and service.
+
+Every site-specific value comes from an environment variable of the hub process:
+    COURSE_ID                 nbgrader course id = service name         (transformers101)
+    COURSE_ROOT               course folder served by the formgrader    (/srv/transformers101/course)
+    COURSE_GRADER_USER        hub account of the course service         (grader-<course>)
+    COURSE_SERVICE_RUN_AS     system account running the service        (COURSE_GRADER_USER; "" = hub's own)
+    COURSE_INSTRUCTORS        comma-separated hub users who grade        ("")
+    COURSE_SERVICE_PORT       local port of the course service          (9999)
+    COURSE_SERVICE_COMMAND    command of the course service             (jupyterhub-singleuser)
+    NBGRADER_EXCHANGE         the shared exchange folder                (/srv/nbgrader/exchange)
+    HUB_SUBDOMAIN_HOST        e.g. https://hub.example.edu: per-user subdomains (lets the formgrader iframe work)
+    IDLE_CULL_TIMEOUT         seconds of inactivity before a server is stopped (3600; 0 = no culling)
+  Local-process spawners only (one machine, two Python environments; containers choose an image instead):
+    STUDENT_SINGLEUSER_CMD    single-user command for students          ("" = the spawner's default)
+    INSTRUCTOR_SINGLEUSER_CMD single-user command for graders           ("" = the spawner's default)
+    STUDENT_JUPYTER_CONFIG    JUPYTER_CONFIG_PATH of student servers     ("" = leave as is)
+    INSTRUCTOR_JUPYTER_CONFIG JUPYTER_CONFIG_PATH of graders and the course service ("" = leave as is)
+    STUDENT_JUPYTER_PATH      JUPYTER_PATH of student servers            ("" = leave as is)
+"""
+import importlib.util
+import os
+import shlex
+import sys
+
+c = get_config()  # noqa: F821  (provided by traitlets when JupyterHub reads this file)
+
+COURSE_ID = os.environ.get("COURSE_ID", "transformers101")
+COURSE_ROOT = os.environ.get("COURSE_ROOT", "/srv/transformers101/course")
+GRADER_USER = os.environ.get("COURSE_GRADER_USER", f"grader-{COURSE_ID}")
+SERVICE_RUN_AS = os.environ.get("COURSE_SERVICE_RUN_AS", GRADER_USER)
+INSTRUCTORS = [name.strip() for name in os.environ.get("COURSE_INSTRUCTORS", "").split(",") if name.strip()]
+SERVICE_PORT = int(os.environ.get("COURSE_SERVICE_PORT", "9999"))
+SERVICE_COMMAND = shlex.split(os.environ.get("COURSE_SERVICE_COMMAND", "jupyterhub-singleuser"))
+EXCHANGE = os.environ.get("NBGRADER_EXCHANGE", "/srv/nbgrader/exchange")
+SUBDOMAIN_HOST = os.environ.get("HUB_SUBDOMAIN_HOST", "")
+IDLE_CULL_TIMEOUT = int(os.environ.get("IDLE_CULL_TIMEOUT", "3600"))
+
+GRADERS_GROUP = f"formgrade-{COURSE_ID}"
+STUDENTS_GROUP = f"nbgrader-{COURSE_ID}"
+
+# --- groups ---------------------------------------------------------------------------------------
+# Students are not listed here: the roster lives in the gradebook and nbgrader keeps the group in step.
+c.JupyterHub.load_groups = {
+    GRADERS_GROUP: {"users": INSTRUCTORS + [GRADER_USER]},
+    STUDENTS_GROUP: {"users": []},
+}
+if INSTRUCTORS:
+    c.Authenticator.allowed_users = set(INSTRUCTORS)  # the site's authenticator may allow more
+
+# --- the course service: formgrader + terminal in the course folder --------------------------------
+service_env = {
+    "NBGRADER_EXCHANGE": EXCHANGE,
+    "COURSE_ID": COURSE_ID,
+    # nbgrader's JupyterHubAuthPlugin (formgrader, course list) asks the hub about this account, which
+    # must be a hub user in formgrade-<course>
+    "JUPYTERHUB_USER": GRADER_USER,
+}
+if SUBDOMAIN_HOST:
+    c.JupyterHub.subdomain_host = SUBDOMAIN_HOST
+    service_env["FORMGRADER_FRAME_SELF"] = "1"  # read by deploy/jupyter/instructor/jupyter_server_config.py
+
+course_service = {
+    "name": COURSE_ID,
+    "url": f"http://127.0.0.1:{SERVICE_PORT}",
+    "command": SERVICE_COMMAND + [f"--ServerApp.root_dir={COURSE_ROOT}"],
+    "cwd": COURSE_ROOT,
+    "environment": service_env,
+    "oauth_no_confirm": True,
+}
+if SERVICE_RUN_AS:
+    course_service["user"] = SERVICE_RUN_AS  # the hub runs as root and switches to this system account
+services = [course_service]
+
+# --- idle culler -----------------------------------------------------------------------------------
+CULLER_INSTALLED = importlib.util.find_spec("jupyterhub_idle_culler") is not None
+if IDLE_CULL_TIMEOUT > 0 and CULLER_INSTALLED:
+    services.append({
+        "name": "idle-culler",
+        "command": [sys.executable, "-m", "jupyterhub_idle_culler", f"--timeout={IDLE_CULL_TIMEOUT}"],
+    })
+elif IDLE_CULL_TIMEOUT > 0:
+    print(
+        "jupyterhub_config: jupyterhub-idle-culler is not installed, idle servers will NOT be stopped "
+        "(pip install jupyterhub-idle-culler==2.0.0, or set IDLE_CULL_TIMEOUT=0 to silence this)",
+        file=sys.stderr,
+    )
+c.JupyterHub.services = services
+
+# --- roles and scopes (JupyterHub >= 5) ------------------------------------------------------------
+roles = [
+    {
+        # the course service manages the student group and reads who is in which course
+        "name": f"{COURSE_ID}-service",
+        "description": "nbgrader formgrader service: manage the course groups",
+        "scopes": ["admin:groups", "groups", "list:groups", "read:groups", "list:users", "read:users",
+                   "list:services", "read:services"],
+        "services": [COURSE_ID],
+    },
+    {
+        # instructors and graders may open the course service and see it in nbgrader's course list
+        "name": f"{COURSE_ID}-graders",
+        "description": "use the formgrader of the course",
+        "scopes": [f"access:services!service={COURSE_ID}", "list:services", "read:services"],
+        "groups": [GRADERS_GROUP],
+    },
+]
+if IDLE_CULL_TIMEOUT > 0 and CULLER_INSTALLED:
+    roles.append({
+        "name": "idle-culler",
+        "description": "stop idle servers",
+        "scopes": ["list:users", "read:users:activity", "read:servers", "delete:servers"],
+        "services": ["idle-culler"],
+    })
+c.JupyterHub.load_roles = roles
+
+# The token a user's server gets ($JUPYTERHUB_API_TOKEN, used by nbgrader inside the server): report
+# activity, and let nbgrader read the user's own groups (course membership) and the list of services
+# (course list). A user receives only the scopes the user holds, so students get no service listing.
+c.Spawner.server_token_scopes = [
+    "users:activity!user",
+    "access:servers!server",
+    "read:users:name!user",
+    "read:users:groups!user",
+    "list:services",
+    "read:services",
+]
+
+# --- what every single-user server sees -------------------------------------------------------------
+c.Spawner.environment = {"NBGRADER_EXCHANGE": EXCHANGE, "COURSE_ID": COURSE_ID}
+c.Spawner.default_url = "/lab"
+
+# --- students and graders run in different Python environments --------------------------------------
+# Anybody outside the graders group is a student: the student environment has coursekit only, never the
+# reference solutions or the hidden checks. (Deny by default: a new account is a student.)
+STUDENT_CMD = shlex.split(os.environ.get("STUDENT_SINGLEUSER_CMD", ""))
+INSTRUCTOR_CMD = shlex.split(os.environ.get("INSTRUCTOR_SINGLEUSER_CMD", ""))
+STUDENT_CONFIG = os.environ.get("STUDENT_JUPYTER_CONFIG", "")
+INSTRUCTOR_CONFIG = os.environ.get("INSTRUCTOR_JUPYTER_CONFIG", "")
+STUDENT_JUPYTER_PATH = os.environ.get("STUDENT_JUPYTER_PATH", "")
+
+
+def is_grader(user) -> bool:
+    return any(group.name == GRADERS_GROUP for group in user.groups)
+
+
+def choose_environment(spawner):
+    """pre_spawn_hook: pick the single-user command and Jupyter config folder by the user's role."""
+    grader = is_grader(spawner.user)
+    env = dict(spawner.environment)
+    cmd, config_path = (INSTRUCTOR_CMD, INSTRUCTOR_CONFIG) if grader else (STUDENT_CMD, STUDENT_CONFIG)
+    if cmd:
+        spawner.cmd = cmd
+    if config_path:
+        env["JUPYTER_CONFIG_PATH"] = config_path
+    if STUDENT_JUPYTER_PATH and not grader:
+        env["JUPYTER_PATH"] = STUDENT_JUPYTER_PATH
+    spawner.environment = env
+    spawner.log.info("%s starts as a %s", spawner.user.name, "grader" if grader else "student")
+
+
+c.Spawner.pre_spawn_hook = choose_environment
+if INSTRUCTOR_CONFIG:
+    service_env["JUPYTER_CONFIG_PATH"] = INSTRUCTOR_CONFIG

@@ -1,0 +1,312 @@
+"""The hidden checks of notebook 07: the reference and differently written correct answers pass; every diagnosed
+mistake fails with its diagnosis named; an untrained model fails the trained-model check."""
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+import solutions
+from autograder.checks import classifier as checks
+from solutions.attention import make_padding_mask
+from solutions.encoder import Encoder
+
+
+def fails_with(check, obj, *fragments):
+    with pytest.raises(AssertionError) as info:
+        check(obj)
+    message = str(info.value)
+    for fragment in fragments:
+        assert fragment in message, message
+    return message
+
+
+# ------------------------------------------------------------------------------------------ masked_mean_pool
+def pool_where(x, mask):
+    kept = torch.where(mask[..., None], x, torch.zeros_like(x))
+    return kept.sum(1) / mask.sum(1, keepdim=True).to(x.dtype)
+
+
+def pool_loop(x, mask):
+    return torch.stack([x[b][mask[b]].mean(0) for b in range(x.shape[0])])
+
+
+def pool_einsum(x, mask):
+    weights = mask.float() / mask.float().sum(-1, keepdim=True)
+    return torch.einsum("bt,btd->bd", weights, x)
+
+
+@pytest.mark.parametrize("pool", [solutions.masked_mean_pool, pool_where, pool_loop, pool_einsum])
+def test_masked_mean_pool_accepts_correct_answers(pool):
+    checks.check_masked_mean_pool(pool)
+
+
+@pytest.mark.parametrize("pool, diagnosis", [
+    (lambda x, m: x.mean(1), "pooling includes padding"),
+    (lambda x, m: (x * m[..., None]).sum(1) / x.shape[1], "divided by T"),
+    (lambda x, m: (x * (~m)[..., None]).sum(1) / (~m).sum(1, keepdim=True).clamp(min=1), "mask polarity inverted"),
+    (lambda x, m: (x * m[..., None]).sum(1), "did not divide"),
+    (lambda x, m: (x * m[..., None]).sum(1) / m.sum(), "not per row"),
+])
+def test_masked_mean_pool_names_the_mistake(pool, diagnosis):
+    fails_with(checks.check_masked_mean_pool, pool, "Likely mistake", diagnosis)
+
+
+def test_masked_mean_pool_shape_nan_inplace_and_stub():
+    fails_with(checks.check_masked_mean_pool, lambda x, m: x.mean(2), "wrong shape", "(4, 6)")
+    fails_with(checks.check_masked_mean_pool, lambda x, m: x.sum(1) / 0 * 0, "NaN")
+    fails_with(checks.check_masked_mean_pool, lambda x, m: x.mul_(m[..., None]).sum(1) / m.sum(1, keepdim=True),
+               "in place")
+
+    def stub(x, mask):
+        raise NotImplementedError()
+    fails_with(checks.check_masked_mean_pool, stub, "NotImplementedError")
+    fails_with(checks.check_masked_mean_pool, 3, "must be a function")
+
+
+# ------------------------------------------------------------------------------------------ TransformerClassifier
+class Classifier(nn.Module):
+    """A correct answer written differently: loop pooling, mask built by hand; `pool` and `head` swappable."""
+
+    def __init__(self, vocab_size, num_classes=5, d_model=64, num_heads=4, d_ff=128, num_layers=2, max_len=256,
+                 dropout=0.1, pad_id=0):
+        super().__init__()
+        self.pad_id = pad_id
+        self.encoder = Encoder(vocab_size, d_model, num_heads, d_ff, num_layers, max_len, dropout)
+        self.classifier = nn.Linear(d_model, num_classes)
+
+    def mask(self, ids):
+        return ids.ne(self.pad_id).unsqueeze(1).unsqueeze(2)  # (B, 1, 1, T)
+
+    def pool(self, x, ids):
+        keep = ids.ne(self.pad_id)
+        return torch.stack([x[b, keep[b]].sum(0) / keep[b].sum() for b in range(len(ids))])
+
+    def head(self, pooled):
+        return self.classifier(pooled)
+
+    def forward(self, ids):
+        return self.head(self.pool(self.encoder(ids, self.mask(ids)), ids))
+
+
+class IncludesPadding(Classifier):
+    def pool(self, x, ids):
+        return x.mean(1)
+
+
+class NoEncoderMask(Classifier):
+    def mask(self, ids):
+        return None
+
+
+class HardCodedPad(Classifier):
+    def mask(self, ids):
+        return make_padding_mask(ids, 0)
+
+    def pool(self, x, ids):
+        return solutions.masked_mean_pool(x, ids != 0)
+
+
+class Softmaxed(Classifier):
+    def head(self, pooled):
+        return self.classifier(pooled).softmax(-1)
+
+
+class LogSoftmaxed(Classifier):
+    def head(self, pooled):
+        return F.log_softmax(self.classifier(pooled), dim=-1)
+
+
+class FirstToken(Classifier):
+    def pool(self, x, ids):
+        return x[:, 0]
+
+
+class MaxPool(Classifier):
+    def pool(self, x, ids):
+        return x.masked_fill(~ids.ne(self.pad_id)[..., None], float("-inf")).max(1).values
+
+
+class RenamedHead(Classifier):
+    def __init__(self, vocab_size, num_classes=5, d_model=64, **kwargs):
+        super().__init__(vocab_size, num_classes, d_model, **kwargs)
+        del self.classifier
+        self.fc = nn.Linear(d_model, num_classes)
+
+    def head(self, pooled):
+        return self.fc(pooled)
+
+
+@pytest.mark.parametrize("cls", [solutions.TransformerClassifier, Classifier])
+def test_transformer_classifier_accepts_correct_answers(cls):
+    checks.check_transformer_classifier(cls)
+
+
+@pytest.mark.parametrize("cls, diagnosis", [
+    (IncludesPadding, "pooling includes padding"),
+    (NoEncoderMask, "no padding mask"),
+    (HardCodedPad, "hard-coded as 0"),
+    (Softmaxed, "returns probabilities"),
+    (LogSoftmaxed, "returns log-probabilities"),
+    (FirstToken, "first position"),
+    (MaxPool, "max-pooling"),
+])
+def test_transformer_classifier_names_the_mistake(cls, diagnosis):
+    fails_with(checks.check_transformer_classifier, cls, "Likely mistake", diagnosis)
+
+
+def test_transformer_classifier_structure_messages():
+    fails_with(checks.check_transformer_classifier, RenamedHead, "classifier")
+    fails_with(checks.check_transformer_classifier, lambda **kw: None, "class deriving from nn.Module")
+
+    class Stub(nn.Module):
+        def __init__(self, vocab_size, num_classes=5, d_model=64, num_heads=4, d_ff=128, num_layers=2,
+                     max_len=256, dropout=0.1, pad_id=0):
+            raise NotImplementedError()
+    fails_with(checks.check_transformer_classifier, Stub, "NotImplementedError")
+
+
+# ------------------------------------------------------------------------------------------ train_one_epoch
+def train_variant(model, loader, optimizer, device):
+    """Correct, written differently: zero_grad after the step, log_softmax + nll_loss, a tensor running total."""
+    model.train()
+    total, count = torch.zeros(()), 0
+    for ids, labels in loader:
+        logits = model(ids.to(device))
+        loss = F.nll_loss(F.log_softmax(logits, dim=-1), labels.to(device))
+        loss.backward()
+        optimizer.step()
+        model.zero_grad(set_to_none=True)
+        total += loss.detach().cpu()
+        count += 1
+    return (total / count).item()
+
+
+def make_trainer(*, loss_fn=lambda logits, y: F.cross_entropy(logits, y), train=True, zero=True, step=True,
+                 zero_late=False, result="mean", no_grad=False):
+    def train_one_epoch(model, loader, optimizer, device):
+        if train:
+            model.train()
+        losses = []
+        for ids, labels in loader:
+            if zero:
+                optimizer.zero_grad()
+            if no_grad:
+                with torch.no_grad():
+                    model(ids.to(device))
+            loss = loss_fn(model(ids.to(device)), labels.to(device))
+            loss.backward()
+            if zero_late:
+                optimizer.zero_grad()
+            if step:
+                optimizer.step()
+            losses.append(loss.item())
+        return {"mean": sum(losses) / len(losses), "sum": sum(losses), "last": losses[-1],
+                "tensor": torch.tensor(losses).mean().numpy(), "string": "0.5"}[result]
+    return train_one_epoch
+
+
+@pytest.mark.parametrize("fn", [solutions.train_one_epoch, train_variant])
+def test_train_one_epoch_accepts_correct_answers(fn):
+    checks.check_train_one_epoch(fn)
+
+
+@pytest.mark.parametrize("options, diagnosis", [
+    (dict(zero=False), "forgot optimizer.zero_grad()"),
+    (dict(loss_fn=lambda logits, y: F.cross_entropy(logits.softmax(-1), y)), "softmax before cross_entropy"),
+    (dict(loss_fn=lambda logits, y: F.nll_loss(logits, y)), "nll_loss on raw logits"),
+    (dict(loss_fn=lambda logits, y: F.cross_entropy(logits, y, reduction="sum")), "summed over the batch"),
+    (dict(step=False), "optimizer.step() is missing"),
+    (dict(zero_late=True), "zero_grad() sits between backward() and step()"),
+    (dict(result="sum"), "sum of the batch losses"),
+    (dict(result="last"), "last batch's loss"),
+])
+def test_train_one_epoch_names_the_mistake(options, diagnosis):
+    fails_with(checks.check_train_one_epoch, make_trainer(**options), "Likely mistake", diagnosis)
+
+
+def test_train_one_epoch_mode_and_type_messages():
+    fails_with(checks.check_train_one_epoch, make_trainer(train=False), "forgot model.train()")
+    fails_with(checks.check_train_one_epoch, make_trainer(no_grad=True), "once per batch")
+    fails_with(checks.check_train_one_epoch, make_trainer(result="string"), "Python float")
+    checks.check_train_one_epoch(make_trainer(result="tensor"))  # a NumPy 0-d value is a number: accepted
+
+
+# ------------------------------------------------------------------------------------------ evaluate
+def evaluate_variant(model, loader, device):
+    model.eval()
+    hits = []
+    with torch.inference_mode():
+        for ids, labels in loader:
+            hits.append(model(ids.to(device)).softmax(-1).argmax(-1).eq(labels.to(device)).cpu())
+    return torch.cat(hits).float().mean().item()
+
+
+def make_evaluator(*, eval_mode=True, no_grad=True, result="fraction"):
+    def evaluate(model, loader, device):
+        if eval_mode:
+            model.eval()
+        correct, total, accuracies = 0, 0, []
+        with torch.set_grad_enabled(not no_grad):
+            for ids, labels in loader:
+                hit = (model(ids.to(device)).argmax(-1) == labels.to(device))
+                correct, total = correct + int(hit.sum()), total + len(labels)
+                accuracies.append(hit.float().mean().item())
+        return {"fraction": correct / total, "percent": 100 * correct / total, "count": correct,
+                "batch_mean": sum(accuracies) / len(accuracies), "error": 1 - correct / total,
+                "per_batch_count": correct / len(accuracies)}[result]
+    return evaluate
+
+
+@pytest.mark.parametrize("fn", [solutions.evaluate, evaluate_variant])
+def test_evaluate_accepts_correct_answers(fn):
+    checks.check_evaluate(fn)
+
+
+@pytest.mark.parametrize("options, diagnosis", [
+    (dict(eval_mode=False), "forgot model.eval()"),
+    (dict(no_grad=False), "forgot torch.no_grad()"),
+    (dict(result="percent"), "percentage"),
+    (dict(result="count"), "number of correct"),
+    (dict(result="batch_mean"), "per-batch accuracies"),
+    (dict(result="error"), "error rate"),
+    (dict(result="per_batch_count"), "number of batches"),
+])
+def test_evaluate_names_the_mistake(options, diagnosis):
+    fails_with(checks.check_evaluate, make_evaluator(**options), diagnosis)
+
+
+# ------------------------------------------------------------------------------------------ trained model
+def small_vocab():
+    from coursekit import load_yelp, tokenize
+
+    texts, _ = load_yelp("synthetic", split="train", limit=500)
+    return solutions.build_vocab([tokenize(t) for t in texts], min_freq=2)
+
+
+def test_untrained_model_fails_the_trained_check():
+    vocab = small_vocab()
+    torch.manual_seed(0)
+    model = solutions.TransformerClassifier(len(vocab), d_model=32, num_heads=2, d_ff=64, num_layers=1,
+                                            max_len=128)
+    message = fails_with(lambda m: checks.check_trained_classifier(m, vocab, max_len=128), model,
+                         "not accurate enough", f"{checks.TRAINED_MIN_ACCURACY:.2f}")
+    assert "0.20" in message  # the majority baseline is stated for comparison
+
+
+def test_trained_check_rejects_bad_arguments():
+    fails_with(lambda v: checks.check_trained_classifier(nn.Linear(2, 2), v), {"a": 1}, "vocabulary")
+    fails_with(lambda m: checks.check_trained_classifier(m, {"<pad>": 0, "<unk>": 1}), "model", "nn.Module")
+
+
+def test_threshold_is_far_above_the_majority_baseline():
+    assert checks.TRAINED_MIN_ACCURACY >= checks.MAJORITY_ACCURACY + 0.3
+
+
+@pytest.mark.slow
+def test_reference_pipeline_in_grading_budget_passes_the_trained_check():
+    from bench.yelp import train_reference
+
+    result = train_reference(budget="grading", seed=0)
+    checks.check_trained_classifier(result["model"], result["vocab"], max_len=result["max_len"])

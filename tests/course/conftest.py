@@ -1,0 +1,118 @@
+"""Shared set-up of the course tests: one temporary copy of the course per session, released and graded once.
+
+The tests are parametrized over every assignment folder in course/source, so new notebooks are covered as soon as
+they exist. The expensive steps (nbgrader autograde, full notebook runs) are cached for the whole session, and one
+nbgrader autograde run grades both "students" of an assignment (the reference and the unmodified release).
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import time
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from autograder.release import find_assignments, nbgrader_api, release
+
+REPO = Path(__file__).resolve().parents[2]
+COURSE = REPO / "course"
+EXERCISES = REPO / "exercises"
+ASSIGNMENTS = find_assignments(COURSE)
+
+# The two submissions graded for every assignment.
+REFERENCE_STUDENT = "reference"      # the source notebook itself: must get full marks
+UNMODIFIED_STUDENT = "unmodified"    # the release as handed out: must grade to 0 without crashing
+
+_NOTEBOOK_TIMES: dict[str, float] = {}
+_AUTOGRADE_TIMES: dict[str, float] = {}
+
+
+def pytest_terminal_summary(terminalreporter):
+    if _NOTEBOOK_TIMES:
+        line = ", ".join(f"{a}: {t:.1f}s" for a, t in sorted(_NOTEBOOK_TIMES.items()))
+        terminalreporter.write_line(f"course notebooks, top to bottom (full mode): {line}")
+    if _AUTOGRADE_TIMES:
+        line = ", ".join(f"{a}: {t:.1f}s" for a, t in sorted(_AUTOGRADE_TIMES.items()))
+        terminalreporter.write_line(f"nbgrader autograde (2 submissions each): {line}")
+
+
+def _ignore(directory, names):
+    return [n for n in names if n in {"__pycache__", ".ipynb_checkpoints"} or n.endswith(".pyc")]
+
+
+@pytest.fixture(scope="session")
+def course_copy(tmp_path_factory) -> Path:
+    """A throwaway copy of the course root with every assignment released into <copy>/exercises."""
+    root = tmp_path_factory.mktemp("course")
+    shutil.copy2(COURSE / "nbgrader_config.py", root / "nbgrader_config.py")
+    shutil.copytree(COURSE / "source", root / "source", ignore=_ignore)
+    release(course_root=root, exercises_dir=root / "exercises")
+    return root
+
+
+def _autograde(root: Path, assignment: str) -> dict:
+    """Submit the reference and the unmodified release as two students, autograde both in one nbgrader run."""
+    from nbgrader.api import Gradebook
+
+    for student, folder in ((REFERENCE_STUDENT, root / "source" / assignment),
+                            (UNMODIFIED_STUDENT, root / "release" / assignment)):
+        target = root / "submitted" / student / assignment
+        if target.exists():
+            shutil.rmtree(target)
+        shutil.copytree(folder, target, ignore=_ignore)
+    api = nbgrader_api(root)
+    start = time.perf_counter()
+    result = api.autograde(assignment, "*", force=True, create=True)
+    _AUTOGRADE_TIMES[assignment] = time.perf_counter() - start
+    scores = {}
+    with Gradebook(f"sqlite:///{root / 'gradebook.db'}") as gradebook:
+        for student in (REFERENCE_STUDENT, UNMODIFIED_STUDENT):
+            try:
+                submission = gradebook.find_submission(assignment, student)
+            except Exception:  # MissingEntry: the run never recorded this student
+                continue
+            scores[student] = {
+                "score": submission.score,
+                "max_score": submission.max_score,
+                "grades": {g.name: (g.score, g.max_score) for nb in submission.notebooks for g in nb.grades},
+            }
+    return {"result": result, "scores": scores}
+
+
+@pytest.fixture(scope="session")
+def autograded(course_copy):
+    """autograded(assignment) -> {"result": nbgrader's result dict, "scores": {student: {...}}}, cached."""
+    cache: dict[str, dict] = {}
+
+    def get(assignment: str) -> dict:
+        if assignment not in cache:
+            cache[assignment] = _autograde(course_copy, assignment)
+        return cache[assignment]
+
+    return get
+
+
+@pytest.fixture(scope="session")
+def notebook_runner(course_copy):
+    """run(assignment) -> seconds to execute the source notebook top to bottom, outside grading mode."""
+    from nbclient import NotebookClient
+
+    def run(assignment: str) -> float:
+        folder = course_copy / "source" / assignment
+        notebook = nbformat.read(folder / f"{assignment}.ipynb", as_version=4)
+        saved = os.environ.pop("NBGRADER_EXECUTION", None)
+        try:
+            client = NotebookClient(notebook, timeout=300, kernel_name="python3",
+                                    resources={"metadata": {"path": str(folder)}})
+            start = time.perf_counter()
+            client.execute()
+            elapsed = time.perf_counter() - start
+        finally:
+            if saved is not None:
+                os.environ["NBGRADER_EXECUTION"] = saved
+        _NOTEBOOK_TIMES[assignment] = elapsed
+        return elapsed
+
+    return run

@@ -1,0 +1,150 @@
+"""The public checks of notebook 05 pass correct answers (written two ways) and name the likely mistake otherwise."""
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from coursekit.checks import CheckFailed
+from coursekit.checks.encoder import check_encoder, check_encoder_block, check_positionwise_feed_forward
+from solutions import Encoder, EncoderBlock, PositionwiseFeedForward
+
+
+class FunctionalFeedForward(PositionwiseFeedForward):
+    """Correct, written with F.linear and clamp."""
+
+    def forward(self, x):
+        hidden = F.linear(x, self.linear1.weight, self.linear1.bias).clamp(min=0)
+        return F.linear(hidden, self.linear2.weight, self.linear2.bias)
+
+
+class LoopEncoderBlock(EncoderBlock):
+    """Correct, written as a loop over (norm, sublayer) pairs."""
+
+    def forward(self, x, mask=None):
+        sublayers = [(self.norm1, lambda h: self.self_attn(h, h, h, mask)[0]), (self.norm2, self.ffn)]
+        for norm, sublayer in sublayers:
+            x = x + sublayer(norm(x)) if self.norm_first else norm(x + sublayer(x))
+        return x
+
+
+def ffn_with(mistake):
+    class Wrong(PositionwiseFeedForward):
+        def forward(self, x):
+            if mistake == "no_relu":
+                return self.linear2(self.linear1(x))
+            return torch.relu(self.linear2(self.linear1(x)))
+    return Wrong
+
+
+def block_with(mistake):
+    class Wrong(EncoderBlock):
+        def forward(self, x, mask=None):
+            m = None if mistake == "no_mask" else mask
+            n1, n2 = (self.norm2, self.norm1) if mistake == "norms_swapped" else (self.norm1, self.norm2)
+            pre = (not self.norm_first) if mistake == "pre_post_swapped" else self.norm_first
+            keep = 0 if mistake == "no_attn_residual" else 1
+            if pre:
+                h = n1(x)
+                x = keep * x + self.self_attn(h, h, h, m)[0]
+                return x + self.ffn(n2(x))
+            x = n1(keep * x + self.self_attn(x, x, x, m)[0])
+            return n2(x + self.ffn(x))
+    return Wrong
+
+
+def encoder_with(mistake):
+    class Wrong(Encoder):
+        def forward(self, src_ids, src_mask=None):
+            x = self.embedding(src_ids)
+            if mistake != "no_scale":
+                x = x * math.sqrt(self.d_model)
+            if mistake != "no_positions":
+                x = self.pos_encoding(x)
+            for layer in self.layers:
+                x = layer(x, None if mistake == "no_mask" else src_mask)
+            return x if mistake == "no_final_norm" else self.norm(x)
+    return Wrong
+
+
+def test_correct_answers_pass(capsys):
+    for cls in (PositionwiseFeedForward, FunctionalFeedForward):
+        check_positionwise_feed_forward(cls)
+    for cls in (EncoderBlock, LoopEncoderBlock):
+        check_encoder_block(cls)
+    check_encoder(Encoder)
+    assert capsys.readouterr().out.count("passed") == 5
+
+
+@pytest.mark.parametrize("mistake, words", [("no_relu", "no ReLU"), ("relu_last", "after linear1")])
+def test_feed_forward_mistakes(mistake, words):
+    with pytest.raises(CheckFailed) as error:
+        check_positionwise_feed_forward(ffn_with(mistake))
+    assert words in str(error.value)
+
+
+def test_feed_forward_wrong_sizes():
+    class Wide(nn.Module):
+        def __init__(self, d_model, d_ff, dropout=0.0):
+            super().__init__()
+            self.linear1 = nn.Linear(d_model, d_model)
+            self.linear2 = nn.Linear(d_model, d_model)
+
+    with pytest.raises(CheckFailed, match="`linear1` should map 5 -> 7"):
+        check_positionwise_feed_forward(Wide)
+
+
+@pytest.mark.parametrize("mistake, words", [
+    ("pre_post_swapped", "you wrote the pre-norm block, but norm_first=False"),
+    ("no_attn_residual", "residual connection around self-attention"),
+    ("no_mask", "mask is not passed"),
+    ("norms_swapped", "norm1 and norm2 are swapped"),
+])
+def test_encoder_block_mistakes(mistake, words):
+    with pytest.raises(CheckFailed) as error:
+        check_encoder_block(block_with(mistake))
+    assert words in str(error.value)
+
+
+def test_encoder_block_returning_a_tuple():
+    class Tuple(EncoderBlock):
+        def forward(self, x, mask=None):
+            return super().forward(x, mask), None
+
+    with pytest.raises(CheckFailed, match="should be a Tensor"):
+        check_encoder_block(Tuple)
+
+
+@pytest.mark.parametrize("mistake, words", [
+    ("no_scale", "not multiplied by sqrt(d_model)"),
+    ("no_positions", "positional encoding is missing"),
+    ("no_mask", "mask is not handed to the layers"),
+    ("no_final_norm", "final self.norm"),
+])
+def test_encoder_mistakes(mistake, words):
+    with pytest.raises(CheckFailed) as error:
+        check_encoder(encoder_with(mistake))
+    assert words in str(error.value)
+
+
+def test_encoder_shared_layer():
+    class Shared(Encoder):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            self.layers = nn.ModuleList([self.layers[0]] * len(self.layers))
+
+    with pytest.raises(CheckFailed, match="same block several times"):
+        check_encoder(Shared)
+
+
+def test_encoder_wrong_final_norm():
+    class AlwaysNorm(Encoder):
+        def __init__(self, vocab_size, d_model, *args, **kwargs):
+            super().__init__(vocab_size, d_model, *args, **kwargs)
+            self.norm = nn.LayerNorm(d_model)
+
+    with pytest.raises(CheckFailed, match="submodule `norm` \\(Identity\\)"):
+        check_encoder(AlwaysNorm)

@@ -1,0 +1,176 @@
+"""The public checks of notebook 06 pass correct answers (written two ways) and name the likely mistake otherwise."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+from coursekit.checks import CheckFailed
+from coursekit.checks.transformer import (check_decoder, check_decoder_block, check_greedy_decode,
+                                          check_transformer)
+from solutions import Decoder, DecoderBlock, Transformer, greedy_decode, make_causal_mask, make_padding_mask
+
+
+class LoopDecoderBlock(DecoderBlock):
+    """Correct, written as a loop over (norm, sublayer) pairs."""
+
+    def forward(self, x, memory, tgt_mask=None, memory_mask=None):
+        sublayers = [(self.norm1, lambda h: self.self_attn(h, h, h, tgt_mask)[0]),
+                     (self.norm2, lambda h: self.cross_attn(h, memory, memory, memory_mask)[0]),
+                     (self.norm3, self.ffn)]
+        for norm, sublayer in sublayers:
+            x = x + sublayer(norm(x)) if self.norm_first else norm(x + sublayer(x))
+        return x
+
+
+def greedy_decode_uncached(model, src_ids, max_len, bos_id=2, eos_id=3):
+    return greedy_decode(model, src_ids, max_len, bos_id, eos_id, use_cache=False)
+
+
+def greedy_decode_by_forward(model, src_ids, max_len, bos_id=2, eos_id=3):
+    """Correct, written with model(src, ys) each step and a Python list of finished rows."""
+    ys = torch.full((src_ids.size(0), 1), bos_id, dtype=torch.long)
+    done = [False] * src_ids.size(0)
+    for _ in range(max_len):
+        token = model(src_ids, ys)[:, -1].argmax(-1)
+        token = torch.tensor([model.pad_id if d else int(t) for d, t in zip(done, token)])
+        done = [d or int(t) == eos_id for d, t in zip(done, token)]
+        ys = torch.cat([ys, token[:, None]], 1)
+        if all(done):
+            break
+    return ys[:, 1:]
+
+
+def block_with(mistake):
+    class Wrong(DecoderBlock):
+        def forward(self, x, memory, tgt_mask=None, memory_mask=None):
+            kv = x if mistake == "cross_from_x" else memory
+            t_mask = None if mistake == "no_tgt_mask" else tgt_mask
+            pre = (not self.norm_first) if mistake == "pre_post_swapped" else self.norm_first
+            if pre:
+                h = self.norm1(x)
+                x = x + self.self_attn(h, h, h, t_mask)[0]
+                h = self.norm2(x)
+                kv = h if mistake == "cross_from_x" else memory
+                x = x + self.cross_attn(h, kv, kv, None if kv is h else memory_mask)[0]
+                return x + self.ffn(self.norm3(x))
+            x = self.norm1(x + self.self_attn(x, x, x, t_mask)[0])
+            kv = x if mistake == "cross_from_x" else memory
+            x = self.norm2(x + self.cross_attn(x, kv, kv, None if kv is x else memory_mask)[0])
+            return self.norm3(x + self.ffn(x))
+    return Wrong
+
+
+def decoder_without_scale():
+    class Wrong(Decoder):
+        def forward(self, tgt_ids, memory, tgt_mask=None, memory_mask=None):
+            x = self.pos_encoding(self.embedding(tgt_ids))
+            for layer in self.layers:
+                x = layer(x, memory, tgt_mask, memory_mask)
+            return self.norm(x)
+    return Wrong
+
+
+def transformer_with(mistake):
+    class Wrong(Transformer):
+        def decode(self, tgt_ids, memory, src_mask):
+            T = tgt_ids.size(1)
+            pad = make_padding_mask(tgt_ids, self.pad_id)
+            tgt_mask = pad if mistake == "no_causal" else pad & make_causal_mask(T, tgt_ids.device)
+            memory_mask = None if mistake == "no_memory_mask" else src_mask
+            return self.generator(self.decoder(tgt_ids, memory, tgt_mask, memory_mask))
+    return Wrong
+
+
+def test_correct_answers_pass(capsys):
+    for cls in (DecoderBlock, LoopDecoderBlock):
+        check_decoder_block(cls)
+    check_decoder(Decoder)
+    check_transformer(Transformer)
+    for fn in (greedy_decode_uncached, greedy_decode_by_forward):
+        check_greedy_decode(fn)
+    assert capsys.readouterr().out.count("passed") == 6
+
+
+@pytest.mark.parametrize("mistake, words", [
+    ("cross_from_x", "they must come from `memory`"),
+    ("no_tgt_mask", "target mask is not passed"),
+    ("pre_post_swapped", "but norm_first="),
+])
+def test_decoder_block_mistakes(mistake, words):
+    with pytest.raises(CheckFailed) as error:
+        check_decoder_block(block_with(mistake))
+    assert words in str(error.value)
+
+
+def test_decoder_mistake():
+    with pytest.raises(CheckFailed, match=r"not multiplied by sqrt\(d_model\)"):
+        check_decoder(decoder_without_scale())
+
+
+@pytest.mark.parametrize("mistake, words", [
+    ("no_causal", "no causal part"),
+    ("no_memory_mask", "no source padding mask"),
+])
+def test_transformer_mistakes(mistake, words):
+    with pytest.raises(CheckFailed) as error:
+        check_transformer(transformer_with(mistake))
+    assert words in str(error.value)
+
+
+def test_transformer_encode_must_return_the_mask():
+    class MemoryOnly(Transformer):
+        def encode(self, src_ids):
+            return super().encode(src_ids)[0]
+
+    with pytest.raises(CheckFailed, match=r"pair \(memory, src_mask\)"):
+        check_transformer(MemoryOnly)
+
+
+def decode_with(mistake):
+    def wrong(model, src_ids, max_len, bos_id=2, eos_id=3):
+        memory, src_mask = model.encode(src_ids)
+        ys = torch.full((src_ids.size(0), 1), bos_id, dtype=torch.long)
+        finished = torch.zeros(src_ids.size(0), dtype=torch.bool)
+        for _ in range(max_len):
+            token = model.decode(ys, memory, src_mask)[:, -1].argmax(-1)
+            if mistake != "no_pad_after_eos":
+                token = token.masked_fill(finished, model.pad_id)
+            ys = torch.cat([ys, token[:, None]], 1)
+            finished |= token == eos_id
+            if finished.all() and mistake != "never_stops":
+                break
+        return ys if mistake == "keeps_bos" else ys[:, 1:]
+    return wrong
+
+
+@pytest.mark.parametrize("mistake, words", [
+    ("no_pad_after_eos", "must hold model.pad_id"),
+    ("never_stops", "stop as soon as every sequence"),
+    ("keeps_bos", "drop the leading bos_id"),
+])
+def test_greedy_decode_mistakes(mistake, words):
+    with pytest.raises(CheckFailed) as error:
+        check_greedy_decode(decode_with(mistake))
+    assert words in str(error.value)
+
+
+def test_greedy_decode_must_feed_its_own_predictions():
+    def always_bos(model, src_ids, max_len, bos_id=2, eos_id=3):
+        memory, src_mask = model.encode(src_ids)
+        ys = torch.full((src_ids.size(0), 1), bos_id, dtype=torch.long)
+        out = []
+        for _ in range(max_len):
+            out.append(model.decode(ys, memory, src_mask)[:, -1].argmax(-1))
+            ys = torch.cat([ys, torch.full_like(ys[:, :1], 9)], 1)
+        return torch.stack(out, 1)
+
+    with pytest.raises(CheckFailed, match="fed its own previous predictions"):
+        check_greedy_decode(always_bos)
+
+
+def test_greedy_decode_calling_a_part_directly():
+    def by_parts(model, src_ids, max_len, bos_id=2, eos_id=3):
+        model.encoder(src_ids)
+
+    with pytest.raises(CheckFailed, match="called model.encoder"):
+        check_greedy_decode(by_parts)

@@ -1,0 +1,104 @@
+"""coursekit.plots: every function returns a Figure with the right axes and renders to PNG."""
+import io
+
+import matplotlib
+import numpy as np
+import pytest
+import torch
+from matplotlib.figure import Figure
+
+from coursekit import plots
+
+matplotlib.use("Agg")
+
+
+def _png(figure):
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format="png")
+    data = buffer.getvalue()
+    assert data.startswith(b"\x89PNG") and len(data) > 1000
+    return data
+
+
+def _tick_texts(labels):
+    return [label.get_text() for label in labels]
+
+
+def test_attention_heatmap_with_labels_and_title():
+    weights = torch.softmax(torch.randn(1, 2, 3, 4, requires_grad=True), dim=-1)[0, 1]  # (3, 4), needs grad
+    figure = plots.attention_heatmap(weights, x_labels=list("abcd"), y_labels=list("xyz"), title="head 1")
+    assert isinstance(figure, Figure)
+    ax = figure.axes[0]
+    assert ax.get_xlabel() == "key" and ax.get_ylabel() == "query" and ax.get_title() == "head 1"
+    assert _tick_texts(ax.get_xticklabels()) == list("abcd")
+    assert _tick_texts(ax.get_yticklabels()) == list("xyz")
+    _png(figure)
+
+
+def test_attention_heatmap_squeezes_and_checks_shapes():
+    figure = plots.attention_heatmap(np.full((1, 1, 2, 2), 0.5))
+    _png(figure)
+    with pytest.raises(ValueError, match="2-D"):
+        plots.attention_heatmap(np.ones((2, 3, 3)))
+    with pytest.raises(ValueError, match="x_labels"):
+        plots.attention_heatmap(np.ones((2, 3)), x_labels=["a"])
+
+
+def test_attention_heatmap_draws_into_given_axes():
+    figure = Figure()
+    axes = figure.subplots(1, 2)
+    assert plots.attention_heatmap(np.eye(3), ax=axes[1]) is figure
+    assert axes[1].get_xlabel() == "key"
+
+
+def test_positional_encoding_plots():
+    pe = torch.randn(40, 8)
+    heat = plots.positional_encoding_heatmap(pe)
+    assert heat.axes[0].get_xlabel() == "dimension" and heat.axes[0].get_ylabel() == "position"
+    _png(heat)
+    curves = plots.positional_encoding_curves(pe, dims=[0, 3])
+    ax = curves.axes[0]
+    assert [line.get_label() for line in ax.get_lines()] == ["dim 0", "dim 3"]
+    np.testing.assert_allclose(ax.get_lines()[1].get_ydata(), pe[:, 3].numpy())
+    _png(curves)
+    with pytest.raises(ValueError, match="outside"):
+        plots.positional_encoding_curves(pe, dims=[8])
+
+
+def test_training_curves():
+    history = {"train_loss": [1.2, 0.8, 0.5], "test_accuracy": torch.tensor([0.3, 0.5, 0.6])}
+    figure = plots.training_curves(history)
+    ax = figure.axes[0]
+    assert ax.get_xlabel() == "epoch"
+    assert [line.get_label() for line in ax.get_lines()] == ["train_loss", "test_accuracy"]
+    assert list(ax.get_lines()[0].get_xdata()) == [1, 2, 3]
+    _png(figure)
+    with pytest.raises(ValueError):
+        plots.training_curves({})
+
+
+def test_confusion_matrix_counts_and_labels():
+    names = ["1 star", "2 stars", "3 stars"]
+    figure = plots.confusion_matrix(torch.tensor([0, 1, 2, 2]), np.array([0, 2, 2, 2]), labels=names)
+    ax = figure.axes[0]
+    assert ax.get_xlabel() == "predicted" and ax.get_ylabel() == "true"
+    assert _tick_texts(ax.get_xticklabels()) == names
+    annotations = [text.get_text() for text in ax.texts]
+    assert annotations == ["1", "0", "0", "0", "0", "1", "0", "0", "2"]  # row = true class
+    assert "75.0%" in ax.get_title()
+    _png(figure)
+
+
+def test_confusion_matrix_rejects_bad_input():
+    with pytest.raises(ValueError, match="length"):
+        plots.confusion_matrix([0, 1], [0])
+    with pytest.raises(ValueError, match="integer"):
+        plots.confusion_matrix([0.5, 1.0], [0, 1])
+    with pytest.raises(ValueError, match="0..1"):
+        plots.confusion_matrix([0, 2], [0, 1], labels=["a", "b"])
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_accepts_cuda_tensors():
+    _png(plots.attention_heatmap(torch.rand(3, 3, device="cuda")))
+    _png(plots.confusion_matrix(torch.tensor([0, 1], device="cuda"), torch.tensor([1, 1], device="cuda")))
