@@ -194,8 +194,8 @@ def _store(course_dir: Path, student: str, assignment: str, files, folder, expec
                                                     f"{', '.join(e + '.ipynb' for e in expected)})"))
                 continue
         staged.append((name, text, note, rel))
-    if not staged and folder is None:
-        return
+    if not staged and (folder is None or files):
+        return  # nothing usable: the bad files are in the report, the gradebook stays as it was
     if target.exists():
         shutil.rmtree(target)
     target.mkdir(parents=True)

@@ -150,3 +150,82 @@ def source_notebook_json(course_root: Path, assignment: str) -> str:
 
 def dumps(obj) -> str:
     return json.dumps(obj, indent=1)
+
+
+# ----------------------------------------------------------------------------------------- the demo's students
+# Typical mistakes, made by editing the reference inside solution cells. Each is (label, pattern, replacement);
+# a student gets every edit of their mistake that matches somewhere in the assignment's solution cells.
+MISTAKES = {
+    "mistake_scale": ("forgot the 1/sqrt(d_k) scale", [
+        (r"\s*/\s*math\.sqrt\((?:[^()]|\([^()]*\))*\)", ""),
+        (r"10000", "1000"),  # positional encoding: wrong frequency base
+    ]),
+    "mistake_mask": ("mask polarity inverted", [
+        (r"~mask\.bool\(\)", "mask.bool()"),
+        (r"ids != pad_id", "ids == pad_id"),
+        (r"\.tril\(\)", ".triu()"),
+        (r"masked_fill\(mask == 0", "masked_fill(mask != 0"),
+    ]),
+    "mistake_heads": ("heads not transposed", [
+        (r"\.transpose\(1, 2\)", ""),
+        (r"\.unsqueeze\(-1\)", ".unsqueeze(0)"),
+        (r"\.argmax\(dim=-1\)", ".argmax(dim=0)"),
+    ]),
+}
+
+HOSTILE_DEMO_CELL = ("# (hostile) make every comparison pass, and peek at the reference\n"
+                     "import torch\ntorch.allclose = lambda *args, **kwargs: True\n"
+                     "import solutions\nprint(len(dir(solutions)))")
+
+
+def _solution_cells(nb):
+    return [c for c in nb.cells if c.cell_type == "code" and c.metadata.get("nbgrader", {}).get("solution")]
+
+
+def apply_mistake(source_nb, mistake: str):
+    """A copy of the reference notebook with `mistake` made in its solution cells; (nb, what was changed).
+
+    When none of the mistake's edits fits this assignment, the student leaves one exercise unfinished instead
+    (which one depends on the mistake), so every demo student still loses some points somewhere.
+    """
+    nb = nbformat.from_dict(source_nb)
+    label, edits = MISTAKES[mistake]
+    changed = False
+    for cell in _solution_cells(nb):
+        for pattern, replacement in edits:
+            new = re.sub(pattern, replacement, cell.source)
+            changed = changed or new != cell.source
+            cell.source = new
+    if changed:
+        return nb, label
+    cells = _solution_cells(nb)
+    if not cells:
+        return nb, "no solution cells"
+    cell = cells[sorted(MISTAKES).index(mistake) % len(cells)]
+    cell.source = re.sub(r"### BEGIN SOLUTION.*?### END SOLUTION", "### BEGIN SOLUTION\n    raise NotImplementedError()"
+                         "\n    ### END SOLUTION", cell.source, flags=re.S)
+    return nb, f"left `{cell.metadata['nbgrader']['grade_id']}` unfinished"
+
+
+def demo_students(source_nb, release_nb, size: int = 6) -> dict[str, tuple[str, str]]:
+    """student id -> (notebook JSON, what the student did), for one assignment. At least 6 students:
+
+    reference (the source notebook), blank (the release), mistake_scale, mistake_mask, mistake_heads (typical
+    mistakes edited into the solution cells), hostile (reference + a cell that monkeypatches torch.allclose and
+    imports the solutions); further students repeat the mistakes (student_07, ...).
+    """
+    size = max(6, size)
+    students = {"reference": (nbformat.writes(source_nb), "the full solution (source notebook)"),
+                "blank": (nbformat.writes(release_nb), "the blank release")}
+    for mistake in sorted(MISTAKES):
+        nb, label = apply_mistake(source_nb, mistake)
+        students[mistake] = (nbformat.writes(nb), label)
+    hostile = nbformat.from_dict(source_nb)
+    first = hostile.cells.index(_solution_cells(hostile)[0]) if _solution_cells(hostile) else 0
+    hostile.cells.insert(first + 1, new_code_cell(HOSTILE_DEMO_CELL))
+    students["hostile"] = (nbformat.writes(hostile), "monkeypatches torch.allclose, imports solutions")
+    for index in range(7, size + 1):
+        mistake = sorted(MISTAKES)[index % len(MISTAKES)]
+        nb, label = apply_mistake(source_nb, mistake)
+        students[f"student_{index:02d}"] = (nbformat.writes(nb), label)
+    return students

@@ -115,6 +115,8 @@ def training_curves(history: dict[str, Sequence[float]], ax=None):
         raise ValueError("history must be a non-empty dict of name -> list of numbers per epoch")
     figure, ax = _new_axes(ax, (7, 4))
     for name, values in history.items():
+        if isinstance(values, (list, tuple)):
+            values = [float(value) for value in values]  # also 0-d tensors, on any device
         values = _to_numpy(values).astype(float).reshape(-1)
         ax.plot(np.arange(1, len(values) + 1), values, marker="o", label=str(name))
     ax.set_xlabel("epoch")

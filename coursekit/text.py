@@ -16,9 +16,10 @@ _ESCAPES = {"\\n": "\n", '\\"': '"'}
 _ESCAPE_PATTERN = re.compile(r'\\n|\\"')
 _CURLY = str.maketrans({"\u2019": "'", "\u2018": "'", "\u201c": '"', "\u201d": '"'})
 
-# nltk only splits a period off the END of its input, so the text is cut into sentences first:
-# after . ! or ? followed by whitespace, and at every line break.
-_SENTENCE_BREAK = re.compile(r"(?<=[.!?])\s+|\n+")
+# nltk only splits a period off the END of its input ("great. the" would keep "great."), so sentence-final
+# punctuation -- . ! ? (or a run like "...") before whitespace, a closing quote/bracket or the end -- is set
+# apart first. One nltk call per review is about four times faster than one call per sentence.
+_SENTENCE_END = re.compile(r"([.!?]+)(?=[\"')\]]*(?:\s|$))")
 
 # nltk writes opening/closing double quotes as `` and ''; the course keeps a plain ".
 _QUOTE_TOKENS = {"``": '"', "''": '"'}
@@ -51,9 +52,5 @@ def tokenize(text: str) -> list[str]:
     if not isinstance(text, str):
         raise TypeError(f"tokenize expects a str, got {type(text).__name__}")
     text = decode_yelp_escapes(text).translate(_CURLY).lower()
-    tokenizer = _nltk_tokenizer()
-    tokens: list[str] = []
-    for sentence in _SENTENCE_BREAK.split(text):
-        if sentence and not sentence.isspace():
-            tokens.extend(_QUOTE_TOKENS.get(token, token) for token in tokenizer.tokenize(sentence))
-    return tokens
+    text = _SENTENCE_END.sub(r" \1", text)
+    return [_QUOTE_TOKENS.get(token, token) for token in _nltk_tokenizer().tokenize(text)]

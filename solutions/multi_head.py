@@ -12,16 +12,20 @@ from solutions.attention import scaled_dot_product_attention
 
 def split_heads(x: torch.Tensor, num_heads: int) -> torch.Tensor:
     """(B, T, d_model) -> (B, H, T, d_head); head h gets features h*d_head .. (h+1)*d_head - 1."""
+    if x.dim() != 3:
+        raise ValueError(f"split_heads expects (B, T, d_model), got shape {tuple(x.shape)}")
     B, T, d_model = x.shape
     if d_model % num_heads != 0:
         raise ValueError(f"d_model {d_model} is not divisible by num_heads {num_heads}")
-    return x.view(B, T, num_heads, d_model // num_heads).transpose(1, 2)
+    return x.reshape(B, T, num_heads, d_model // num_heads).transpose(1, 2)
 
 
 def merge_heads(x: torch.Tensor) -> torch.Tensor:
     """(B, H, T, d_head) -> (B, T, H * d_head), the inverse of split_heads."""
+    if x.dim() != 4:
+        raise ValueError(f"merge_heads expects (B, H, T, d_head), got shape {tuple(x.shape)}")
     B, H, T, d_head = x.shape
-    return x.transpose(1, 2).contiguous().view(B, T, H * d_head)
+    return x.transpose(1, 2).reshape(B, T, H * d_head)
 
 
 class MultiHeadAttention(nn.Module):

@@ -160,7 +160,7 @@ class _Definition:
 
     def __init__(self, kind, code=None, members=None, defaults=None):
         self.kind = kind            # "function" or "class"
-        self.code = code            # compiled code object (function)
+        self.code = code            # compiled code objects with this qualified name (function)
         self.members = members      # name -> _Definition (class body)
         self.defaults = defaults    # literal default values, or None when not all literal
 
@@ -191,13 +191,15 @@ def _definitions(path: str):
     tree = ast.parse(source, filename=path)
     codes: dict = {}
     _index_codes(compile(tree, path, "exec", dont_inherit=True), codes)
+    by_qualname: dict = {}
+    for (qualname, _), code in codes.items():
+        by_qualname.setdefault(qualname, []).append(code)
 
     def definition(node, prefix):
         qualname = f"{prefix}{node.name}"
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            lineno = node.decorator_list[0].lineno if node.decorator_list else node.lineno
-            code = codes.get((qualname, node.lineno)) or codes.get((qualname, lineno))
-            return _Definition("function", code=code, defaults=_literal_defaults(node))
+            # every code object compiled under this qualified name (property getters and setters share one)
+            return _Definition("function", code=by_qualname.get(qualname, ()), defaults=_literal_defaults(node))
         members = {}
         for child in node.body:
             if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
@@ -229,15 +231,16 @@ def _unwrap(obj):
 
 def _verify_function(function, expected: _Definition, path: str, label: str) -> None:
     """`function` carries the code compiled from `path`, possibly inside wrappers made by torch (functools.wraps)."""
-    if expected.code is None:
+    if not expected.code:
         _fail(f"`{label}` was replaced")
     for _ in range(6):
         if not isinstance(function, types.FunctionType):
             break
         code = function.__code__
         filename = os.path.abspath(code.co_filename)
-        if code == expected.code and filename == path:
-            if expected.defaults is not None and (function.__defaults__ or ()) != expected.defaults:
+        if filename == path and any(code == candidate for candidate in expected.code):
+            if len(expected.code) == 1 and expected.defaults is not None and \
+                    (function.__defaults__ or ()) != expected.defaults:
                 _fail(f"the default arguments of `{label}` were changed")
             return
         if not hasattr(function, "__wrapped__") or not (filename == path or filename.startswith(_allowed_roots())):
@@ -246,21 +249,23 @@ def _verify_function(function, expected: _Definition, path: str, label: str) -> 
     _fail(f"`{label}` was replaced")
 
 
-def _verify_class(cls, expected: _Definition, path: str, label: str, torch_file: bool) -> None:
+def _verify_class(cls, expected: _Definition, path: str, label: str, third_party: bool) -> None:
     if not isinstance(cls, type) or os.path.abspath(getattr(sys.modules.get(cls.__module__), "__file__", "") or "") \
-            != path and not torch_file:
+            != path and not third_party:
         _fail(f"class `{label}` was replaced")
     namespace = vars(cls)
     for name, member in expected.members.items():
         if member.kind == "class":
             inner = namespace.get(name)
             if isinstance(inner, type):
-                _verify_class(inner, member, path, f"{label}.{name}", torch_file)
+                _verify_class(inner, member, path, f"{label}.{name}", third_party)
             continue
         if name not in namespace:
             _fail(f"`{label}.{name}` was removed")
         functions = _unwrap(namespace[name])
         if not functions:
+            if third_party:
+                continue  # a third-party decorator that returns a descriptor (e.g. traitlets' @default)
             _fail(f"`{label}.{name}` was replaced")
         _verify_function(functions[0], member, path, f"{label}.{name}")
     for name, value in namespace.items():
@@ -268,7 +273,7 @@ def _verify_class(cls, expected: _Definition, path: str, label: str, torch_file:
             continue
         for function in _unwrap(value):
             filename = os.path.abspath(function.__code__.co_filename)
-            if filename == path or (torch_file and filename.startswith(_allowed_roots())):
+            if filename == path or (third_party and filename.startswith(_allowed_roots())):
                 continue
             _fail(f"`{label}.{name}` was added or replaced from outside its source file")
 
@@ -277,7 +282,7 @@ def _verify_module(module, only_classes=None) -> None:
     path = os.path.abspath(getattr(module, "__file__", "") or "")
     if not path.endswith(".py") or not os.path.exists(path):
         return
-    torch_file = path.startswith(_TORCH_DIR)
+    third_party = not path.startswith(tuple(_own_roots()))  # third-party file (torch, IPython): be lenient
     info = _definitions(path)
     namespace = vars(module)
     for name, expected in info["top"].items():
@@ -285,18 +290,18 @@ def _verify_module(module, only_classes=None) -> None:
             continue
         label = f"{module.__name__}.{name}"
         if name not in namespace:
-            if torch_file:
+            if third_party:
                 continue  # torch sometimes deletes helper definitions after use
             _fail(f"`{label}` was removed")
         obj = namespace[name]
         if expected.kind == "class":
             if isinstance(obj, type) and obj.__qualname__ == name:
-                _verify_class(obj, expected, path, label, torch_file)
-            elif not torch_file:
+                _verify_class(obj, expected, path, label, third_party)
+            elif not third_party:
                 _fail(f"class `{label}` was replaced")
-        elif isinstance(obj, types.FunctionType) or not torch_file:
+        elif isinstance(obj, types.FunctionType) or not third_party:
             _verify_function(obj, expected, path, label)
-    if only_classes is not None or torch_file:
+    if only_classes is not None or third_party:
         return
     for name, (source_module, source_name) in info["imports"].items():
         if not source_module.startswith(OWN_PACKAGES):
@@ -307,11 +312,9 @@ def _verify_module(module, only_classes=None) -> None:
 
 
 def _allowed_roots():
-    roots = {os.path.abspath(p) for p in (sys.prefix, sys.base_prefix, os.path.dirname(os.__file__), _TORCH_DIR)}
-    for package in ("solutions", "autograder"):
-        module = sys.modules.get(package)
-        if module is not None and getattr(module, "__file__", None):
-            roots.add(os.path.dirname(os.path.abspath(module.__file__)))
+    roots = {os.path.abspath(p) + os.sep for p in (sys.prefix, sys.base_prefix, os.path.dirname(os.__file__),
+                                                   _TORCH_DIR)}
+    roots.update(_own_roots())
     return tuple(roots)
 
 

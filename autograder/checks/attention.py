@@ -16,10 +16,16 @@ def _reference():
 
 
 def padded_ids(lengths, T: int, *, pad_id: int = 0, vocab: int = 20, seed: int = 0, device="cpu") -> torch.Tensor:
-    """(B, T) ids in [pad_id+1, ...) with post-padding to the given lengths (each >= 1)."""
+    """(B, T) random ids, never pad_id, post-padded with pad_id to the given lengths (each >= 1).
+
+    With pad_id != 0, every row has the ordinary token 0 at position 1, so code that hard-codes 0 as padding shows
+    (position 1, not 0, so that no causal row becomes fully blocked).
+    """
     generator = torch.Generator().manual_seed(seed)
     ids = torch.randint(1, vocab, (len(lengths), T), generator=generator)
-    ids = torch.where(ids == pad_id, ids + 1, ids)
+    ids = torch.where(ids == pad_id, torch.full_like(ids, 1 if pad_id != 1 else 2), ids)
+    if pad_id != 0:
+        ids[:, 1] = 0
     for row, length in enumerate(lengths):
         ids[row, length:] = pad_id
     return ids.to(device)

@@ -118,7 +118,7 @@ def embedding_matrix_from_word2vec(vocab, keyed_vectors, *, by_iteration=False, 
     for position, (word, index) in enumerate(vocab.items()):
         row = position if by_iteration else index
         if word in keyed_vectors.key_to_index:
-            matrix[row] = torch.as_tensor(keyed_vectors[word], dtype=torch.float32)
+            matrix[row] = torch.tensor(keyed_vectors[word], dtype=torch.float32)
         elif random_missing:
             matrix[row] = float("nan")  # never equal: "not zero" is diagnosed by a dedicated comparison
     return matrix
@@ -317,10 +317,13 @@ def decoder(stack, ids, memory, tgt_mask=None, memory_mask=None, *, scale_embedd
     return _final_norm(stack, x, None, final_norm)
 
 
-def transformer(model, src_ids, tgt_ids, *, causal=True, src_mask=True, pad_id=None, **decoder_flags):
+def transformer(model, src_ids, tgt_ids, *, causal=True, src_mask=True, pad_id=None, invert_src_mask=False,
+                **decoder_flags):
     """Transformer.forward with switches; pad_id overrides model.pad_id (the hard-coded-0 mistake)."""
     pad = model.pad_id if pad_id is None else pad_id
     source_keep = (src_ids != pad)[:, None, None, :]                                        # (B, 1, 1, S)
+    if invert_src_mask:
+        source_keep = ~source_keep
     T = tgt_ids.size(1)
     target_keep = (tgt_ids != pad)[:, None, None, :]                                        # (B, 1, 1, T)
     if causal:

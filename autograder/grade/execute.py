@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import time
 
+from nbclient.exceptions import CellTimeoutError
 from nbformat.notebooknode import NotebookNode
 from nbgrader.preprocessors import Execute
 
@@ -25,7 +26,8 @@ class SandboxedExecute(Execute):
 
     def __init__(self, *, limits, deadline: float, skip_cells: set[int], **kwargs):
         super().__init__(timeout=max(1, int(limits.cell_timeout)), startup_timeout=int(limits.startup_timeout),
-                         interrupt_on_timeout=True, allow_errors=True, **kwargs)
+                         interrupt_on_timeout=True, allow_errors=True, raise_on_iopub_timeout=False,
+                         **kwargs)
         self.limits = limits
         self.deadline = deadline
         self.skip_cells = skip_cells
@@ -50,7 +52,10 @@ class SandboxedExecute(Execute):
                                    f"{self.limits.notebook_timeout:g} s and that time was used up.")]
             return cell, resources
         self.timeout = max(1, int(min(self.limits.cell_timeout, remaining)))
-        cell, resources = super().preprocess_cell(cell, resources, index)
+        try:
+            cell, resources = super().preprocess_cell(cell, resources, index)
+        except CellTimeoutError as exc:  # no reply at all (the interrupt did not help): the cell loses, we go on
+            cell.outputs.append(error_output("CellTimeoutError", str(exc).splitlines()[0]))
         dropped = self._dropped_bytes.get(index, 0)
         if dropped:
             cell.outputs.append(NotebookNode(

@@ -32,7 +32,7 @@ from autograder.grade.execute import SandboxedExecute, error_output
 from autograder.grade.sandbox import Limits, kernel_manager_class, kernel_spec
 
 warnings.filterwarnings("ignore", module="nbgrader.api")  # SQLAlchemy autoflush chatter on every grade
-MISTAKE = re.compile(r"(?:likely mistake|probable mistake|common mistake|hint)\s*[:\-]\s*(.+)", re.I)
+MISTAKE = re.compile(r"(?:likely mistake|probable mistake|common mistake)\s*[:\-]\s*(.+)", re.I)
 
 
 _TEMPLATE_DB: dict[str, str] = {}
@@ -112,6 +112,30 @@ def cell_messages(nb) -> dict[str, str]:
         if errors:
             messages[meta["grade_id"]] = f"{errors[-1].get('ename', 'Error')}: {errors[-1].get('evalue', '')}"[:2000]
     return messages
+
+
+RUNTIME_ERRORS = {
+    "CellTimeoutError": ("runtime-timeout", "a cell ran past the per-cell time limit and was interrupted"),
+    "NotebookTimeout": ("runtime-timeout", "the notebook ran past its time limit; later cells were not run"),
+    "KernelDied": ("runtime-kernel-died", "a cell stopped the kernel (crash, os._exit or out of memory)"),
+    "MemoryError": ("runtime-memory", "a cell ran out of memory (the kernel's memory cap)"),
+}
+
+
+def runtime_flags(nb) -> list[integrity.Flag]:
+    """What happened while running: time limits hit, kernel deaths, memory cap, output truncated (for review)."""
+    flags = []
+    for index, cell in enumerate(nb.cells):
+        where = cell.metadata.get("nbgrader", {}).get("grade_id") or f"cell {index}"
+        for output in cell.get("outputs", []):
+            ename = output.get("ename", "")
+            if output.get("output_type") == "error" and (ename in RUNTIME_ERRORS or (
+                    ename == "RuntimeError" and "can't allocate memory" in output.get("evalue", ""))):
+                code, message = RUNTIME_ERRORS.get(ename, RUNTIME_ERRORS["MemoryError"])
+                flags.append(integrity.Flag(code, "review", where, message))
+            elif output.get("output_type") == "stream" and "[output truncated by the grader" in output.get("text", ""):
+                flags.append(integrity.Flag("runtime-output", "review", where, "output over the limit was dropped"))
+    return flags
 
 
 def diagnosed_mistakes(messages: dict[str, str]) -> dict[str, str]:
@@ -199,6 +223,7 @@ def grade_job(job: dict) -> dict:
         result["notes"] = [traceback.format_exc(limit=5)]
         return result
     messages = cell_messages(nb)
+    flags = flags + runtime_flags(nb)
     return {
         "key": job["key"], "student": job["student"], "assignment": job["assignment"], "notebook": job["notebook"],
         "status": "graded", "message": "", "content_hash": job.get("content_hash"),

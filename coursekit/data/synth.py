@@ -6,7 +6,7 @@ clause carries a sentiment value; the star label comes from a weighted mean of t
 * negation flips and softens a word ("not great" is negative, "never disappointing" is positive),
   while "could not have been more helpful" is *strongly positive* despite its "not";
 * intensifiers scale it ("extremely", "slightly");
-* in a contrast the clause after "but" / the main clause of "although" weighs three times the other one;
+* in a contrast the clause after "but" / the main clause of "although" weighs 1.7 and the other one 0.3;
 * things other people said or the menu promised weigh nothing, unless the writer confirms them.
 
 So the same bag of words can belong to different labels, and a bag-of-n-grams model is clearly beaten by one

@@ -11,7 +11,7 @@ the two characters backslash + n. `load_yelp` reads it from
 
 Files are streamed row by row: the real train.csv has 650,000 reviews. Labels come back as 0..4.
 
-Bad rows (label outside 1..5, a missing or extra field, an empty text, invalid UTF-8, broken quoting) raise
+Blank lines are ignored. Bad rows (label outside 1..5, a missing or extra field, an empty text, invalid UTF-8, broken quoting) raise
 YelpFormatError naming the file and the line. With skip_bad_rows=True they are skipped instead; then a
 YelpSkippedRowsWarning (with .count and .rows) is issued, a line is logged to the "coursekit.data" logger,
 and `last_skipped_rows()` returns the skipped rows of the latest call.
@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Iterator
 
+from ..progress import progress
 from ..text import decode_yelp_escapes
 
 __all__ = [
@@ -104,6 +105,8 @@ class _LineDecoder:
     def __iter__(self) -> Iterator[str]:
         for raw in self.stream:
             self.line += 1
+            if self.line == 1 and raw.startswith(b"\xef\xbb\xbf"):
+                raw = raw[3:]  # a byte order mark left by a spreadsheet program
             try:
                 yield raw.decode("utf-8")
             except UnicodeDecodeError as error:
@@ -125,15 +128,19 @@ def _csv_rows(stream: Iterable[bytes], source: str, skip_bad_rows: bool, skipped
         except StopIteration:
             return
         except csv.Error as error:
-            problem = f"broken CSV quoting ({error})"
+            # the record that starts at first_line is broken; the parser resumes after the line it stopped on
+            span = f" (lines {first_line}-{decoder.line})" if decoder.line > first_line else ""
+            problem = f"broken CSV quoting: {error}{span}"
             if not skip_bad_rows:
-                raise YelpFormatError(source, decoder.line, problem) from None
-            skipped.append(SkippedRow(source, decoder.line, problem))
+                raise YelpFormatError(source, first_line, problem) from None
+            skipped.append(SkippedRow(source, first_line, problem))
             first_line = decoder.line + 1
             continue
         last_line = decoder.line
         lines = range(first_line, last_line + 1)
         first_line = last_line + 1
+        if not row and not any(n in decoder.bad_lines for n in lines):
+            continue  # a blank line is not a review (e.g. an empty last line added by an editor)
         problem = next((decoder.bad_lines.pop(n) for n in lines if n in decoder.bad_lines), None)
         if problem is None:
             problem, result = _check_csv_row(row)
@@ -339,8 +346,12 @@ def load_yelp(source="synthetic", split: str = "train", limit: int | None = None
         raise ValueError(f"split must be one of {SPLITS}, got {split!r}")
     if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
         raise ValueError(f"limit must be a positive int or None, got {limit!r}")
+    if not isinstance(source, (str, os.PathLike)):
+        raise TypeError(f"source must be 'synthetic' or a path, got {type(source).__name__}")
     skipped: list[SkippedRow] = []
     rows = _rows(source, split, skip_bad_rows, skipped)
+    if source != "synthetic":  # a bar appears only if reading takes more than 2 s (the real set: 650k rows)
+        rows = progress(rows, desc=f"reading {split}", unit=" reviews", delay=2)
     if limit is None:
         texts, labels = [], []
         for label, text in rows:

@@ -176,6 +176,32 @@ def test_skip_bad_rows_reports_the_count(tmp_path, bad, problem):
     assert [row.line for row in last_skipped_rows()] == [2, 4]
 
 
+def test_unclosed_quote_names_the_line_where_the_record_starts(tmp_path):
+    path = tmp_path / "train.csv"
+    path.write_bytes(b'"1","ok"\n"2","never closed\n"3","swallowed"\n"4","after"\n')
+    with pytest.raises(YelpFormatError, match=r"line 2: broken CSV quoting.*lines 2-3"):
+        load_yelp(path)
+    with pytest.warns(YelpSkippedRowsWarning):
+        assert load_yelp(path, skip_bad_rows=True) == (["ok", "after"], [0, 3])
+
+
+def test_byte_order_mark_is_ignored(tmp_path):
+    path = tmp_path / "train.csv"
+    path.write_bytes(b'\xef\xbb\xbf"3","saved by a spreadsheet"\n')
+    assert load_yelp(path) == (["saved by a spreadsheet"], [2])
+
+
+def test_blank_lines_are_not_rows(tmp_path):
+    path = tmp_path / "train.csv"
+    path.write_bytes(b'"3","one"\n\n"4","two"\n\n')
+    assert load_yelp(path) == (["one", "two"], [2, 3])
+
+
+def test_source_must_be_a_path():
+    with pytest.raises(TypeError, match="source"):
+        load_yelp(None)
+
+
 def test_clean_load_reports_nothing_skipped(tmp_path):
     with warnings.catch_warnings():
         warnings.simplefilter("error")
@@ -242,3 +268,19 @@ def test_course_data_dir_overrides_where_synthetic_lives(tmp_path, monkeypatch):
     _folder(tmp_path / "yelp_synthetic")
     monkeypatch.setenv("COURSE_DATA_DIR", str(tmp_path))
     assert load_yelp("synthetic")[1] == [0, 1, 2, 3, 4]
+
+
+from hypothesis import given, settings, strategies as st  # noqa: E402
+
+_review_text = st.text(st.characters(blacklist_characters="\\", blacklist_categories=("Cs",)), min_size=1,
+                       max_size=60).filter(lambda text: text.strip() and "\r" not in text)
+
+
+@settings(max_examples=60, deadline=None)
+@given(rows=st.lists(st.tuples(st.integers(1, 5), _review_text), min_size=1, max_size=8))
+def test_any_text_survives_a_write_read_round_trip(tmp_path_factory, rows):
+    path = tmp_path_factory.mktemp("roundtrip") / "train.csv"
+    write_yelp_csv(path, rows)
+    texts, labels = load_yelp(path)
+    assert labels == [stars - 1 for stars, _ in rows]
+    assert texts == [text for _, text in rows]

@@ -66,7 +66,7 @@ def test_positional_encoding_plots():
 
 
 def test_training_curves():
-    history = {"train_loss": [1.2, 0.8, 0.5], "test_accuracy": torch.tensor([0.3, 0.5, 0.6])}
+    history = {"train_loss": [torch.tensor(1.2), 0.8, 0.5], "test_accuracy": torch.tensor([0.3, 0.5, 0.6])}
     figure = plots.training_curves(history)
     ax = figure.axes[0]
     assert ax.get_xlabel() == "epoch"

@@ -49,3 +49,9 @@ def test_needs_no_downloaded_nltk_data(monkeypatch):
     monkeypatch.setattr(nltk.data, "load", no_data)
     monkeypatch.setattr(text_module, "_word_tokenizer", None)  # build the tokenizer again under the patch
     assert tokenize("Not great. Never disappointing!") == ["not", "great", ".", "never", "disappointing", "!"]
+
+
+def test_sentence_punctuation_before_quotes_and_brackets():
+    assert tokenize('He said "yes." Then (really.) left...') == [
+        "he", "said", '"', "yes", ".", '"', "then", "(", "really", ".", ")", "left", "..."]
+    assert tokenize("It cost 5.50 dollars.") == ["it", "cost", "5.50", "dollars", "."]

@@ -146,10 +146,16 @@ def nbgrader(hub, *args, check=True):
 
 
 def grade_command(assignment: str) -> tuple[list[str], str]:
-    """`autograder grade` once the course's CLI exists, nbgrader's own autograde until then."""
-    if (ROOT / "autograder" / "cli.py").exists():
+    """The grading step: `autograder grade` (the course's pipeline) or nbgrader's own `autograde`.
+
+    HUB_E2E_GRADER=autograder|nbgrader chooses; by default the course's CLI once autograder/cli.py exists.
+    """
+    choice = os.environ.get("HUB_E2E_GRADER") or ("autograder" if (ROOT / "autograder" / "cli.py").exists() else "nbgrader")
+    if choice == "autograder":
         return [str(VENV / "bin" / "python"), "-m", "autograder", "grade", assignment, "--course-dir", "."], "autograder grade"
-    return [str(VENV / "bin" / "nbgrader"), "autograde", assignment], "nbgrader autograde"
+    if choice == "nbgrader":
+        return [str(VENV / "bin" / "nbgrader"), "autograde", assignment], "nbgrader autograde"
+    raise ValueError(f"HUB_E2E_GRADER must be 'autograder' or 'nbgrader', not {choice!r}")
 
 
 def student_action(hub, user: str, action: str, assignment: str) -> list:

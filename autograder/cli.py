@@ -1,0 +1,174 @@
+"""`autograder` / `python -m autograder`: the instructor's commands, each a thin layer over a module.
+
+    release [ASSIGNMENT | --all]          autograder.release.release (nbgrader generate_assignment + exercises/)
+    collect PATH                          autograder.collect     (folder or zip -> submitted/)
+    grade ASSIGNMENT [--student S ...]    autograder.grade.engine (Dask; --workers N | --scheduler ADDRESS; --force)
+    feedback [ASSIGNMENT]                 autograder.feedback    (nbgrader generate_feedback, HTML)
+    export [--to grades.csv]              autograder.export      (nbgrader CSV + flags, mistakes, time)
+    report [ASSIGNMENT]                   autograder.report      (HTML + PNG)
+    demo                                  autograder.demo        (sample class, whole pipeline)
+
+Common options: --course-dir (default $AUTOGRADER_COURSE_DIR or the repository's course/), --db (SQLAlchemy URL;
+default $AUTOGRADER_DB or sqlite gradebook.db in the course root). Exit status: 0 when done, 1 when the
+instructor must act (files skipped by collect, submissions held for review or failed, a step failed),
+2 for a usage error.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from autograder.coursedir import assignments_in_source, default_course_dir
+
+OK, ACT, USAGE = 0, 1, 2
+
+
+def _parser() -> argparse.ArgumentParser:
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--course-dir", type=Path, default=None, help="nbgrader course root (default: course/)")
+    common.add_argument("--db", default=None, help="gradebook SQLAlchemy URL (default: sqlite in the course root)")
+    parser = argparse.ArgumentParser(prog="autograder", description="Grade the transformers101 course.")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("release", parents=[common], help="generate the student version of assignments")
+    p.add_argument("assignment", nargs="?")
+    p.add_argument("--all", action="store_true")
+
+    p = sub.add_parser("collect", parents=[common], help="import submissions from a folder or a zip")
+    p.add_argument("path", type=Path)
+
+    p = sub.add_parser("grade", parents=[common], help="autograde an assignment in parallel")
+    p.add_argument("assignment")
+    p.add_argument("--student", action="append", default=None, help="only this student (repeatable)")
+    p.add_argument("--workers", type=int, default=None, help="local worker processes (default: CPU cores)")
+    p.add_argument("--scheduler", default=None, help="address of a running Dask scheduler, e.g. tcp://host:8786")
+    p.add_argument("--force", action="store_true", help="regrade submissions that did not change")
+    p.add_argument("--cell-timeout", type=float, default=None, help="seconds per cell")
+    p.add_argument("--notebook-timeout", type=float, default=None, help="seconds per notebook")
+    p.add_argument("--memory-gb", type=float, default=None, help="memory cap of a grading kernel (GiB)")
+
+    p = sub.add_parser("feedback", parents=[common], help="per-student HTML feedback")
+    p.add_argument("assignment", nargs="?")
+
+    p = sub.add_parser("export", parents=[common], help="grades as CSV")
+    p.add_argument("--to", default="grades.csv")
+
+    p = sub.add_parser("report", parents=[common], help="class report (HTML)")
+    p.add_argument("assignment", nargs="?")
+
+    p = sub.add_parser("demo", help="build a sample class and run the whole pipeline on it")
+    p.add_argument("--assignments", nargs="*", default=None, help="default: every assignment in course/source")
+    p.add_argument("--students", type=int, default=6, help="class size (at least 6)")
+    p.add_argument("--output", type=Path, default=None, help="demo folder (default: demo_output/)")
+    p.add_argument("--workers", type=int, default=None)
+    return parser
+
+
+def _limits(args):
+    from autograder.grade.sandbox import GiB, Limits
+
+    changes = {}
+    if args.cell_timeout is not None:
+        changes["cell_timeout"] = args.cell_timeout
+    if args.notebook_timeout is not None:
+        changes["notebook_timeout"] = args.notebook_timeout
+    if args.memory_gb is not None:
+        changes["memory_bytes"] = int(args.memory_gb * GiB)
+    return Limits(**changes)
+
+
+def main(argv=None) -> int:
+    parser = _parser()
+    args = parser.parse_args(argv)
+    course_dir = getattr(args, "course_dir", None)
+    course_dir = (course_dir or default_course_dir()).resolve()
+    try:
+        return COMMANDS[args.command](args, course_dir)
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return ACT
+    except (FileNotFoundError, ValueError, RuntimeError) as exc:
+        print(f"autograder {args.command}: {exc}", file=sys.stderr)
+        return ACT
+
+
+def cmd_release(args, course_dir: Path) -> int:
+    from autograder.release import release
+
+    if not args.all and not args.assignment:
+        print("autograder release: name an ASSIGNMENT or pass --all", file=sys.stderr)
+        return USAGE
+    release(None if args.all else [args.assignment])
+    print(f"released {'all assignments' if args.all else args.assignment}")
+    return OK
+
+
+def cmd_collect(args, course_dir: Path) -> int:
+    from autograder.collect import collect
+
+    report = collect(course_dir, args.path, db_url=args.db)
+    print(report.table())
+    print(report.line())
+    return ACT if report.problems else OK
+
+
+def cmd_grade(args, course_dir: Path) -> int:
+    from autograder.grade.engine import GradingError, grade
+
+    try:
+        summary = grade(course_dir, args.assignment, db_url=args.db, students=args.student, workers=args.workers,
+                        scheduler=args.scheduler, force=args.force, limits=_limits(args))
+    except GradingError as exc:
+        print(f"autograder grade: {exc}", file=sys.stderr)
+        return ACT
+    for row in summary.graded:
+        flags = ", ".join(sorted({f["code"] for f in row["flags"]}))
+        print(f"  {row['student']:<20} {row['notebook']:<28} {row['score']:>6g}/{row['max_score']:<6g} "
+              f"{row['status']:<26} {row['seconds']:>6.1f}s {flags}")
+    print(summary.line())
+    return ACT if summary.held or summary.failed else OK
+
+
+def cmd_feedback(args, course_dir: Path) -> int:
+    from autograder.feedback import generate_feedback
+
+    assignments = [args.assignment] if args.assignment else assignments_in_source(course_dir)
+    failed = {}
+    written = 0
+    for assignment in assignments:
+        result = generate_feedback(course_dir, assignment, db_url=args.db)
+        written += len(result["written"])
+        failed.update({f"{assignment}/{s}": log for s, log in result["failed"].items()})
+    for key, log in failed.items():
+        print(f"feedback failed for {key}:\n{log}", file=sys.stderr)
+    print(f"feedback: wrote {written} HTML file(s) under {course_dir / 'feedback'}, {len(failed)} failed")
+    return ACT if failed else OK
+
+
+def cmd_export(args, course_dir: Path) -> int:
+    from autograder.export import export_grades
+
+    path = export_grades(course_dir, args.to, db_url=args.db)
+    rows = max(0, sum(1 for _ in open(path)) - 1)
+    print(f"export: {rows} row(s) written to {path}")
+    return OK
+
+
+def cmd_report(args, course_dir: Path) -> int:
+    from autograder.report import write_report
+
+    page = write_report(course_dir, args.assignment, db_url=args.db)
+    print(f"report: {page}")
+    return OK
+
+
+def cmd_demo(args, course_dir: Path) -> int:
+    from autograder.demo import run_demo
+
+    return run_demo(assignments=args.assignments, students=args.students, output=args.output,
+                    workers=args.workers)
+
+
+COMMANDS = {"release": cmd_release, "collect": cmd_collect, "grade": cmd_grade, "feedback": cmd_feedback,
+            "export": cmd_export, "report": cmd_report, "demo": cmd_demo}

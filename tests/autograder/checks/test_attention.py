@@ -1,0 +1,58 @@
+"""Hidden checks of notebook 03: the reference and differently written answers pass; each mistake is named."""
+from __future__ import annotations
+
+import pytest
+
+import solutions
+import variants as V
+from autograder.checks import attention as checks
+from autograder.checks import mistakes as M
+
+
+@pytest.mark.parametrize("fn", [solutions.make_padding_mask, V.padding_mask_unsqueeze])
+def test_padding_mask_correct_answers_pass(fn):
+    checks.check_make_padding_mask(fn)
+
+
+def test_padding_mask_mistakes():
+    V.fails_with(checks.check_make_padding_mask, V.padding_mask_wrong("inverted"), M.MASK_INVERTED)
+    V.fails_with(checks.check_make_padding_mask, V.padding_mask_wrong("shape"), "expected shape (3, 1, 1, 7)")
+    V.fails_with(checks.check_make_padding_mask, V.padding_mask_wrong("float"), "bool")
+
+
+@pytest.mark.parametrize("fn", [solutions.make_causal_mask, V.causal_mask_arange, V.causal_mask_triu])
+def test_causal_mask_correct_answers_pass(fn):
+    checks.check_make_causal_mask(fn)
+
+
+@pytest.mark.parametrize("kind, fragment", [("inverted", M.MASK_INVERTED), ("strict", "diagonal is blocked"),
+                                            ("upper", "upper-triangular")])
+def test_causal_mask_mistakes(kind, fragment):
+    V.fails_with(checks.check_make_causal_mask, V.causal_mask_wrong(kind), fragment)
+
+
+@pytest.mark.parametrize("fn", [solutions.scaled_dot_product_attention, V.sdpa_einsum_inf, V.sdpa_additive_float,
+                                V.sdpa_torch_builtin, V.sdpa_wrong("correct")])
+def test_sdpa_correct_answers_pass(fn):
+    checks.check_scaled_dot_product_attention(fn)
+
+
+@pytest.mark.parametrize("kind, diagnosis", [
+    ("none", M.MISSING_SCALE), ("mul", M.SCALE_MULTIPLIED), ("by_d", M.SCALE_BY_D), ("dim", M.SOFTMAX_DIM),
+    ("inverted", M.MASK_INVERTED), ("ignore", M.MASK_IGNORED), ("after", M.MASK_AFTER_SOFTMAX)])
+def test_sdpa_mistakes_are_named(kind, diagnosis):
+    V.fails_with(checks.check_scaled_dot_product_attention, V.sdpa_wrong(kind), diagnosis)
+
+
+def test_sdpa_inverted_mask_with_minus_inf_reports_nan_and_the_mistake():
+    V.fails_with(checks.check_scaled_dot_product_attention, V.sdpa_wrong("inverted", fill=float("-inf")),
+                 "NaN", M.MASK_INVERTED)
+
+
+def test_sdpa_wrong_shape():
+    V.fails_with(checks.check_scaled_dot_product_attention, V.sdpa_wrong("transposed_weights"),
+                 "wrong shape", "expected shape (2, 3, 5, 7)")
+
+
+def test_sdpa_must_return_a_tuple():
+    V.fails_with(checks.check_scaled_dot_product_attention, lambda q, k, v, mask=None: q, "tuple (output, weights)")

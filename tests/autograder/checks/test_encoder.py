@@ -1,0 +1,55 @@
+"""Hidden checks of notebook 05: the reference and differently written answers pass; each mistake is named."""
+from __future__ import annotations
+
+import pytest
+
+import solutions
+import variants as V
+from autograder.checks import encoder as checks
+from autograder.checks import mistakes as M
+
+
+@pytest.mark.parametrize("cls", [solutions.PositionwiseFeedForward, V.FeedForwardFunctional, V.FeedForwardWrong])
+def test_feed_forward_correct_answers_pass(cls):
+    checks.check_positionwise_feed_forward(cls)
+
+
+@pytest.mark.parametrize("kind, diagnosis", [("no_relu", M.NO_RELU), ("relu_after", M.RELU_AFTER_LINEAR2)])
+def test_feed_forward_mistakes(kind, diagnosis):
+    V.fails_with(checks.check_positionwise_feed_forward, V.mistake(V.FeedForwardWrong, kind), diagnosis)
+
+
+@pytest.mark.parametrize("cls", [solutions.EncoderBlock, V.EncoderBlockStudent,
+                                 type("EncoderBlockSDPA", (V.EncoderBlockStudent,),
+                                      {"ATTENTION": V.MultiHeadAttentionTorchSDPA})])
+def test_encoder_block_correct_answers_pass(cls):
+    checks.check_encoder_block(cls)
+
+
+@pytest.mark.parametrize("kind, diagnosis", [
+    ("norm_swapped", M.NORM_SWAPPED), ("no_residual_attn", M.MISSING_RESIDUAL_ATTN),
+    ("no_residual_ffn", M.MISSING_RESIDUAL_FFN), ("inverted", M.MASK_INVERTED)])
+def test_encoder_block_mistakes(kind, diagnosis):
+    V.fails_with(checks.check_encoder_block, V.mistake(V.EncoderBlockStudent, kind), diagnosis)
+
+
+@pytest.mark.parametrize("cls", [solutions.Encoder, V.EncoderStudent])
+def test_encoder_correct_answers_pass(cls):
+    checks.check_encoder(cls)
+
+
+@pytest.mark.parametrize("kind, diagnosis", [
+    ("no_scale", M.NO_EMBED_SCALE), ("no_positions", M.NO_POSITIONS), ("final_norm", M.FINAL_NORM),
+    ("norm_swapped", M.NORM_SWAPPED), ("ignore_mask", M.MASK_IGNORED)])
+def test_encoder_mistakes(kind, diagnosis):
+    V.fails_with(checks.check_encoder, V.mistake(V.EncoderStudent, kind), diagnosis)
+
+
+def test_encoder_missing_submodule():
+    class NoLayers(V.EncoderStudent):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            self.blocks = self.layers
+            del self.layers
+
+    V.fails_with(checks.check_encoder, NoLayers, "submodule `layers.0")

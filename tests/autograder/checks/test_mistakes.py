@@ -1,0 +1,69 @@
+"""Every known-mistake variant with its switches at their defaults reproduces the reference exactly, so a match
+with a switch on points at that one mistake."""
+from __future__ import annotations
+
+import torch
+
+import solutions
+from autograder.checks import mistakes as M
+from autograder.checks.attention import padded_ids
+
+
+def close(a, b):
+    torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-4)
+
+
+def test_data_prep_defaults_match_reference():
+    texts = [["b", "a", "c", "a"], ["c", "d", "<unk>", "b"], ["e"]]
+    for kwargs in ({}, {"min_freq": 2}, {"specials": ("<pad>", "<unk>")}):
+        assert M.build_vocab(texts, **kwargs) == solutions.build_vocab(texts, **kwargs)
+    vocab = solutions.build_vocab(texts)
+    assert M.encode(["a", "zz"], vocab) == solutions.encode(["a", "zz"], vocab)
+    seqs = [[5, 6, 7], [8], [9, 10, 11, 12]]
+    for kwargs in ({}, {"pad_id": 4}, {"max_len": 2}, {"max_len": 6}):
+        assert torch.equal(M.pad_batch(seqs, **kwargs), solutions.pad_batch(seqs, **kwargs))
+
+
+def test_positional_defaults_match_reference():
+    for max_len, d_model in ((12, 8), (9, 6)):
+        close(M.sinusoidal(max_len, d_model), solutions.sinusoidal_positional_encoding(max_len, d_model))
+    x = torch.randn(3, 5, 8)
+    close(M.add_positions(x, M.sinusoidal(12, 8)), solutions.PositionalEncoding(8, 12)(x))
+
+
+def test_attention_defaults_match_reference():
+    torch.manual_seed(0)
+    q, k, v = torch.randn(2, 3, 5, 4), torch.randn(2, 3, 7, 4), torch.randn(2, 3, 7, 6)
+    mask = solutions.make_padding_mask(padded_ids([7, 3], 7))
+    for m in (None, mask):
+        for got, want in zip(M.sdpa(q, k, v, m), solutions.scaled_dot_product_attention(q, k, v, m)):
+            close(got, want)
+    x = torch.randn(2, 5, 12)
+    assert torch.equal(M.split(x, 3), solutions.split_heads(x, 3))
+    assert torch.equal(M.merge(M.split(x, 3)), x)
+    attn = solutions.MultiHeadAttention(12, 3).eval()
+    memory = torch.randn(2, 7, 12)
+    for got, want in zip(M.mha(attn, x, memory, memory, mask), attn(x, memory, memory, mask)):
+        close(got, want)
+
+
+def test_stack_defaults_match_reference():
+    torch.manual_seed(1)
+    ids = padded_ids([6, 4], 6, vocab=17)
+    mask = solutions.make_padding_mask(ids)
+    x = torch.randn(2, 6, 12)
+    for norm_first in (False, True):
+        block = solutions.EncoderBlock(12, 3, 20, norm_first=norm_first).eval()
+        close(M.encoder_block(block, x, mask), block(x, mask))
+        encoder = solutions.Encoder(17, 12, 3, 20, 2, max_len=16, norm_first=norm_first).eval()
+        close(M.encoder(encoder, ids, mask), encoder(ids, mask))
+        memory = torch.randn(2, 7, 12)
+        tgt_mask = mask & solutions.make_causal_mask(6)
+        dec_block = solutions.DecoderBlock(12, 3, 20, norm_first=norm_first).eval()
+        close(M.decoder_block(dec_block, x, memory, tgt_mask, None), dec_block(x, memory, tgt_mask, None))
+        decoder = solutions.Decoder(17, 12, 3, 20, 2, max_len=16, norm_first=norm_first).eval()
+        close(M.decoder(decoder, ids, memory, tgt_mask), decoder(ids, memory, tgt_mask))
+        model = solutions.Transformer(19, 17, 12, 3, 20, 2, max_len=16, pad_id=0, norm_first=norm_first).eval()
+        src = padded_ids([7, 4], 7, vocab=19)
+        close(M.transformer(model, src, ids), model(src, ids))
+        assert torch.equal(M.greedy(model, src, 6), solutions.greedy_decode(model, src, 6))

@@ -1,0 +1,58 @@
+"""Hidden checks of notebook 04: the reference and differently written answers pass; each mistake is named."""
+from __future__ import annotations
+
+import pytest
+
+import solutions
+import variants as V
+from autograder.checks import mistakes as M
+from autograder.checks import multi_head as checks
+
+
+@pytest.mark.parametrize("fn", [solutions.split_heads, V.split_heads_stack, V.split_heads_permute])
+def test_split_heads_correct_answers_pass(fn):
+    checks.check_split_heads(fn)
+
+
+@pytest.mark.parametrize("kind, diagnosis", [("no_transpose", M.SPLIT_NO_TRANSPOSE),
+                                             ("interleaved", M.SPLIT_INTERLEAVED)])
+def test_split_heads_mistakes(kind, diagnosis):
+    V.fails_with(checks.check_split_heads, V.split_heads_wrong(kind), diagnosis)
+
+
+def test_split_heads_wrong_shape():
+    V.fails_with(checks.check_split_heads, lambda x, h: solutions.split_heads(x, h).transpose(1, 2),
+                 "wrong shape", "expected shape (2, 3, 5, 4)")
+
+
+@pytest.mark.parametrize("fn", [solutions.merge_heads, V.merge_heads_cat, V.merge_heads_permute])
+def test_merge_heads_correct_answers_pass(fn):
+    checks.check_merge_heads(fn)
+
+
+def test_merge_heads_mistakes():
+    V.fails_with(checks.check_merge_heads, V.merge_heads_wrong("no_transpose"), M.MERGE_NO_TRANSPOSE)
+    V.fails_with(checks.check_merge_heads, V.merge_heads_wrong("view"), "raised an error", ".contiguous()")
+
+
+@pytest.mark.parametrize("cls", [solutions.MultiHeadAttention, V.MultiHeadAttentionBase, V.MultiHeadAttentionLoop,
+                                 V.MultiHeadAttentionTorchSDPA])
+def test_mha_correct_answers_pass(cls):
+    checks.check_multi_head_attention(cls)
+
+
+@pytest.mark.parametrize("kind, diagnosis", [
+    ("no_scale", M.MISSING_SCALE), ("d_model", M.SCALE_D_MODEL), ("softmax_dim", M.SOFTMAX_DIM),
+    ("inverted", M.MASK_INVERTED), ("split_no_transpose", M.SPLIT_NO_TRANSPOSE),
+    ("merge_no_transpose", M.MERGE_NO_TRANSPOSE)])
+def test_mha_mistakes_are_named(kind, diagnosis):
+    V.fails_with(checks.check_multi_head_attention, V.mistake(V.MultiHeadAttentionBase, kind), diagnosis)
+
+
+def test_mha_structure_problems():
+    V.fails_with(checks.check_multi_head_attention, V.mistake(V.MultiHeadAttentionBase, "renamed"),
+                 "submodule `w_o`")
+    V.fails_with(checks.check_multi_head_attention, V.mistake(V.MultiHeadAttentionBase, "averaged"),
+                 "the attention weights has the wrong shape", "expected shape (2, 3, 5, 5)")
+    V.fails_with(checks.check_multi_head_attention, V.mistake(V.MultiHeadAttentionBase, "no_value_error"),
+                 "ValueError", "not divisible")

@@ -1,0 +1,67 @@
+"""Hidden checks of notebook 02: the reference and differently written answers pass; each mistake is named."""
+from __future__ import annotations
+
+import pytest
+
+import solutions
+import variants as V
+from autograder.checks import mistakes as M
+from autograder.checks import positional as checks
+
+
+@pytest.mark.parametrize("fn", [solutions.sinusoidal_positional_encoding, V.pe_numpy, V.pe_exp_log])
+def test_sinusoidal_correct_answers_pass(fn):
+    checks.check_sinusoidal_positional_encoding(fn)
+
+
+@pytest.mark.parametrize("kind, diagnosis", [
+    ("swap", M.SIN_COS_SWAPPED), ("column", M.EXPONENT_COLUMN), ("no_two", M.EXPONENT_NO_TWO), ("halves", M.HALVES)])
+def test_sinusoidal_mistakes_are_named(kind, diagnosis):
+    V.fails_with(checks.check_sinusoidal_positional_encoding, V.pe_wrong(kind), "the table", diagnosis)
+
+
+def test_sinusoidal_odd_d_model_must_raise():
+    V.fails_with(checks.check_sinusoidal_positional_encoding, V.pe_wrong("no_error"), "ValueError", "odd d_model")
+
+
+def test_sinusoidal_wrong_shape_and_dtype():
+    V.fails_with(checks.check_sinusoidal_positional_encoding, lambda n, d: solutions.sinusoidal_positional_encoding(
+        n, d).T, "wrong shape", "expected shape (12, 8)")
+    V.fails_with(checks.check_sinusoidal_positional_encoding, lambda n, d: solutions.sinusoidal_positional_encoding(
+        n, d).double(), "float32")
+
+
+def test_sinusoidal_nan_is_reported():
+    def with_nan(max_len, d_model):
+        pe = solutions.sinusoidal_positional_encoding(max_len, d_model)
+        pe[0, 0] = float("nan")
+        return pe
+
+    V.fails_with(checks.check_sinusoidal_positional_encoding, with_nan, "NaN or inf")
+
+
+@pytest.mark.parametrize("cls", [solutions.PositionalEncoding, V.PositionalEncodingNumpy, V.PositionalEncodingWrong])
+def test_positional_encoding_correct_answers_pass(cls):
+    checks.check_positional_encoding(cls)
+
+
+def test_positional_encoding_mistakes():
+    V.fails_with(checks.check_positional_encoding, V.mistake(V.PositionalEncodingWrong, "batch_axis"),
+                 M.POSITIONS_FROM_BATCH)
+    V.fails_with(checks.check_positional_encoding, V.mistake(V.PositionalEncodingWrong, "not_buffer"),
+                 "must be a buffer")
+    V.fails_with(checks.check_positional_encoding, V.mistake(V.PositionalEncodingWrong, "no_error"),
+                 "ValueError", "longer than max_len")
+
+
+@pytest.mark.parametrize("cls", [solutions.LearnedPositionalEmbedding, V.LearnedPositionalEmbeddingWeight,
+                                 V.LearnedPositionalEmbeddingWrong])
+def test_learned_correct_answers_pass(cls):
+    checks.check_learned_positional_embedding(cls)
+
+
+def test_learned_mistakes():
+    V.fails_with(checks.check_learned_positional_embedding, V.mistake(V.LearnedPositionalEmbeddingWrong, "batch_axis"),
+                 M.POSITIONS_FROM_BATCH)
+    V.fails_with(checks.check_learned_positional_embedding, V.mistake(V.LearnedPositionalEmbeddingWrong, "no_x"),
+                 M.POSITIONS_NOT_ADDED_TO_X)

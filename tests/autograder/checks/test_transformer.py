@@ -1,0 +1,73 @@
+"""Hidden checks of notebook 06: the reference and differently written answers pass; each mistake is named."""
+from __future__ import annotations
+
+import functools
+
+import pytest
+
+import solutions
+import variants as V
+from autograder.checks import mistakes as M
+from autograder.checks import transformer as checks
+
+
+@pytest.mark.parametrize("cls", [solutions.DecoderBlock, V.DecoderBlockStudent])
+def test_decoder_block_correct_answers_pass(cls):
+    checks.check_decoder_block(cls)
+
+
+@pytest.mark.parametrize("kind, diagnosis", [
+    ("cross_from_decoder", M.CROSS_FROM_DECODER), ("ignore_tgt_mask", M.TGT_MASK_IGNORED),
+    ("norm_swapped", M.NORM_SWAPPED), ("no_residual_attn", M.MISSING_RESIDUAL_ATTN),
+    ("no_residual_cross", M.MISSING_RESIDUAL_CROSS), ("no_residual_ffn", M.MISSING_RESIDUAL_FFN)])
+def test_decoder_block_mistakes(kind, diagnosis):
+    V.fails_with(checks.check_decoder_block, V.mistake(V.DecoderBlockStudent, kind), "DecoderBlock", diagnosis)
+
+
+@pytest.mark.parametrize("cls", [solutions.Decoder, V.DecoderStudent])
+def test_decoder_correct_answers_pass(cls):
+    checks.check_decoder(cls)
+
+
+@pytest.mark.parametrize("kind, diagnosis", [
+    ("no_scale", M.NO_EMBED_SCALE), ("final_norm", M.FINAL_NORM), ("cross_from_decoder", M.CROSS_FROM_DECODER)])
+def test_decoder_mistakes(kind, diagnosis):
+    V.fails_with(checks.check_decoder, V.mistake(V.DecoderStudent, kind), "Decoder output", diagnosis)
+
+
+@pytest.mark.parametrize("cls", [solutions.Transformer, V.TransformerStudent])
+def test_transformer_correct_answers_pass(cls):
+    checks.check_transformer(cls)
+
+
+@pytest.mark.parametrize("kind, diagnosis", [
+    ("no_causal", M.NO_CAUSAL), ("no_src_mask", M.NO_SRC_MASK), ("pad_zero", M.PAD_ID_HARDCODED),
+    ("inverted_src", M.MASK_INVERTED)])
+def test_transformer_mistakes(kind, diagnosis):
+    V.fails_with(checks.check_transformer, V.mistake(V.TransformerStudent, kind), diagnosis)
+
+
+@pytest.mark.parametrize("fn", [solutions.greedy_decode, functools.partial(solutions.greedy_decode, use_cache=False),
+                                V.greedy_forward, V.greedy_per_sequence, V.greedy_wrong("correct")])
+def test_greedy_correct_answers_pass(fn):
+    checks.check_greedy_decode(fn)
+
+
+@pytest.mark.parametrize("kind, diagnosis", [
+    ("with_bos", M.GREEDY_WITH_BOS), ("no_stop", M.GREEDY_NO_EARLY_STOP), ("stop_any", M.GREEDY_STOP_ANY),
+    ("no_pad", M.GREEDY_NO_PAD), ("no_eos", M.GREEDY_NO_EOS)])
+def test_greedy_mistakes(kind, diagnosis):
+    V.fails_with(checks.check_greedy_decode, V.greedy_wrong(kind), "greedy_decode", diagnosis)
+
+
+def test_greedy_search_finds_the_intended_decodings():
+    """The decoding models really exercise padding after eos and early stopping (on this device)."""
+    import torch
+
+    device = torch.device("cpu")
+    model, src = checks._decoding_model(device, 0, 2, 3, 8, "mixed", 2)
+    out = solutions.greedy_decode(model, src, 8)
+    assert out.shape[1] == 8 and (out == 3).any(1).any() and not (out == 3).any(1).all()
+    model, src = checks._decoding_model(device, 0, 2, 3, 12, "all_early", 7)
+    out = solutions.greedy_decode(model, src, 12)
+    assert out.shape[1] < 12 and (out == 3).any(1).all()

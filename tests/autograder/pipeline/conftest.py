@@ -1,0 +1,41 @@
+"""Fixtures of the pipeline tests: the synthetic course (released once per session, copied per test)."""
+from __future__ import annotations
+
+import hashlib
+import shutil
+from pathlib import Path
+
+import pytest
+
+from autograder.grade.sandbox import GiB, Limits
+from autograder.sample_class import synthetic_course, synthetic_submission
+
+# Short limits keep the suite fast; the memory cap still stops a 20 GB allocation.
+TEST_LIMITS = Limits(cell_timeout=8, notebook_timeout=40, memory_bytes=3 * GiB, output_bytes=64 * 1024,
+                     kernel_restarts=2, startup_timeout=90)
+
+
+@pytest.fixture(scope="session")
+def released_course(tmp_path_factory) -> Path:
+    return synthetic_course(tmp_path_factory.mktemp("synthetic") / "course")
+
+
+@pytest.fixture
+def course(released_course, tmp_path) -> Path:
+    """A private copy of the released synthetic course (its own gradebook)."""
+    target = tmp_path / "course"
+    shutil.copytree(released_course, target)
+    return target
+
+
+def write_submission(inbox: Path, course_root: Path, student: str, kind: str) -> Path:
+    """inbox/<student>/ps1/ps1.ipynb holding a submission of `kind` (nbgrader layout)."""
+    path = inbox / student / "ps1" / "ps1.ipynb"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(synthetic_submission(course_root, kind))
+    return path
+
+
+def tree_hashes(folder: Path) -> dict[str, str]:
+    return {str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(folder.rglob("*")) if p.is_file()}

@@ -1,0 +1,144 @@
+"""One batch of hostile and broken submissions graded together with normal ones.
+
+For every case: the batch finishes, the normal submissions keep their correct grades, the case loses only the
+affected cells (with a message saying why), hostile cases are flagged, and the original files are untouched.
+Grades of the synthetic course (7 points): test_squares 1, test_squares_hidden 2, test_normalize 4.
+"""
+from __future__ import annotations
+
+import json
+
+import pytest
+from nbgrader.api import Gradebook
+
+from autograder.collect import collect
+from autograder.grade.engine import grade
+from autograder.grade.gradebook import RunsTable
+
+from conftest import TEST_LIMITS, tree_hashes, write_submission
+
+# kind -> (expected score, flag codes that must be present)
+RUNNING_CASES = {
+    "solution": (7, set()),
+    "mistake": (1, set()),
+    "blank": (0, set()),
+    "infinite_loop": (7, {"runtime-timeout"}),
+    "os_exit": (7, {"kills-process", "runtime-kernel-died"}),
+    "segfault": (7, {"ctypes", "runtime-kernel-died"}),
+    "allocate_20gb": (7, {"runtime-memory"}),
+    "print_100mb": (7, {"runtime-output"}),
+    "deleted_grade_cell": (3, {"deleted-grade-cell"}),  # restored and run: normalize is wrong -> 0 of 4
+    "edited_hidden_cell": (3, {"edited-locked-cell"}),  # restored and run: normalize is wrong -> 0 of 4
+    "monkeypatch": (0, {"monkeypatch"}),  # held for review: manual score 0
+    "import_solutions": (0, {"imports-reference"}),  # held for review
+    "wrong_kernelspec": (7, set()),
+    "nbformat_v3": (7, set()),
+}
+HELD = {"monkeypatch", "import_solutions"}
+
+
+@pytest.fixture(scope="module")
+def batch(released_course, tmp_path_factory):
+    import shutil
+
+    root = tmp_path_factory.mktemp("robust")
+    course = root / "course"
+    shutil.copytree(released_course, course)
+    inbox = root / "inbox"
+    for kind in RUNNING_CASES:
+        write_submission(inbox, course, f"s_{kind}", kind)
+    # broken files, collected in the same batch
+    (inbox / "s_invalid_json" / "ps1").mkdir(parents=True)
+    (inbox / "s_invalid_json" / "ps1" / "ps1.ipynb").write_text('{"cells": [')
+    (inbox / "s_empty" / "ps1").mkdir(parents=True)
+    (inbox / "s_empty" / "ps1" / "ps1.ipynb").write_bytes(b"")
+    (inbox / "s_missing" / "ps1").mkdir(parents=True)
+    (inbox / "s_missing" / "ps1" / "notes.txt").write_text("I forgot the notebook")
+    renamed = write_submission(inbox, course, "s_renamed", "solution")
+    renamed.rename(renamed.with_name("ps1 (1).ipynb"))
+    (inbox / "s_not_notebook" / "ps1").mkdir(parents=True)
+    (inbox / "s_not_notebook" / "ps1" / "ps1.ipynb").write_text(json.dumps({"hello": "world"}))
+    before = tree_hashes(inbox)
+    report = collect(course, inbox)
+    summary = grade(course, "ps1", workers=2, limits=TEST_LIMITS, progress=False)
+    return {"course": course, "inbox": inbox, "before": before, "report": report, "summary": summary}
+
+
+def _row(batch, student):
+    rows = [r for r in batch["summary"].graded if r["student"] == student]
+    assert rows, f"{student} was not graded"
+    return rows[0]
+
+
+def test_originals_untouched(batch):
+    assert tree_hashes(batch["inbox"]) == batch["before"]
+
+
+def test_broken_files_reported_not_fatal(batch):
+    problems = {p.path.split("/")[0]: p.reason for p in batch["report"].problems}
+    assert "invalid JSON" in problems["s_invalid_json"]
+    assert problems["s_empty"] == "empty file"
+    assert "not a Jupyter notebook" in problems["s_not_notebook"]
+    assert "no notebook" in problems["s_missing"]
+    renamed = [c for c in batch["report"].collected if c.student == "s_renamed"]
+    assert renamed and renamed[0].notebook == "ps1" and "renamed" in renamed[0].note
+
+
+@pytest.mark.parametrize("kind", sorted(RUNNING_CASES))
+def test_case_score_and_flags(batch, kind):
+    expected_score, expected_flags = RUNNING_CASES[kind]
+    row = _row(batch, f"s_{kind}")
+    assert row["score"] == expected_score, (row["messages"], row["notes"], row["flags"])
+    assert row["max_score"] == 7
+    codes = {f["code"] for f in row["flags"]}
+    assert expected_flags <= codes, codes
+    assert row["held"] == (kind in HELD)
+    if kind in ("solution", "wrong_kernelspec", "nbformat_v3"):
+        assert not codes
+
+
+def test_lost_cells_say_why(batch):
+    mistake = _row(batch, "s_mistake")
+    assert mistake["mistakes"] == {"test_squares_hidden": "range starts at 1 instead of 0",
+                                   "test_normalize": "divided by the maximum instead of the sum"}
+    blank = _row(batch, "s_blank")
+    assert set(blank["messages"]) == {"test_squares", "test_squares_hidden", "test_normalize"}
+    assert all("NotImplementedError" in m for m in blank["messages"].values())
+    missing = _row(batch, "s_missing")
+    assert missing["status"] == "missing" and missing["score"] == 0
+    assert "No notebook was submitted" in " ".join(missing["notes"])
+
+
+def test_broken_notebooks_score_zero_without_submission(batch):
+    graded = {r["student"] for r in batch["summary"].graded}
+    assert not graded & {"s_invalid_json", "s_empty", "s_not_notebook"}
+    assert "s_renamed" in graded and _row(batch, "s_renamed")["score"] == 7
+
+
+def test_gradebook_matches_results(batch):
+    course = batch["course"]
+    with Gradebook(f"sqlite:///{course / 'gradebook.db'}", "synthetic") as gb:
+        for row in batch["summary"].graded:
+            assert gb.find_submission("ps1", row["student"]).score == row["score"]
+        held = gb.find_submission_notebook("ps1", "ps1", "s_monkeypatch")
+        assert all(g.needs_manual_grade and g.manual_score == 0 for g in held.grades)
+        # the automatic score is kept for the reviewer: the wrong normalize hid behind patched allclose
+        assert sum(g.auto_score for g in held.grades) == 7
+
+
+def test_resume_skips_unchanged(batch):
+    summary = grade(batch["course"], "ps1", workers=1, limits=TEST_LIMITS, progress=False)
+    assert summary.graded == []
+    assert len(summary.skipped) == len(batch["summary"].graded)
+
+
+def test_regrade_is_deterministic(batch):
+    students = ["s_solution", "s_mistake", "s_deleted_grade_cell"]
+    first = {r["student"]: r["score"] for r in batch["summary"].graded if r["student"] in students}
+    runs = RunsTable(f"sqlite:///{batch['course'] / 'gradebook.db'}")
+    before = {s: runs.get("ps1", "ps1", s)["messages"] for s in students}
+    summary = grade(batch["course"], "ps1", students=students, workers=2, force=True, limits=TEST_LIMITS,
+                    progress=False)
+    assert {r["student"]: r["score"] for r in summary.graded} == first
+    assert {s: runs.get("ps1", "ps1", s)["messages"] for s in students} == before
+    runs.dispose()
