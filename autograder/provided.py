@@ -103,7 +103,7 @@ def build_provided_source(assignment: str, solutions_dir: Path | str | None = No
     header = [
         f'"""Provided components for {assignment}: GENERATED from the reference, do not edit.',
         "",
-        "Written by autograder.provided.write_provided_module from "
+        "Written by autograder.provided.write_provided_module; sources: "
         + ", ".join(f"solutions/{topic}.py" for topic in topics) + ".",
         "These are the pieces you built in the earlier notebooks; import what you need, e.g.",
         f"    from provided import {API_NAMES[topics[-1]][-1]}",
@@ -119,7 +119,7 @@ def build_provided_source(assignment: str, solutions_dir: Path | str | None = No
         source = path.read_text(encoding="utf-8")
         title = _docstring_title(source)
         body = _module_body(topic, source, allowed=topics[:position])
-        sections.append(f"# {'=' * 100}\n# from solutions/{topic}.py{': ' + title if title else ''}\n"
+        sections.append(f"# {'=' * 100}\n# source: solutions/{topic}.py{': ' + title if title else ''}\n"
                         f"# {'=' * 100}\n{body}")
     text = "\n".join(header) + "\n" + "\n\n".join(sections)
     leaked = _defined_names(text) & withheld_names(assignment)

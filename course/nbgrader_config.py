@@ -1,8 +1,12 @@
 """nbgrader configuration of the course `transformers101`.
 
-The course root is this folder: from the repository root run
+The course root is this folder. nbgrader reads this file only when it runs in this folder:
+    cd course && nbgrader autograde 03_attention        # uses every setting below
+From the repository root,
     nbgrader generate_assignment 03_attention --CourseDirectory.root=course
-(`autograder.release.release()` does the same through nbgrader's Python API and refreshes `exercises/`).
+works too (nbgrader's defaults produce the same student version), but for grading use the folder form or the
+Python API: `autograder.release.nbgrader_api()` / `load_course_config()` load this file wherever you are, and
+`autograder.release.release()` generates the release and refreshes `exercises/`.
 """
 import os
 

@@ -126,8 +126,8 @@ def embedding_matrix_from_word2vec(vocab, keyed_vectors, *, by_iteration=False, 
 
 def attention_over_words(query, keys, keyed_vectors, *, scale="sqrt"):
     """(weights, value) as float64 tensors, with the scale switched: "sqrt", "none", "mul_sqrt", "d"."""
-    q = torch.as_tensor(keyed_vectors[query], dtype=torch.float64)                            # (d,)
-    K = torch.stack([torch.as_tensor(keyed_vectors[w], dtype=torch.float64) for w in keys])   # (n, d)
+    q = torch.tensor(keyed_vectors[query], dtype=torch.float64)                               # (d,)
+    K = torch.stack([torch.tensor(keyed_vectors[w], dtype=torch.float64) for w in keys])      # (n, d)
     d = keyed_vectors.vector_size
     factor = {"sqrt": 1 / math.sqrt(d), "none": 1.0, "mul_sqrt": math.sqrt(d), "d": 1 / d}[scale]
     weights = torch.softmax(K @ q * factor, dim=0)                                            # (n,)

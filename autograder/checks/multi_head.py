@@ -24,7 +24,7 @@ def check_split_heads(split_heads) -> None:
     device = start_check()
     expect_callable(split_heads, "split_heads")
     reference = _reference()
-    for num_heads in (H, 2):
+    for num_heads in (H, 4):                    # d_head 4 and 3: B, T, H, d_head stay distinct
         x = randn(B, T, D_MODEL, seed=40 + num_heads, device=device)
         tested = f"x {shape_of(x)}, num_heads={num_heads}"
         expected = reference.split_heads(x, num_heads)
@@ -90,6 +90,7 @@ def check_multi_head_attention(MultiHeadAttention) -> None:
     """MultiHeadAttention(d_model, num_heads, dropout=0.0, bias=True): w_q, w_k, w_v, w_o; forward -> (out, weights)."""
     device = start_check()
     reference = _reference()
+    expect_callable(MultiHeadAttention, "MultiHeadAttention", "module")
     expect_raises(ValueError, f"MultiHeadAttention({D_MODEL}, 5)", MultiHeadAttention, D_MODEL, 5,
                   why="when d_model is not divisible by num_heads")
     for bias in (True, False):

@@ -152,6 +152,9 @@ def check_transformer(Transformer) -> None:
                       mistakes=_transformer_mistakes(ref, src_ids, tgt_ids, norm_first),
                       shape_hint="logits are (B, T_tgt, tgt_vocab_size)")
         # encode / decode separately
+        for method in ("encode", "decode"):
+            if not callable(getattr(module, method, None)):
+                fail(f"Transformer needs a method `{method}` as given in the exercise.")
         with torch.no_grad():
             memory, src_mask = ref.encode(src_ids)
             got = call("Transformer.encode", module.encode, src_ids.clone(), tested=tested)

@@ -142,7 +142,7 @@ def dask_client(workers: int | None = None, scheduler: str | None = None):
             yield client
         return
     n = workers or os.cpu_count() or 1
-    with LocalCluster(n_workers=n, threads_per_worker=1, processes=True, dashboard_address=None,
+    with LocalCluster(n_workers=n, threads_per_worker=1, processes=True, dashboard_address=":0",
                       memory_limit=0, silence_logs=40) as cluster, Client(cluster) as client:
         yield client
 

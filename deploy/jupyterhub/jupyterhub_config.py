@@ -28,7 +28,6 @@ Every site-specific value comes from an environment variable of the hub process:
     INSTRUCTOR_SINGLEUSER_CMD single-user command for graders           ("" = the spawner's default)
     STUDENT_JUPYTER_CONFIG    JUPYTER_CONFIG_PATH of student servers     ("" = leave as is)
     INSTRUCTOR_JUPYTER_CONFIG JUPYTER_CONFIG_PATH of graders and the course service ("" = leave as is)
-    STUDENT_JUPYTER_PATH      JUPYTER_PATH of student servers            ("" = leave as is)
 """
 import importlib.util
 import os
@@ -149,7 +148,6 @@ STUDENT_CMD = shlex.split(os.environ.get("STUDENT_SINGLEUSER_CMD", ""))
 INSTRUCTOR_CMD = shlex.split(os.environ.get("INSTRUCTOR_SINGLEUSER_CMD", ""))
 STUDENT_CONFIG = os.environ.get("STUDENT_JUPYTER_CONFIG", "")
 INSTRUCTOR_CONFIG = os.environ.get("INSTRUCTOR_JUPYTER_CONFIG", "")
-STUDENT_JUPYTER_PATH = os.environ.get("STUDENT_JUPYTER_PATH", "")
 
 
 def is_grader(user) -> bool:
@@ -165,8 +163,6 @@ def choose_environment(spawner):
         spawner.cmd = cmd
     if config_path:
         env["JUPYTER_CONFIG_PATH"] = config_path
-    if STUDENT_JUPYTER_PATH and not grader:
-        env["JUPYTER_PATH"] = STUDENT_JUPYTER_PATH
     spawner.environment = env
     spawner.log.info("%s starts as a %s", spawner.user.name, "grader" if grader else "student")
 

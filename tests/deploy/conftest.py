@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import secrets
+import shutil
 import subprocess
 import sys
 import sysconfig
@@ -49,9 +50,15 @@ def student_env(tmp_path_factory) -> StudentEnv:
     packages: a `.pth` line adds the instructor site-packages folder, but the editable finder of the
     instructor install lives in a .pth FILE there, which a .pth DIRECTORY entry does not run."""
     base = tmp_path_factory.mktemp("student-env")
+    # Build from a clean copy, like a Docker build context: a stale build/lib of an instructor build in
+    # the working tree would otherwise be packed into the student wheel too.
+    source = base / "source"
+    shutil.copytree(ROOT, source, ignore=shutil.ignore_patterns(
+        ".git", ".venv*", ".tools", "build", "dist", "*.egg-info", "__pycache__", "course", "exercises", "data",
+        "tests", "bench", "deploy", "docs", "node_modules"))
     wheel_dir = base / "wheel"
     subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(wheel_dir), str(ROOT)],
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(wheel_dir), str(source)],
         check=True, env=dict(os.environ, COURSE_PROFILE="student"), cwd=base,
     )
     (wheel,) = wheel_dir.glob("transformers101-*.whl")
@@ -133,7 +140,6 @@ def hub(tmp_path_factory, student_env) -> Hub:
         INSTRUCTOR_SINGLEUSER_CMD=str(VENV / "bin" / "jupyterhub-singleuser"),
         STUDENT_JUPYTER_CONFIG=str(STUDENT_CONFIG),
         INSTRUCTOR_JUPYTER_CONFIG=str(INSTRUCTOR_CONFIG),
-        STUDENT_JUPYTER_PATH=str(VENV / "share" / "jupyter"),  # JupyterLab's assets, no Python packages
     )
     for leak in ("JUPYTER_CONFIG_PATH", "JUPYTER_CONFIG_DIR", "JUPYTER_PATH", "JUPYTERHUB_API_TOKEN"):
         env.pop(leak, None)

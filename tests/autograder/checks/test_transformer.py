@@ -71,3 +71,14 @@ def test_greedy_search_finds_the_intended_decodings():
     model, src = checks._decoding_model(device, 0, 2, 3, 12, "all_early", 7)
     out = solutions.greedy_decode(model, src, 12)
     assert out.shape[1] < 12 and (out == 3).any(1).all()
+
+
+def test_transformer_without_encode_method():
+    class NoEncode(V.TransformerStudent):
+        encode = None
+
+        def forward(self, src_ids, tgt_ids):
+            memory, src_mask = V.TransformerStudent.encode(self, src_ids)
+            return self.decode(tgt_ids, memory, src_mask)
+
+    V.fails_with(checks.check_transformer, NoEncode, "method `encode`")

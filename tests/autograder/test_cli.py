@@ -1,0 +1,82 @@
+"""The CLI end to end on the synthetic course: collect -> grade -> feedback -> export -> report."""
+from __future__ import annotations
+
+import csv
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from autograder.cli import main
+from autograder.sample_class import synthetic_course, synthetic_submission
+
+
+@pytest.fixture(scope="module")
+def graded(tmp_path_factory):
+    root = tmp_path_factory.mktemp("cli")
+    course = synthetic_course(root / "course")
+    inbox = root / "inbox"
+    for student, kind in (("ann", "solution"), ("ben", "mistake"), ("cat", "monkeypatch")):
+        (inbox / student / "ps1").mkdir(parents=True)
+        (inbox / student / "ps1" / "ps1.ipynb").write_text(synthetic_submission(course, kind))
+    args = ["--course-dir", str(course)]
+    codes = {
+        "collect": main(["collect", str(inbox), *args]),
+        "grade": main(["grade", "ps1", "--workers", "2", "--cell-timeout", "30", *args]),
+        "feedback": main(["feedback", "ps1", *args]),
+        "export": main(["export", "--to", str(root / "grades.csv"), *args]),
+        "report": main(["report", "ps1", *args]),
+        "regrade": main(["grade", "ps1", "--workers", "1", "--cell-timeout", "30", *args]),  # unchanged: skipped
+    }
+    return {"course": course, "root": root, "codes": codes}
+
+
+def test_exit_codes(graded):
+    # grading holds cat's monkeypatched notebook: the instructor must act -> 1; the rest completes with 0
+    assert graded["codes"] == {"collect": 0, "grade": 1, "feedback": 0, "export": 0, "report": 0, "regrade": 0}
+
+
+def test_export_keeps_nbgrader_columns_and_adds_ours(graded):
+    with open(graded["root"] / "grades.csv", newline="") as fh:
+        rows = {r["student_id"]: r for r in csv.DictReader(fh)}
+    first = next(iter(rows.values()))
+    assert list(first)[:11] == ["assignment", "duedate", "timestamp", "student_id", "last_name", "first_name",
+                                "email", "raw_score", "late_submission_penalty", "score", "max_score"]
+    assert {k: float(v["score"]) for k, v in rows.items()} == {"ann": 7.0, "ben": 1.0, "cat": 0.0}
+    assert rows["cat"]["held_for_review"] == "True" and "monkeypatch" in rows["cat"]["flags"]
+    assert "divided by the maximum instead of the sum" in rows["ben"]["mistakes"]
+    assert float(rows["ann"]["grading_seconds"]) > 0
+
+
+def test_feedback_shows_messages_not_reference(graded):
+    page = (graded["course"] / "feedback" / "ben" / "ps1" / "ps1.html").read_text()
+    assert "Likely mistake: divided by the maximum instead of the sum" in page
+    # the reference bodies of the source notebook never reach a student who did not write them
+    assert "x / x.sum()" not in page and "BEGIN SOLUTION" not in page
+
+
+def test_report_is_offline_and_complete(graded):
+    page = (graded["course"] / "reports" / "ps1" / "index.html").read_text()
+    assert not re.search(r"(src|href)=['\"]https?://", page)
+    for text in ("Score distribution", "Pass rate per grade cell", "divided by the maximum instead of the sum",
+                 "Flagged submissions (1)", "held for review", "Grading time"):
+        assert text in page
+    assert (graded["course"] / "reports" / "ps1" / "scores.png").stat().st_size > 1000
+
+
+def test_usage_errors():
+    with pytest.raises(SystemExit):
+        main(["grade"])  # ASSIGNMENT is required
+    assert main(["release", "--course-dir", "/nonexistent"]) == 2
+
+
+def test_unknown_assignment_needs_release(graded):
+    assert main(["grade", "ps9", "--course-dir", str(graded["course"])]) == 1
+
+
+def test_module_entry_point():
+    out = subprocess.run([sys.executable, "-m", "autograder", "--help"], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0 and "collect" in out.stdout and "demo" in out.stdout

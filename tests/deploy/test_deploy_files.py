@@ -1,0 +1,398 @@
+"""The deployment files, checked without Docker or Kubernetes (neither runs here): the hub config is
+executed against a traitlets Config and handed to JupyterHub's own classes, the nbgrader configs are
+loaded the way nbgrader loads them, the Dockerfiles are parsed into instructions and the Kubernetes
+files are parsed as YAML and compared with the hub config."""
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import re
+import shlex
+import sys
+import types
+from pathlib import Path
+
+import pytest
+import yaml
+from traitlets.config import Config, PyFileConfigLoader
+
+from hubkit import COURSE_ID, DEPLOY, GRADER, HUB_CONFIG, INSTRUCTOR_CONFIG, ROOT, STUDENT_CONFIG, VENV
+
+DOCKER = DEPLOY / "docker"
+K8S = DEPLOY / "k8s"
+HUB_ENV_KEYS = ("COURSE_ID", "COURSE_ROOT", "COURSE_GRADER_USER", "COURSE_SERVICE_RUN_AS", "COURSE_INSTRUCTORS",
+                "COURSE_SERVICE_PORT", "COURSE_SERVICE_COMMAND", "NBGRADER_EXCHANGE", "HUB_SUBDOMAIN_HOST",
+                "IDLE_CULL_TIMEOUT", "STUDENT_SINGLEUSER_CMD", "INSTRUCTOR_SINGLEUSER_CMD",
+                "STUDENT_JUPYTER_CONFIG", "INSTRUCTOR_JUPYTER_CONFIG")
+
+
+# --- the hub config ----------------------------------------------------------------------------------
+
+def load_hub_config(monkeypatch, **env) -> tuple[Config, dict]:
+    for key in HUB_ENV_KEYS:
+        monkeypatch.delenv(key, raising=False)
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    c = Config()
+    namespace = {"get_config": lambda: c, "__file__": str(HUB_CONFIG)}
+    exec(compile(HUB_CONFIG.read_text(), str(HUB_CONFIG), "exec"), namespace)
+    return c, namespace
+
+
+def course_service(c: Config) -> dict:
+    (service,) = [s for s in c.JupyterHub.services if s["name"] == COURSE_ID]
+    return service
+
+
+def test_hub_config_is_accepted_by_jupyterhub(monkeypatch):
+    from jupyterhub.app import JupyterHub
+
+    c, _ = load_hub_config(monkeypatch, COURSE_INSTRUCTORS="ada, alan")
+    hub = JupyterHub(config=c)  # traits validate the types of services, groups and roles
+    assert [s["name"] for s in hub.services][0] == COURSE_ID
+    assert set(hub.load_groups) == {f"formgrade-{COURSE_ID}", f"nbgrader-{COURSE_ID}"}
+    assert hub.load_groups[f"formgrade-{COURSE_ID}"]["users"] == ["ada", "alan", GRADER]
+
+
+def test_course_service_runs_the_formgrader_as_the_grader(monkeypatch):
+    c, _ = load_hub_config(monkeypatch, NBGRADER_EXCHANGE="/data/exchange", COURSE_ROOT="/srv/c")
+    service = course_service(c)
+    assert service["command"][0] == "jupyterhub-singleuser"
+    assert "--ServerApp.root_dir=/srv/c" in service["command"] and service["cwd"] == "/srv/c"
+    assert service["user"] == GRADER
+    assert service["environment"]["JUPYTERHUB_USER"] == GRADER
+    assert service["environment"]["NBGRADER_EXCHANGE"] == "/data/exchange"
+    assert c.Spawner.environment["NBGRADER_EXCHANGE"] == "/data/exchange"
+    assert "FORMGRADER_FRAME_SELF" not in service["environment"]
+
+
+def test_subdomains_turn_on_same_origin_frames_for_the_formgrader(monkeypatch):
+    c, _ = load_hub_config(monkeypatch, HUB_SUBDOMAIN_HOST="https://hub.example.edu")
+    assert c.JupyterHub.subdomain_host == "https://hub.example.edu"
+    assert course_service(c)["environment"]["FORMGRADER_FRAME_SELF"] == "1"
+
+
+def test_roles_use_only_scopes_jupyterhub_knows(monkeypatch):
+    from jupyterhub.scopes import scope_definitions
+
+    c, _ = load_hub_config(monkeypatch)
+    scopes = [s for role in c.JupyterHub.load_roles for s in role["scopes"]] + list(c.Spawner.server_token_scopes)
+    unknown = [s for s in scopes if s.split("!")[0] not in scope_definitions]
+    assert not unknown
+    roles = {role["name"]: role for role in c.JupyterHub.load_roles}
+    assert roles[f"{COURSE_ID}-service"]["services"] == [COURSE_ID]
+    assert {"admin:groups", "groups", "read:users"} <= set(roles[f"{COURSE_ID}-service"]["scopes"])
+    assert roles[f"{COURSE_ID}-graders"]["groups"] == [f"formgrade-{COURSE_ID}"]
+    assert f"access:services!service={COURSE_ID}" in roles[f"{COURSE_ID}-graders"]["scopes"]
+    assert "read:users:groups!user" in c.Spawner.server_token_scopes
+
+
+def test_idle_culler_follows_its_installation(monkeypatch):
+    c, _ = load_hub_config(monkeypatch, IDLE_CULL_TIMEOUT="900")
+    names = [s["name"] for s in c.JupyterHub.services]
+    installed = importlib.util.find_spec("jupyterhub_idle_culler") is not None
+    assert ("idle-culler" in names) == installed
+    if installed:
+        (culler,) = [s for s in c.JupyterHub.services if s["name"] == "idle-culler"]
+        assert "--timeout=900" in culler["command"]
+        assert any(r.get("services") == ["idle-culler"] for r in c.JupyterHub.load_roles)
+    c, _ = load_hub_config(monkeypatch, IDLE_CULL_TIMEOUT="0")
+    assert [s["name"] for s in c.JupyterHub.services] == [COURSE_ID]
+
+
+def fake_spawner(groups):
+    user = types.SimpleNamespace(name="someone", groups=[types.SimpleNamespace(name=g) for g in groups])
+    log = types.SimpleNamespace(info=lambda *a, **k: None)
+    return types.SimpleNamespace(user=user, environment={"A": "1"}, cmd=["default"], log=log)
+
+
+def test_pre_spawn_hook_gives_students_the_student_environment(monkeypatch):
+    c, ns = load_hub_config(monkeypatch, STUDENT_SINGLEUSER_CMD="/opt/student/bin/jupyterhub-singleuser",
+                            INSTRUCTOR_SINGLEUSER_CMD="/opt/all/bin/jupyterhub-singleuser",
+                            STUDENT_JUPYTER_CONFIG="/etc/s", INSTRUCTOR_JUPYTER_CONFIG="/etc/i")
+    hook = c.Spawner.pre_spawn_hook
+    student, grader, stranger = fake_spawner([f"nbgrader-{COURSE_ID}"]), fake_spawner([f"formgrade-{COURSE_ID}"]), fake_spawner([])
+    for spawner in (student, grader, stranger):
+        hook(spawner)
+    assert student.cmd == ["/opt/student/bin/jupyterhub-singleuser"] and student.environment["JUPYTER_CONFIG_PATH"] == "/etc/s"
+    assert stranger.cmd == student.cmd  # deny by default: not a grader means the student environment
+    assert grader.cmd == ["/opt/all/bin/jupyterhub-singleuser"] and grader.environment["JUPYTER_CONFIG_PATH"] == "/etc/i"
+    assert student.environment["A"] == "1"
+    assert course_service(c)["environment"]["JUPYTER_CONFIG_PATH"] == "/etc/i"
+
+
+def test_pre_spawn_hook_without_settings_changes_nothing(monkeypatch):
+    c, _ = load_hub_config(monkeypatch)
+    spawner = fake_spawner([])
+    c.Spawner.pre_spawn_hook(spawner)
+    assert spawner.cmd == ["default"] and "JUPYTER_CONFIG_PATH" not in spawner.environment
+
+
+# --- nbgrader and jupyter server configs ---------------------------------------------------------------
+
+def load_nbgrader_config(folder: Path, monkeypatch, **env) -> Config:
+    for key in ("NBGRADER_EXCHANGE", "COURSE_ID", "JUPYTERHUB_USER", "NBGRADER_LOGFILE"):
+        monkeypatch.delenv(key, raising=False)
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    return PyFileConfigLoader("nbgrader_config.py", path=str(folder)).load_config()
+
+
+@pytest.mark.parametrize("folder", [STUDENT_CONFIG, INSTRUCTOR_CONFIG], ids=["student", "instructor"])
+def test_nbgrader_configs_share_exchange_and_hub_auth(folder, monkeypatch):
+    from nbgrader.auth import JupyterHubAuthPlugin
+
+    cfg = load_nbgrader_config(folder, monkeypatch, NBGRADER_EXCHANGE="/x")
+    assert cfg.Exchange.root == "/x"
+    assert cfg.Exchange.path_includes_course is True
+    assert cfg.Authenticator.plugin_class is JupyterHubAuthPlugin
+    assert cfg.CourseDirectory.course_id == COURSE_ID
+    assert load_nbgrader_config(folder, monkeypatch).Exchange.root == "/srv/nbgrader/exchange"
+
+
+def test_students_submit_under_their_hub_name(monkeypatch):
+    assert load_nbgrader_config(STUDENT_CONFIG, monkeypatch, JUPYTERHUB_USER="ada").CourseDirectory.student_id == "ada"
+    assert "student_id" not in load_nbgrader_config(STUDENT_CONFIG, monkeypatch).CourseDirectory
+
+
+def test_instructor_config_refuses_unknown_students_and_sets_the_late_plugin(monkeypatch):
+    from nbgrader.plugins import LateSubmissionPlugin
+    from traitlets.utils.importstring import import_item
+
+    cfg = load_nbgrader_config(INSTRUCTOR_CONFIG, monkeypatch)
+    assert cfg.Autograde.create_student is False
+    plugin = import_item(cfg.AssignLatePenalties.plugin_class)  # the config put its folder on sys.path
+    assert issubclass(plugin, LateSubmissionPlugin)
+    assert cfg.DailyLatePenalty.fraction_per_day == 0.1
+
+
+@pytest.fixture
+def late_penalty_module():
+    sys.path.insert(0, str(INSTRUCTOR_CONFIG))
+    try:
+        import late_penalty
+        yield late_penalty
+    finally:
+        sys.path.remove(str(INSTRUCTOR_CONFIG))
+
+
+@pytest.mark.parametrize("seconds_late, expected", [
+    (0, None), (1, 1.0), (86400, 1.0), (86401, 2.0), (6 * 86400, 6.0), (6 * 86400 + 1, 10.0), (30 * 86400, 10.0),
+])
+def test_daily_late_penalty(late_penalty_module, seconds_late, expected):
+    plugin = late_penalty_module.DailyLatePenalty(fraction_per_day=0.1, zero_after_days=7)
+    assert plugin.late_submission_penalty("s", 10.0, seconds_late) == (None if expected is None else pytest.approx(expected))
+
+
+@pytest.mark.parametrize("settings", [{"fraction_per_day": 1.5}, {"fraction_per_day": -0.1}, {"zero_after_days": 0}])
+def test_daily_late_penalty_rejects_bad_settings(late_penalty_module, settings):
+    from traitlets import TraitError
+
+    with pytest.raises(TraitError, match="DailyLatePenalty"):
+        late_penalty_module.DailyLatePenalty(**settings)
+
+
+def server_extensions(folder: Path) -> dict:
+    return json.loads((folder / "jupyter_server_config.json").read_text())["ServerApp"]["jpserver_extensions"]
+
+
+def test_students_get_no_formgrader_and_instructors_do():
+    student, instructor = server_extensions(STUDENT_CONFIG), server_extensions(INSTRUCTOR_CONFIG)
+    assert student["nbgrader.server_extensions.formgrader"] is False
+    assert student["nbgrader.server_extensions.course_list"] is False
+    assert student["nbgrader.server_extensions.assignment_list"] is True
+    assert all(instructor.values())
+    for name in list(student) + list(instructor):
+        assert importlib.util.find_spec(name) is not None, name
+
+
+def test_student_lab_hides_instructor_plugins_that_exist():
+    disabled = json.loads((STUDENT_CONFIG / "labconfig" / "page_config.json").read_text())["disabledExtensions"]
+    bundle = "".join(p.read_text(errors="ignore") for p in
+                     (VENV / "share" / "jupyter" / "labextensions" / "@jupyter" / "nbgrader" / "static").glob("*.js"))
+    assert {"@jupyter/nbgrader:formgrader", "@jupyter/nbgrader:create-assignment"} <= set(disabled)
+    for plugin_id in disabled:
+        assert plugin_id in bundle, plugin_id
+
+
+@pytest.mark.parametrize("flag, csp", [("1", "frame-ancestors 'self'"), ("", None)])
+def test_formgrader_frame_policy_switch(monkeypatch, flag, csp):
+    monkeypatch.setenv("FORMGRADER_FRAME_SELF", flag)
+    cfg = PyFileConfigLoader("jupyter_server_config.py", path=str(INSTRUCTOR_CONFIG)).load_config()
+    got = cfg.ServerApp.tornado_settings["headers"]["Content-Security-Policy"] if "tornado_settings" in cfg.ServerApp else None
+    assert got == csp
+
+
+# --- Dockerfiles ---------------------------------------------------------------------------------------
+
+def dockerfile(name: str) -> list[tuple[str, str]]:
+    """(INSTRUCTION, arguments) pairs, continuation lines joined, comments dropped."""
+    lines, joined = [], ""
+    for raw in (DOCKER / name).read_text().splitlines():
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        joined += line[:-1] + " " if line.endswith("\\") else line
+        if not line.endswith("\\"):
+            lines.append(joined)
+            joined = ""
+    assert not joined, "a continuation line runs off the end"
+    out = []
+    for line in lines:
+        instruction, _, args = line.partition(" ")
+        assert instruction.isupper(), line
+        out.append((instruction, args.strip()))
+    return out
+
+
+def copies(instructions) -> list[tuple[list[str], str]]:
+    result = []
+    for instruction, args in instructions:
+        if instruction == "COPY":
+            *sources, dest = shlex.split(args)
+            result.append(([s for s in sources if not s.startswith("--")], dest))
+    return result
+
+
+def runs(instructions) -> str:
+    return "\n".join(args for instruction, args in instructions if instruction == "RUN")
+
+
+def pins() -> dict[str, str]:
+    out = {}
+    for line in (ROOT / "constraints.txt").read_text().splitlines():
+        if "==" in line and not line.startswith("#"):
+            name, version = line.split("==")
+            out[name.strip().lower().replace("_", "-")] = version.strip()
+    return out
+
+
+@pytest.mark.parametrize("name", ["Dockerfile.student", "Dockerfile.instructor"])
+def test_dockerfile_builds_from_constraints_and_existing_paths(name):
+    instructions = dockerfile(name)
+    assert instructions[0][0] in ("ARG", "FROM")
+    assert "-c constraints.txt" in runs(instructions)
+    for sources, _ in copies(instructions):
+        for source in sources:
+            assert (ROOT / source).exists(), f"{name}: COPY {source} does not exist in the repository"
+    constraints = pins()
+    for package, version in re.findall(r"([A-Za-z0-9_.-]+)==([0-9][^\s\"']*)", runs(instructions)):
+        assert constraints.get(package.lower().replace("_", "-")) == version, f"{package}=={version} is not the pinned version"
+    env = " ".join(args for instruction, args in instructions if instruction == "ENV")
+    config_dir = re.search(r"JUPYTER_CONFIG_PATH=(\S+)", env).group(1)
+    role = "student" if "student" in name else "instructor"
+    assert ([f"deploy/jupyter/{role}/"], config_dir + "/") in copies(instructions)
+
+
+def test_student_image_holds_coursekit_only():
+    instructions = dockerfile("Dockerfile.student")
+    sources = [s.rstrip("/") for srcs, _ in copies(instructions) for s in srcs]
+    assert not {"solutions", "autograder", "course"} & set(sources)
+    assert {"coursekit", "exercises", "data"} <= set(sources)
+    assert "COURSE_PROFILE=student" in runs(instructions)
+    assert "find_spec" in runs(instructions)  # the build itself proves solutions/autograder are absent
+    ignored = (DOCKER / "Dockerfile.student.dockerignore").read_text().split()
+    assert {"solutions", "autograder", "build", "*.egg-info"} <= set(ignored)
+
+
+def test_instructor_image_holds_everything():
+    instructions = dockerfile("Dockerfile.instructor")
+    sources = {s.rstrip("/") for srcs, _ in copies(instructions) for s in srcs}
+    assert {"coursekit", "solutions", "autograder", "course"} <= sources
+    assert '".[instructor]"' in runs(instructions)
+    assert "build" in (DOCKER / "Dockerfile.instructor.dockerignore").read_text().split()
+
+
+def test_both_images_share_base_and_user():
+    student, instructor = dockerfile("Dockerfile.student"), dockerfile("Dockerfile.instructor")
+    pick = lambda ins, kind: [a for i, a in ins if i == kind]  # noqa: E731
+    assert pick(student, "FROM") == pick(instructor, "FROM")
+    assert pick(student, "USER") == pick(instructor, "USER")
+    assert pick(student, "CMD") == pick(instructor, "CMD") == ['["jupyterhub-singleuser"]']
+
+
+# --- Kubernetes ----------------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def values() -> dict:
+    return yaml.safe_load((K8S / "values.yaml").read_text())
+
+
+@pytest.fixture(scope="module")
+def resources() -> dict:
+    docs = [d for d in yaml.safe_load_all((K8S / "course-resources.yaml").read_text()) if d]
+    return {(d["kind"], d["metadata"]["name"]): d for d in docs}
+
+
+def test_profiles_cover_both_images_and_a_gpu(values):
+    profiles = {p["slug"]: p for p in values["singleuser"]["profileList"]}
+    assert {"student", "student-gpu", "instructor"} <= set(profiles)
+    assert profiles["student"].get("default") is True
+    assert "student" in values["singleuser"]["image"]["name"]
+    assert "instructor" in profiles["instructor"]["kubespawner_override"]["image"]
+    assert profiles["student-gpu"]["kubespawner_override"]["extra_resource_limits"]["nvidia.com/gpu"] == "1"
+    assert values["singleuser"]["cpu"]["limit"] and values["singleuser"]["memory"]["limit"]
+    assert values["custom"]["graderOnlyProfiles"] == ["instructor"]
+
+
+def test_profile_filter_hides_the_instructor_image_from_students(values):
+    code = values["hub"]["extraConfig"]["10-transformers101-profiles"]
+    c = Config()
+    c.KubeSpawner.profile_list = values["singleuser"]["profileList"]
+    c.KubeSpawner.environment = {}
+    z2jh = types.ModuleType("z2jh")
+    z2jh.get_config = lambda key, default=None: values["custom"]["graderOnlyProfiles"] if key == "custom.graderOnlyProfiles" else default
+    sys.modules["z2jh"] = z2jh
+    try:
+        exec(compile(code, "extraConfig", "exec"), {"c": c})
+    finally:
+        del sys.modules["z2jh"]
+    student = [p["slug"] for p in c.KubeSpawner.profile_list(fake_spawner([f"nbgrader-{COURSE_ID}"]))]
+    grader = [p["slug"] for p in c.KubeSpawner.profile_list(fake_spawner([f"formgrade-{COURSE_ID}"]))]
+    assert "instructor" not in student and "student" in student
+    assert "instructor" in grader
+
+
+def test_exchange_is_a_shared_rwx_volume_at_the_configured_path(values, resources):
+    single = values["singleuser"]
+    (volume,) = [v for v in single["storage"]["extraVolumes"] if v["name"] == "nbgrader-exchange"]
+    claim = volume["persistentVolumeClaim"]["claimName"]
+    pvc = resources[("PersistentVolumeClaim", claim)]
+    assert pvc["spec"]["accessModes"] == ["ReadWriteMany"]
+    (mount,) = [m for m in single["storage"]["extraVolumeMounts"] if m["name"] == "nbgrader-exchange"]
+    assert mount["mountPath"] == single["extraEnv"]["NBGRADER_EXCHANGE"]
+    formgrader = resources[("Deployment", f"{COURSE_ID}-formgrader")]["spec"]["template"]["spec"]
+    claims = {v["persistentVolumeClaim"]["claimName"] for v in formgrader["volumes"]}
+    assert claim in claims
+
+
+def test_k8s_groups_roles_and_service_match_the_hub_config(values, resources, monkeypatch):
+    c, _ = load_hub_config(monkeypatch)
+    hub = values["hub"]
+    assert set(hub["loadGroups"]) == set(c.JupyterHub.load_groups)
+    for role in c.JupyterHub.load_roles:
+        if role["name"] == "idle-culler":
+            continue  # the chart's `cull` section runs the culler on Kubernetes
+        assert sorted(hub["loadRoles"][role["name"]]["scopes"]) == sorted(role["scopes"]), role["name"]
+    assert sorted(hub["loadRoles"]["server"]["scopes"]) == sorted(c.Spawner.server_token_scopes)
+    url = hub["services"][COURSE_ID]["url"]
+    host, port = re.match(r"http://([^:/]+):(\d+)", url).groups()
+    service = resources[("Service", host)]
+    assert int(port) in [p["port"] for p in service["spec"]["ports"]]
+    env = {e["name"]: e.get("value") for e in
+           resources[("Deployment", f"{COURSE_ID}-formgrader")]["spec"]["template"]["spec"]["containers"][0]["env"]}
+    assert env["JUPYTERHUB_SERVICE_NAME"] == COURSE_ID and env["JUPYTERHUB_USER"] == GRADER
+    assert values["cull"]["enabled"] is True
+
+
+def test_dask_scheduler_address_is_documented_and_set(values):
+    assert values["singleuser"]["extraEnv"]["DASK_SCHEDULER_ADDRESS"].startswith("tcp://")
+    readme = (DEPLOY / "README.md").read_text()
+    assert "--scheduler" in readme and "DASK_SCHEDULER_ADDRESS" in readme
+
+
+def test_readme_names_only_files_that_exist():
+    readme = (DEPLOY / "README.md").read_text()
+    for path in set(re.findall(r"`(deploy/[\w./-]+)`", readme)):
+        assert (ROOT / path).exists(), path
