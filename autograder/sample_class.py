@@ -125,6 +125,10 @@ def synthetic_submission(course_root: Path, kind: str) -> str:
                         if c.metadata.get("nbgrader", {}).get("grade_id") == "test_squares_hidden") + 1
         nb.cells.insert(position, new_code_cell(HOSTILE_CELLS[kind]))
         return nbformat.writes(nb)
+    if kind == "loop_in_solution":  # both tests of squares hang: each is interrupted at the cell time limit
+        return nbformat.writes(filled(squares="while True:\n        pass"))
+    if kind == "crash_in_solution":  # normalize kills the kernel when its test calls it
+        return nbformat.writes(filled(normalize="import os\n    os._exit(1)"))
     if kind == "deleted_grade_cell":
         nb = filled(normalize=wrong["normalize"])
         nb.cells = [c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") != "test_normalize"]

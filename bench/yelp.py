@@ -28,11 +28,12 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench/ itself: tfidf_baseline
 
 BUDGETS = {
-    "grading": dict(train_limit=4000, epochs=3, lr=2e-3),
-    "default": dict(train_limit=None, epochs=6, lr=2e-3),
+    "grading": dict(train_limit=None, epochs=3, lr=3e-3),
+    "default": dict(train_limit=None, epochs=10, lr=3e-3),
 }
-MODEL = dict(d_model=64, num_heads=4, d_ff=128, num_layers=2, dropout=0.1)
-DATA = dict(min_freq=2, max_len=128, batch_size=32)
+MODEL = dict(d_model=64, num_heads=4, d_ff=128, num_layers=1, dropout=0.2)
+DATA = dict(min_freq=2, max_len=128, batch_size=64)
+OPTIMIZER = dict(weight_decay=0.01)
 
 
 # ------------------------------------------------------------------------------------------------ pipeline
@@ -62,7 +63,7 @@ def train_transformer(train_texts, train_labels, test_texts, test_labels, epochs
     from coursekit import set_seed, tokenize
     from coursekit.loaders import make_loader
 
-    settings = {**MODEL, **DATA, **overrides}
+    settings = {**MODEL, **DATA, **OPTIMIZER, **overrides}
     device = torch.device(device)
     set_seed(seed)
     start = time.perf_counter()
@@ -81,7 +82,7 @@ def train_transformer(train_texts, train_labels, test_texts, test_labels, epochs
     # token vectors start at std 1/sqrt(d_model), so that after the encoder's * sqrt(d_model) they have the same
     # scale as the positional encoding (the contract's N(0, 1) start would drown the positions)
     torch.nn.init.normal_(model.encoder.embedding.weight, std=settings["d_model"] ** -0.5)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.01)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=settings["weight_decay"])
     schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda epoch: epoch_lr_factor(epoch, epochs))
 
     history = {"train loss": [], "test accuracy": []}

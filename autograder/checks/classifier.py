@@ -20,10 +20,11 @@ import torch.nn.functional as F
 
 from autograder.checks._tolerance import grading_device, tolerance
 
-# The notebook's grading-mode run of the reference reaches about 0.86 on the synthetic test set (bench/yelp.py
-# --budget grading, 5 seeds: 0.845-0.873); a majority-class guess gets 0.20. The bar leaves a wide safety margin for
-# an honest but slightly different implementation, yet no untrained or badly broken model reaches it.
-TRAINED_MIN_ACCURACY = 0.60
+# The notebook's grading-mode run of the reference (bench/yelp.py budget "grading": 8,000 reviews, 3 epochs) reached
+# 0.5745-0.5810 test accuracy over seeds 0-4 on the CPU; always guessing one class gets 0.20. The bar sits more than
+# 0.12 below the worst measured seed, so an honest implementation with a different order of operations (or a GPU)
+# passes, while an untrained or badly broken model (about 0.2) does not.
+TRAINED_MIN_ACCURACY = 0.45
 MAJORITY_ACCURACY = 0.20
 
 
@@ -399,16 +400,16 @@ def check_train_one_epoch(train_one_epoch) -> None:
         torch.manual_seed(100 + epoch)
         ref_losses.append(float(reference.train_one_epoch(ref_model, batches, ref_optimizer, device)))
 
-    if len(recorder.calls) != 2 * len(batches):
-        _fail(f"{description}: the model should run once per batch.", f"{len(batches)} forward calls per epoch",
-              f"{len(recorder.calls) / 2:g} per epoch")
-    if not all(training for training, _ in recorder.calls):
+    training_calls = [training for training, grad in recorder.calls if grad]  # forward passes that can learn
+    if len(training_calls) < 2 * len(batches):
+        _fail(f"{description}: the model must run on every batch with gradients enabled.",
+              f"at least {len(batches)} forward calls per epoch outside torch.no_grad()",
+              f"{len(training_calls) / 2:g} per epoch", "training must not run under torch.no_grad()"
+              if len(recorder.calls) >= 2 * len(batches) else None)
+    if not all(training_calls):
         _fail(f"{description}: the model ran in evaluation mode.", "model.train() before the loop",
               "model.training == False during the forward pass",
               "forgot model.train() (dropout stays off and the model does not learn as it should)")
-    if not all(grad for _, grad in recorder.calls):
-        _fail(f"{description}: the forward pass ran without gradients.", "gradients enabled", "torch.no_grad()",
-              "training must not run under torch.no_grad()")
 
     loss_ok = all(abs(a - b) <= 1e-4 + 1e-4 * abs(b) for a, b in zip(losses, ref_losses))
     params_ok = _same_parameters(_parameters(model), _parameters(ref_model), device)

@@ -9,6 +9,7 @@ The caller (`worker.run_notebook`) catches a dead kernel, adds the cell to `skip
 from __future__ import annotations
 
 import json
+import math
 import time
 
 from nbclient.exceptions import CellTimeoutError
@@ -51,7 +52,7 @@ class SandboxedExecute(Execute):
                 "NotebookTimeout", f"Not run: the whole notebook may run for at most "
                                    f"{self.limits.notebook_timeout:g} s and that time was used up.")]
             return cell, resources
-        self.timeout = max(1, int(min(self.limits.cell_timeout, remaining)))
+        self.timeout = max(1, math.ceil(min(self.limits.cell_timeout, remaining)))  # never stops short of the deadline
         try:
             cell, resources = super().preprocess_cell(cell, resources, index)
         except CellTimeoutError as exc:  # no reply at all (the interrupt did not help): the cell loses, we go on

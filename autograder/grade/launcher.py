@@ -31,7 +31,7 @@ def main(argv: list[str] | None = None) -> None:
     kernel_args = [a for a in args.kernel_args if a != "--"]
     apply_limits(args.memory_bytes, args.rlimit)
     os.execv(sys.executable, [sys.executable, "-P", "-s", "-m", "ipykernel_launcher",
-                              f"--IPKernelApp.exec_lines={STARTUP}",
+                              f"--IPKernelApp.exec_lines={STARTUP}", "--IPKernelApp.log_level=ERROR",
                               *kernel_args])
 
 

@@ -38,13 +38,25 @@ MISTAKE = re.compile(r"(?:likely mistake|probable mistake|common mistake)\s*[:\-
 _TEMPLATE_DB: dict[str, str] = {}
 
 
-def empty_gradebook(path: str, course: str) -> None:
-    """Copy a per-process empty gradebook to `path` (a new gradebook runs `alembic heads`, seconds each time)."""
+def empty_gradebook(path: str, course: str, alembic_version: str | None = None) -> None:
+    """Copy a per-process empty gradebook to `path`.
+
+    A new nbgrader gradebook runs the `alembic heads` command (seconds) to stamp its schema version; the
+    coordinator sends the version of the course's gradebook instead, so a worker never needs that command.
+    """
+    import nbgrader.api as nbgrader_api
+
     template = _TEMPLATE_DB.get(course)
     if template is None or not os.path.exists(template):
         folder = tempfile.mkdtemp(prefix="ag-template-")
         template = os.path.join(folder, "empty.db")
-        Gradebook(f"sqlite:///{template}", course).close()
+        original = nbgrader_api.get_alembic_version
+        if alembic_version:
+            nbgrader_api.get_alembic_version = lambda: alembic_version
+        try:
+            Gradebook(f"sqlite:///{template}", course).close()
+        finally:
+            nbgrader_api.get_alembic_version = original
         _TEMPLATE_DB[course] = template
     shutil.copyfile(template, path)
 
@@ -53,7 +65,7 @@ def build_gradebook(db_url: str, job: dict) -> None:
     """The notebook's cell records (as in the course gradebook) plus the student, in a private gradebook."""
     a, nb_name, student = job["assignment"], job["notebook"], job["student"]
     if db_url.startswith("sqlite:///"):
-        empty_gradebook(db_url[len("sqlite:///"):], job.get("course_id", "default_course"))
+        empty_gradebook(db_url[len("sqlite:///"):], job.get("course_id", "default_course"), job.get("alembic_version"))
     with Gradebook(db_url, job.get("course_id", "default_course")) as gb:
         gb.update_or_create_assignment(a)
         gb.update_or_create_notebook(nb_name, a, kernelspec=job.get("kernelspec"))

@@ -132,7 +132,7 @@ def _capitalize(sentence: str) -> str:
 
 def _pick_tier(rng: random.Random, mood: float) -> int:
     """A tier near the review's mood, with some spread (reviews are rarely uniform)."""
-    weights = [2.0 ** (-abs(tier - mood) * 2.2) for tier in (-2, -1, 0, 1, 2)]
+    weights = [2.0 ** (-abs(tier - mood) * 1.6) for tier in (-2, -1, 0, 1, 2)]
     return rng.choices([-2, -1, 0, 1, 2], weights=weights)[0]
 
 
@@ -185,17 +185,17 @@ def _sentence(rng: random.Random, mood: float) -> tuple[str, list[tuple[float, f
     """One sentence and its (weight, value) pairs."""
     shape = rng.random()
     main = _evaluative_clause(rng, mood)  # the clause that carries the sentence
-    if shape < 0.20:
+    if shape < 0.28:
         return _capitalize(main.text) + ".", [(1.0, main.value)]
     # the other clause usually swings the other way: in a contrast only word order says which one counts
     other = _evaluative_clause(rng, -mood if rng.random() < 0.85 else mood)
-    if shape < 0.55:
+    if shape < 0.56:
         return _capitalize(f"{other.text}, but {main.text}."), [(0.3, other.value), (1.7, main.value)]
     if shape < 0.66:
         return _capitalize(f"although {other.text}, {main.text}."), [(0.3, other.value), (1.7, main.value)]
     if shape < 0.76:
         return _capitalize(f"{main.text}, even though {other.text}."), [(1.7, main.value), (0.3, other.value)]
-    if shape < 0.84:
+    if shape < 0.86:
         return _capitalize(f"{main.text} and {other.text}."), [(1.0, main.value), (1.0, other.value)]
     hearsay = rng.choice(HEARSAY)
     if shape < 0.95:
@@ -214,10 +214,10 @@ def _filler(rng: random.Random) -> str:
 
 
 def _review_for(rng: random.Random, stars: int) -> tuple[str, float]:
-    mood = STAR_TARGET[stars] + rng.uniform(-0.4, 0.4)
+    mood = STAR_TARGET[stars] + rng.uniform(-0.6, 0.6)
     sentences: list[str] = []
     weighted: list[tuple[float, float]] = []
-    for _ in range(rng.choice([1, 1, 2, 2, 3])):
+    for _ in range(rng.choice([1, 2, 2, 3])):
         sentence, pairs = _sentence(rng, mood)
         sentences.append(sentence)
         weighted.extend(pairs)

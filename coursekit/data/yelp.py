@@ -9,12 +9,13 @@ the two characters backslash + n. `load_yelp` reads it from
 * the tarball yelp_review_full_csv.tgz itself, streamed member by member (never unpacked to disk);
 * Hugging Face parquet files (columns label 0..4 and text), a folder or one file, when pyarrow is installed.
 
-Files are streamed row by row: the real train.csv has 650,000 reviews. Labels come back as 0..4.
+Files are streamed row by row: the real train.csv has 650,000 reviews (a progress bar appears when reading
+takes more than two seconds). Labels come back as 0..4.
 
-Blank lines are ignored. Bad rows (label outside 1..5, a missing or extra field, an empty text, invalid UTF-8, broken quoting) raise
-YelpFormatError naming the file and the line. With skip_bad_rows=True they are skipped instead; then a
-YelpSkippedRowsWarning (with .count and .rows) is issued, a line is logged to the "coursekit.data" logger,
-and `last_skipped_rows()` returns the skipped rows of the latest call.
+Blank lines are ignored. Bad rows (label outside 1..5, a missing or extra field, an empty text, invalid UTF-8,
+broken quoting) raise YelpFormatError naming the file and the line. With skip_bad_rows=True they are skipped
+instead; then a YelpSkippedRowsWarning (with .count and .rows) is issued, a line is logged to the
+"coursekit.data" logger, and `last_skipped_rows()` returns the skipped rows of the latest call.
 """
 from __future__ import annotations
 

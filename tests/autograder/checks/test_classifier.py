@@ -228,7 +228,14 @@ def test_train_one_epoch_names_the_mistake(options, diagnosis):
 
 def test_train_one_epoch_mode_and_type_messages():
     fails_with(checks.check_train_one_epoch, make_trainer(train=False), "forgot model.train()")
-    fails_with(checks.check_train_one_epoch, make_trainer(no_grad=True), "once per batch")
+    checks.check_train_one_epoch(make_trainer(no_grad=True))  # an extra forward pass under no_grad does no harm
+
+    def no_grad_training(model, loader, optimizer, device):
+        model.train()
+        with torch.no_grad():
+            losses = [F.cross_entropy(model(ids.to(device)), y.to(device)).item() for ids, y in loader]
+        return sum(losses) / len(losses)
+    fails_with(checks.check_train_one_epoch, no_grad_training, "every batch with gradients enabled")
     fails_with(checks.check_train_one_epoch, make_trainer(result="string"), "Python float")
     checks.check_train_one_epoch(make_trainer(result="tensor"))  # a NumPy 0-d value is a number: accepted
 
@@ -301,12 +308,17 @@ def test_trained_check_rejects_bad_arguments():
 
 
 def test_threshold_is_far_above_the_majority_baseline():
-    assert checks.TRAINED_MIN_ACCURACY >= checks.MAJORITY_ACCURACY + 0.3
+    assert checks.TRAINED_MIN_ACCURACY >= 2 * checks.MAJORITY_ACCURACY
 
 
 @pytest.mark.slow
 def test_reference_pipeline_in_grading_budget_passes_the_trained_check():
-    from bench.yelp import train_reference
+    import importlib.util
+    from pathlib import Path
 
-    result = train_reference(budget="grading", seed=0)
+    path = Path(__file__).resolve().parents[3] / "bench" / "yelp.py"
+    spec = importlib.util.spec_from_file_location("bench_yelp", path)
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    result = bench.train_reference(budget="grading", seed=0)
     checks.check_trained_classifier(result["model"], result["vocab"], max_len=result["max_len"])

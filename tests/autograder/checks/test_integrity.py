@@ -124,3 +124,17 @@ def test_ipython_exception_swallowing_is_detected_and_undone():
         _integrity.verify()
     finally:
         InteractiveShell.clear_instance()
+
+
+def test_changed_tolerance_constant(monkeypatch):
+    from autograder.checks import _tolerance
+
+    monkeypatch.setitem(_tolerance.CPU_FLOAT32, "atol", 1e9)
+    integrity_fails("CPU_FLOAT32")
+
+
+def test_replaced_captured_torch_functions(monkeypatch):
+    from autograder.checks import _common
+
+    monkeypatch.setattr(_common, "_VF", object())
+    integrity_fails("captured by the checks")

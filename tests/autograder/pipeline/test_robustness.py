@@ -27,6 +27,8 @@ RUNNING_CASES = {
     "segfault": (7, {"ctypes", "runtime-kernel-died"}),
     "allocate_20gb": (7, {"runtime-memory"}),
     "print_100mb": (7, {"runtime-output"}),
+    "loop_in_solution": (4, {"runtime-timeout"}),  # the squares tests time out -> 0 of 3
+    "crash_in_solution": (3, {"runtime-kernel-died"}),  # test_normalize kills the kernel -> 0 of 4
     "deleted_grade_cell": (3, {"deleted-grade-cell"}),  # restored and run: normalize is wrong -> 0 of 4
     "edited_hidden_cell": (3, {"edited-locked-cell"}),  # restored and run: normalize is wrong -> 0 of 4
     "monkeypatch": (0, {"monkeypatch"}),  # held for review: manual score 0
@@ -104,6 +106,11 @@ def test_lost_cells_say_why(batch):
     blank = _row(batch, "s_blank")
     assert set(blank["messages"]) == {"test_squares", "test_squares_hidden", "test_normalize"}
     assert all("NotImplementedError" in m for m in blank["messages"].values())
+    loop = _row(batch, "s_loop_in_solution")
+    assert set(loop["messages"]) == {"test_squares", "test_squares_hidden"}
+    assert all("CellTimeoutError" in m for m in loop["messages"].values())
+    crash = _row(batch, "s_crash_in_solution")
+    assert set(crash["messages"]) == {"test_normalize"} and "KernelDied" in crash["messages"]["test_normalize"]
     missing = _row(batch, "s_missing")
     assert missing["status"] == "missing" and missing["score"] == 0
     assert "No notebook was submitted" in " ".join(missing["notes"])

@@ -1,0 +1,62 @@
+"""The grading kernel's sandbox: rlimits, import shadowing, per-cell limits (one kernel, no Dask)."""
+from __future__ import annotations
+
+import time
+
+import nbformat
+from nbformat.v4 import new_code_cell, new_notebook
+
+import autograder
+from autograder.grade.execute import SandboxedExecute
+from autograder.grade.sandbox import GiB, Limits, kernel_manager_class, kernel_spec
+
+SHADOW = ("for name in ('autograder.py', 'solutions.py', 'coursekit.py'):\n"
+          "    open(name, 'w').write('raise SystemExit(\"shadowed\")')")
+
+
+def run(cells: list[str], tmp_path, limits: Limits):
+    nb = new_notebook(cells=[new_code_cell(c) for c in cells])
+    (tmp_path / "provided.py").write_text("ANSWER = 42\n")
+    executor = SandboxedExecute(limits=limits, deadline=time.monotonic() + limits.notebook_timeout,
+                                skip_cells=set(), kernel_manager_class=kernel_manager_class(kernel_spec(limits)))
+    nb, _ = executor.preprocess(nb, {"metadata": {"path": str(tmp_path)}})
+    return nb, executor
+
+
+def text(cell) -> str:
+    return "".join(o.get("text", "") for o in cell.outputs if o.get("output_type") == "stream")
+
+
+def errors(cell) -> list[str]:
+    return [o["ename"] for o in cell.outputs if o.get("output_type") == "error"]
+
+
+def test_sandbox_limits_and_imports(tmp_path):
+    limits = Limits(cell_timeout=5, notebook_timeout=60, memory_bytes=2 * GiB, output_bytes=1000)
+    nb, executor = run([
+        SHADOW,
+        "import autograder.checks, solutions, coursekit\nprint(autograder.__file__)\nprint(solutions.__file__)",
+        "from provided import ANSWER\nprint(ANSWER)",
+        "import numpy as np\nx = np.ones(4 * 1024**3 // 8)",
+        "print('y' * 5000)",
+        "import os\nprint(os.environ['NBGRADER_EXECUTION'], repr(os.environ['CUDA_VISIBLE_DEVICES']))",
+        "while True:\n    pass",
+        "print('still alive')",
+    ], tmp_path, limits)
+    package_dir = autograder.__file__.rsplit("/", 2)[0]
+    shown = text(nb.cells[1]).splitlines()
+    assert errors(nb.cells[1]) == [] and all(line.startswith(package_dir) for line in shown), shown
+    assert text(nb.cells[2]).strip() == "42"  # the working directory stays importable, last
+    assert errors(nb.cells[3]) == ["MemoryError"]  # 4 GiB > the 2 GiB cap
+    assert len(text(nb.cells[4])) < 1000 and "output truncated by the grader" in text(nb.cells[4])
+    assert text(nb.cells[5]).split() == ["autograde", "''"]
+    assert errors(nb.cells[6]) == ["KeyboardInterrupt"] or errors(nb.cells[6]) == ["CellTimeoutError"]
+    assert text(nb.cells[7]).strip() == "still alive"
+    assert any("output truncated" in note for note in executor.notes)
+
+
+def test_notebook_deadline_stops_later_cells(tmp_path):
+    limits = Limits(cell_timeout=30, notebook_timeout=4, memory_bytes=2 * GiB)
+    nb, _ = run(["import time\ntime.sleep(10)", "print('never')"], tmp_path, limits)
+    assert errors(nb.cells[1]) == ["NotebookTimeout"]
+    assert "never" not in text(nb.cells[1])
