@@ -99,8 +99,12 @@ def cmd_release(args, course_dir: Path) -> int:
     if not args.all and not args.assignment:
         print("autograder release: name an ASSIGNMENT or pass --all", file=sys.stderr)
         return USAGE
-    release(None if args.all else [args.assignment])
-    print(f"released {'all assignments' if args.all else args.assignment}")
+    from autograder.coursedir import REPO_ROOT
+
+    # the repository's course refreshes exercises/; another course root keeps its copies in <root>/exercises
+    exercises = REPO_ROOT / "exercises" if course_dir == (REPO_ROOT / "course").resolve() else course_dir / "exercises"
+    written = release(None if args.all else [args.assignment], course_root=course_dir, exercises_dir=exercises)
+    print(f"released {len(written)} assignment(s) into {exercises}")
     return OK
 
 

@@ -81,7 +81,8 @@ def positional_encoding_heatmap(pe, ax=None):
 
     matrix = _matrix(pe, "pe")  # (max_len, d_model)
     figure, ax = _new_axes(ax, (8, 5))
-    sns.heatmap(matrix, ax=ax, cmap="RdBu_r", center=0.0, xticklabels="auto", yticklabels="auto",
+    limit = float(np.abs(matrix).max()) or 1.0  # symmetric colour scale: white is 0
+    sns.heatmap(matrix, ax=ax, cmap="RdBu_r", vmin=-limit, vmax=limit, xticklabels="auto", yticklabels="auto",
                 cbar_kws={"label": "value"})
     ax.set_xlabel("dimension")
     ax.set_ylabel("position")

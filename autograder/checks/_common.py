@@ -19,7 +19,6 @@ verifies to be torch's originals, so a Python-level patch of `torch.allclose` ca
 from __future__ import annotations
 
 import contextlib
-import math
 import numbers
 from typing import Any, Callable, Iterable, Mapping
 
@@ -330,12 +329,3 @@ def to_numpy(got, label: str, length_shape, tested: str | None = None) -> np.nda
         fail(f"{label} has the wrong shape.", tested=tested,
              details=[f"expected shape {tuple(length_shape)}, got {tuple(got.shape)}"])
     return got
-
-
-def describe_mask(mask) -> str:
-    """`no mask` or `bool mask (2, 1, 1, 7)`."""
-    return "no mask" if mask is None else f"mask {shape_of(mask)}"
-
-
-def sqrt(x: float) -> float:
-    return math.sqrt(x)

@@ -28,6 +28,7 @@ import types
 import torch
 
 _HEAPTYPE = 1 << 9  # Py_TPFLAGS_HEAPTYPE: set on every class created by Python code
+_type = object.__class__  # the real `type`, reached without the builtins namespace (which may be patched)
 
 # Builtins the checks (and Python itself when formatting messages) rely on.
 BUILTIN_NAMES = (
@@ -68,12 +69,12 @@ def _fail(what: str) -> None:
 
 # ----------------------------------------------------------------------------------------------- C-level objects
 def _is_c_builtin(obj, name: str, owner) -> bool:
-    return type(obj) is types.BuiltinFunctionType and obj.__name__ == name and obj.__self__ is owner
+    return _type(obj) is types.BuiltinFunctionType and obj.__name__ == name and obj.__self__ is owner
 
 
 def _verify_builtins() -> None:
     builtins_module = sys.modules.get("builtins")
-    if builtins_module is not _builtins_module or type(builtins_module) is not types.ModuleType:
+    if builtins_module is not _builtins_module or _type(builtins_module) is not types.ModuleType:
         _fail("the `builtins` module was replaced")
     namespace = builtins_module.__dict__
     for name in BUILTIN_NAMES:
@@ -81,7 +82,7 @@ def _verify_builtins() -> None:
             _fail(f"builtin `{name}` was replaced")
     for name in BUILTIN_TYPES:
         obj = namespace.get(name)
-        if type(obj) is not type or obj.__flags__ & _HEAPTYPE or obj.__name__ != name:
+        if _type(obj) is not _type or obj.__flags__ & _HEAPTYPE or obj.__name__ != name:
             _fail(f"builtin type `{name}` was replaced")
 
 
@@ -104,7 +105,8 @@ def _verify_torch_c() -> None:
     if type(base) is not type and base.__flags__ & _HEAPTYPE:
         _fail("torch._C.TensorBase was replaced")
     tensor = torch.Tensor
-    if tensor is not sys.modules["torch._tensor"].Tensor or base not in tensor.__bases__ or tensor.__module__ != "torch":
+    if tensor is not sys.modules["torch._tensor"].Tensor or base not in tensor.__bases__ \
+            or tensor.__module__ != "torch":
         _fail("torch.Tensor was replaced")
     if torch.nn.Parameter.__mro__[1] is not tensor:
         _fail("torch.nn.Parameter was replaced")
@@ -147,8 +149,15 @@ def _verify_ipython() -> None:
             function = getattr(vars(shell)[name], "__func__", vars(shell)[name])
             code = getattr(function, "__code__", None)
             if code is None or not os.path.abspath(code.co_filename).startswith(roots):
+                try:
+                    delattr(shell, name)  # back to the class's method, so this failure is displayed
+                except AttributeError:
+                    pass
                 _fail(f"IPython's `{name}` was replaced")
-    _verify_module(shell_module, only_classes=("InteractiveShell",))
+    for cls in _type(shell).__mro__:  # e.g. ipykernel's ZMQInteractiveShell, then IPython's InteractiveShell
+        module = sys.modules.get(cls.__module__)
+        if module is not None and cls.__module__.startswith(("IPython.", "ipykernel.")):
+            _verify_module(module, only_classes=(cls.__name__,))
 
 
 # ------------------------------------------------------------------------------------------- Python-level code
@@ -322,7 +331,8 @@ def _verify_module(module, only_classes=None) -> None:
         if not source_module.startswith(OWN_PACKAGES):
             continue
         origin = sys.modules.get(source_module)
-        if origin is not None and hasattr(origin, source_name) and namespace.get(name) is not getattr(origin, source_name):
+        if origin is not None and hasattr(origin, source_name) \
+                and namespace.get(name) is not getattr(origin, source_name):
             _fail(f"`{module.__name__}.{name}` was replaced")
 
 

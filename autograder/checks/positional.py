@@ -74,8 +74,8 @@ def check_positional_encoding(PositionalEncoding) -> None:
         fail(f"PositionalEncoding: `pe` must be a buffer (self.register_buffer('pe', ...)); yours is {where}.",
              hint="a buffer moves with .to(device) and is saved with the model, but is not trained")
     pe = buffers["pe"]
-    expect_tensor(pe, table, "PositionalEncoding.pe", device, tested=f"PositionalEncoding({d_model}, max_len={max_len})",
-                  mistakes=_table_mistakes(max_len, d_model))
+    expect_tensor(pe, table, "PositionalEncoding.pe", device,
+                  tested=f"PositionalEncoding({d_model}, max_len={max_len})", mistakes=_table_mistakes(max_len, d_model))
     long_x = randn(B, max_len + 1, d_model, seed=6, device=device)
     expect_raises(ValueError, f"PositionalEncoding (max_len={max_len}) on x {tuple(long_x.shape)}", module, long_x,
                   why="when the sequence is longer than max_len")

@@ -58,7 +58,10 @@ def _mask_cases(tgt_mask, memory_mask, device):
 
 
 def check_decoder_block(DecoderBlock) -> None:
-    """DecoderBlock(d_model, num_heads, d_ff, dropout=0.0, norm_first=False): forward(x, memory, tgt_mask, memory_mask)."""
+    """DecoderBlock(d_model, num_heads, d_ff, dropout=0.0, norm_first=False).
+
+    forward(x, memory, tgt_mask=None, memory_mask=None) -> (B, T, d_model).
+    """
     device = start_check()
     reference = _reference()
     tgt_ids, src_ids, tgt_mask, memory_mask = _masks(device)

@@ -50,7 +50,7 @@ def test_sandbox_limits_and_imports(tmp_path):
     assert errors(nb.cells[3]) == ["MemoryError"]  # 4 GiB > the 2 GiB cap
     assert len(text(nb.cells[4])) < 1000 and "output truncated by the grader" in text(nb.cells[4])
     assert text(nb.cells[5]).split() == ["autograde", "''"]
-    assert errors(nb.cells[6]) == ["KeyboardInterrupt"] or errors(nb.cells[6]) == ["CellTimeoutError"]
+    assert "CellTimeoutError" in errors(nb.cells[6])  # interrupted at the cell limit, then the kernel goes on
     assert text(nb.cells[7]).strip() == "still alive"
     assert any("output truncated" in note for note in executor.notes)
 

@@ -30,8 +30,10 @@ def cells():
         "check_make_causal_mask(wrong)",                                  # 3: wrong -> fails with the diagnosis
         "get_ipython().set_custom_exc((AssertionError,), lambda *a, **k: None)",
         "check_make_causal_mask(wrong)",                                  # 5: the handler must not hide it
-        "torch.allclose = lambda *a, **k: True\ntorch.equal = lambda *a, **k: True",
+        "saved = torch.allclose, torch.equal\ntorch.allclose = torch.equal = lambda *a, **k: True",
         GRADE,                                                            # 7: integrity failure
+        "torch.allclose, torch.equal = saved\nget_ipython()._showtraceback = lambda *a, **k: None",
+        "check_make_causal_mask(wrong)",                                  # 9: still shown
     )
 
 
@@ -51,4 +53,9 @@ def test_custom_exception_handler_cannot_hide_a_failure(cells):
 
 def test_monkeypatched_torch_fails_the_grade_cell(cells):
     (error,) = errors(cells[7])
+    assert "integrity check failed" in error.evalue
+
+
+def test_replaced_traceback_display_cannot_hide_a_failure(cells):
+    (error,) = errors(cells[9])
     assert "integrity check failed" in error.evalue

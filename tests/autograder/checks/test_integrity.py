@@ -138,3 +138,8 @@ def test_replaced_captured_torch_functions(monkeypatch):
 
     monkeypatch.setattr(_common, "_VF", object())
     integrity_fails("captured by the checks")
+
+
+def test_patched_builtin_type(monkeypatch):
+    monkeypatch.setattr(builtins, "ValueError", type("ValueError", (Exception,), {}))
+    integrity_fails("builtin type `ValueError`")
