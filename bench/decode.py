@@ -25,7 +25,7 @@ EOS_ID = 3
 def parse_args(argv=None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--lengths", type=int, nargs="+", default=[32, 64, 128], help="target lengths to decode")
-    parser.add_argument("--repeats", type=int, default=3, help="timed runs per setting (the fastest is reported)")
+    parser.add_argument("--repeats", type=int, default=2, help="timed runs per setting (the fastest is reported)")
     parser.add_argument("--batch", type=int, default=8)
     parser.add_argument("--src-len", type=int, default=32, help="source sequence length")
     parser.add_argument("--d-model", type=int, default=128)

@@ -98,6 +98,7 @@ _ERROR_HINTS = (
     ("Expected all tensors to be on the same device", "create new tensors on the input's device "
                                                       "(device=x.device)"),
     ("masked_fill_ only supports boolean masks", "convert the mask with mask.bool() (or compare it with 0)"),
+    ("Dimension out of range", "use negative dims (-2, -1) so that any number of leading axes works"),
     ("got an unexpected keyword argument", "keep the exact signature given in the exercise"),
     ("positional argument", "keep the exact signature given in the exercise"),
 )

@@ -337,8 +337,14 @@ def _verify_module(module, only_classes=None) -> None:
 
 
 def _allowed_roots():
-    roots = {os.path.abspath(p) + os.sep for p in (sys.prefix, sys.base_prefix, os.path.dirname(os.__file__),
-                                                   _TORCH_DIR)}
+    import site
+
+    places = [sys.prefix, sys.base_prefix, os.path.dirname(os.__file__), _TORCH_DIR]
+    try:  # installed packages may also live outside the prefix; not the user site: students can write there
+        places += site.getsitepackages()
+    except AttributeError:
+        pass
+    roots = {os.path.abspath(p) + os.sep for p in places}
     roots.update(_own_roots())
     return tuple(roots)
 
@@ -393,4 +399,7 @@ def verify() -> None:
     for module in _own_modules():
         _verify_module(module)
         _verify_bound_functions(module)
+        for name, value in list(vars(module).items()):  # a check exported under another check's name
+            if name.startswith("check_") and getattr(value, "__name__", name) != name:
+                _fail(f"`{module.__name__}.{name}` was replaced")
     _verify_ipython()

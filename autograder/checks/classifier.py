@@ -42,12 +42,10 @@ def _reference():
 
 
 def _fail(what: str, expected: str, got: str, mistake: str | None = None, hint: str | None = None):
-    lines = [f"{what}", f"  expected: {expected}", f"  got:      {got}"]
-    if mistake:
-        lines.append(f"Likely mistake: {mistake}")
-    if hint:
-        lines.append(f"Hint: {hint}")
-    raise AssertionError("\n".join(lines))
+    """The student-facing AssertionError, in the format shared with notebooks 01-06 (`_common.fail`)."""
+    from autograder.checks._common import fail
+
+    fail(what, details=[f"expected: {expected}", f"got:      {got}"], mistake=mistake, hint=hint)
 
 
 def _call(description: str, fn: Callable, *args, **kwargs):

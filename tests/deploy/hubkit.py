@@ -5,7 +5,6 @@ Nothing here knows about the course; test_hub.py and conftest.py put the pieces 
 from __future__ import annotations
 
 import json
-import os
 import socket
 import subprocess
 import time

@@ -5,10 +5,12 @@ Who runs what (the choice the brief allows, documented in deploy/README.md):
   * students act through their own single-user servers, exactly as the Assignment List tab does:
     nbgrader's REST handlers under /user/<name>/assignments (list, fetch, submit, fetch_feedback) and the
     contents API to save the solved notebook;
-  * the grader side (generate, release, roster, collect, grade, feedback) runs as `nbgrader ...` /
-    `python -m autograder grade` subprocesses with the course service's environment (its HOME, the course
-    folder as working directory, its hub token), which is what a grader typing in the course service's
-    terminal gets;
+  * the grader side runs as subprocesses with the course service's environment (its HOME, the course
+    folder as working directory, its hub token), which is what a grader in the course service's terminal
+    gets: `nbgrader collect`, the grading command (`python -m autograder grade` or `nbgrader autograde`,
+    see grade_command) and, to save process start-ups, one Python process driving nbgrader's NbGraderAPI
+    (the object behind the formgrader's buttons) for generate + due date + roster + release and for
+    generate + release feedback;
   * an enrolled-nowhere user is tried with `nbgrader fetch_assignment` in the student environment.
 
 Bad input covered: a late submission (the course's DailyLatePenalty plugin), a double submission (the
@@ -31,7 +33,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from hubkit import COURSE_ID, GRADER, INSTRUCTOR, INSTRUCTOR_CONFIG, ROOT, STUDENT_CONFIG, STUDENTS, VENV, HubError
+from hubkit import COURSE_ID, GRADER, INSTRUCTOR, INSTRUCTOR_CONFIG, ROOT, STUDENT_CONFIG, STUDENTS, VENV, HubError, kill_tree
 
 pytestmark = [pytest.mark.hub, pytest.mark.timeout(600)]
 
@@ -134,10 +136,16 @@ def grader_env(hub) -> dict:
 
 def grader(hub, *args, check=True) -> subprocess.CompletedProcess:
     """Run a command in the course folder as the course service's terminal would."""
-    res = subprocess.run(list(args), cwd=hub.course_root, env=grader_env(hub), capture_output=True, text=True,
-                         timeout=300)
+    proc = subprocess.Popen(list(args), cwd=hub.course_root, env=grader_env(hub), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        out, err = proc.communicate(timeout=300)
+    finally:
+        kill_tree(proc.pid)  # grading kernels included, also when the test is interrupted
+    res = subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
     if check and res.returncode != 0:
-        raise HubError(f"grader command {args} failed ({res.returncode}):\n{res.stdout[-3000:]}\n{res.stderr[-3000:]}")
+        shown = " ".join(a if len(a) < 100 else a[:40] + "..." for a in map(str, args))
+        raise HubError(f"grader command `{shown}` failed ({res.returncode}):\n{res.stdout[-3000:]}\n{res.stderr[-3000:]}")
     return res
 
 

@@ -56,3 +56,10 @@ def test_sdpa_wrong_shape():
 
 def test_sdpa_must_return_a_tuple():
     V.fails_with(checks.check_scaled_dot_product_attention, lambda q, k, v, mask=None: q, "tuple (output, weights)")
+
+
+def test_sdpa_that_only_handles_four_axes_gets_a_hint():
+    def four_d_only(query, key, value, mask=None):
+        return solutions.scaled_dot_product_attention(query.transpose(2, 3).transpose(2, 3), key, value, mask)
+
+    V.fails_with(checks.check_scaled_dot_product_attention, four_d_only, "without a head axis", "negative dims")

@@ -50,7 +50,7 @@ def test_masked_mean_pool_accepts_correct_answers(pool):
     (lambda x, m: (x * m[..., None]).sum(1) / m.sum(), "not per row"),
 ])
 def test_masked_mean_pool_names_the_mistake(pool, diagnosis):
-    fails_with(checks.check_masked_mean_pool, pool, "Likely mistake", diagnosis)
+    fails_with(checks.check_masked_mean_pool, pool, "likely mistake", diagnosis)
 
 
 def test_masked_mean_pool_shape_nan_inplace_and_stub():
@@ -153,7 +153,7 @@ def test_transformer_classifier_accepts_correct_answers(cls):
     (MaxPool, "max-pooling"),
 ])
 def test_transformer_classifier_names_the_mistake(cls, diagnosis):
-    fails_with(checks.check_transformer_classifier, cls, "Likely mistake", diagnosis)
+    fails_with(checks.check_transformer_classifier, cls, "likely mistake", diagnosis)
 
 
 def test_transformer_classifier_structure_messages():
@@ -223,7 +223,7 @@ def test_train_one_epoch_accepts_correct_answers(fn):
     (dict(result="last"), "last batch's loss"),
 ])
 def test_train_one_epoch_names_the_mistake(options, diagnosis):
-    fails_with(checks.check_train_one_epoch, make_trainer(**options), "Likely mistake", diagnosis)
+    fails_with(checks.check_train_one_epoch, make_trainer(**options), "likely mistake", diagnosis)
 
 
 def test_train_one_epoch_mode_and_type_messages():

@@ -143,3 +143,8 @@ def test_replaced_captured_torch_functions(monkeypatch):
 def test_patched_builtin_type(monkeypatch):
     monkeypatch.setattr(builtins, "ValueError", type("ValueError", (Exception,), {}))
     integrity_fails("builtin type `ValueError`")
+
+
+def test_check_swapped_for_another_check(monkeypatch):
+    monkeypatch.setattr(autograder.checks, "check_encode", embedding_checks.check_pad_batch, raising=False)
+    integrity_fails("check_encode")
