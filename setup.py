@@ -21,6 +21,8 @@ packages = find_packages(include=top + [name + ".*" for name in top])
 
 setup(
     packages=packages,
+    # one build folder per profile: a leftover instructor build must never end up in a student wheel
+    options={"build": {"build_base": f"build/{profile}"}},
     # the `autograder` command ships only with the autograder package
     entry_points={"console_scripts": ["autograder = autograder.__main__:main"]} if "autograder" in top else {},
     include_package_data=True,

@@ -33,7 +33,7 @@ def run_demo(assignments=None, students: int = 6, output: Path | None = None, wo
     from autograder.collect import collect
     from autograder.export import export_grades
     from autograder.feedback import generate_feedback
-    from autograder.grade.engine import grade
+    from autograder.grade.engine import grade_many
     from autograder.release import release
     from autograder.report import write_report
     from autograder.sample_class import demo_students
@@ -67,10 +67,8 @@ def run_demo(assignments=None, students: int = 6, output: Path | None = None, wo
     print("      " + collected.line())
 
     print("[4/6] grade")
-    summaries = []
-    for assignment in assignments:
-        summary = grade(course, assignment, workers=workers)
-        summaries.append(summary)
+    summaries = grade_many(course, assignments, workers=workers)
+    for summary in summaries:
         print("      " + summary.line())
 
     print("[5/6] feedback and export")

@@ -21,7 +21,8 @@ from sync_environment import normalise, read_pins  # noqa: E402
 def wheels(tmp_path_factory):
     """Build the student and the instructor wheel of this repo (no dependencies, no network)."""
     out = {}
-    for profile in ("student", "instructor"):
+    # instructor first: a leftover instructor build in the same tree must not leak into the student wheel
+    for profile in ("instructor", "student"):
         dest = tmp_path_factory.mktemp(profile)
         env = dict(os.environ, COURSE_PROFILE=profile)
         subprocess.run(

@@ -171,6 +171,14 @@ def grade(course_dir, assignment: str, *, db_url: str | None = None, students=No
           scheduler: str | None = None, force: bool = False, limits: Limits = Limits(),
           progress: bool = True) -> GradeSummary:
     """Autograde every submitted notebook of `assignment` in parallel; the caller's process writes the results."""
+    return grade_many(course_dir, [assignment], db_url=db_url, students=students, workers=workers,
+                      scheduler=scheduler, force=force, limits=limits, progress=progress)[0]
+
+
+def grade_many(course_dir, assignments: list[str], *, db_url: str | None = None, students=None,
+               workers: int | None = None, scheduler: str | None = None, force: bool = False,
+               limits: Limits = Limits(), progress: bool = True) -> list[GradeSummary]:
+    """Autograde several assignments on one cluster (all their notebooks share the workers)."""
     from distributed import as_completed
     from tqdm.auto import tqdm
 
@@ -178,16 +186,23 @@ def grade(course_dir, assignment: str, *, db_url: str | None = None, students=No
 
     course_dir = Path(course_dir).resolve()
     db_url = db_url or default_db_url(course_dir)
-    jobs, skipped, timestamps = build_jobs(course_dir, db_url, assignment, students, force, limits)
-    summary = GradeSummary(assignment, [], skipped)
+    summaries, jobs, timestamps = {}, [], {}
+    for assignment in assignments:
+        assignment_jobs, skipped, stamps = build_jobs(course_dir, db_url, assignment, students, force, limits)
+        summaries[assignment] = GradeSummary(assignment, [], skipped)
+        jobs.extend(assignment_jobs)
+        timestamps.update({(assignment, s): t for s, t in stamps.items()})
     if not jobs:
-        return summary
+        return list(summaries.values())
     runs = RunsTable(db_url)
     try:
         with dask_client(workers, scheduler) as client, Gradebook(db_url, course_id(course_dir)) as gb:
+            # longest first (by notebook size, a rough proxy) keeps the workers busy to the end
+            ordered = sorted(jobs, key=lambda job: -len(job["nb_json"] or ""))
             futures = {client.submit(grade_job, job, key=f"grade-{job['content_hash'][:16]}-{job['key']}",
-                                     pure=False, retries=1): job for job in jobs}
-            bar = tqdm(total=len(futures), desc=f"grading {assignment}", unit="nb", disable=not progress)
+                                     pure=False, retries=1): job for job in ordered}
+            label = assignments[0] if len(assignments) == 1 else f"{len(assignments)} assignments"
+            bar = tqdm(total=len(futures), desc=f"grading {label}", unit="nb", disable=not progress)
             for future in as_completed(futures):
                 job = futures[future]
                 try:
@@ -195,10 +210,12 @@ def grade(course_dir, assignment: str, *, db_url: str | None = None, students=No
                 except Exception as exc:  # noqa: BLE001 - a lost worker costs only this submission
                     result = error_result(job, f"the grading worker failed: {type(exc).__name__}: {exc}")
                 write_graded_notebook(course_dir, result)
-                summary.graded.append(record_result(gb, runs, result, timestamps.get(result["student"])))
+                row = record_result(gb, runs, result, timestamps.get((result["assignment"], result["student"])))
+                summaries[result["assignment"]].graded.append(row)
                 bar.update(1)
             bar.close()
     finally:
         runs.dispose()
-    summary.graded.sort(key=lambda r: (r["student"], r["notebook"]))
-    return summary
+    for summary in summaries.values():
+        summary.graded.sort(key=lambda r: (r["student"], r["notebook"]))
+    return list(summaries.values())

@@ -2,7 +2,10 @@
 from __future__ import annotations
 
 import csv
+import html
+import re
 
+import nbformat
 import pytest
 
 from autograder.cli import main
@@ -35,5 +38,17 @@ def test_demo_on_one_assignment(tmp_path, capsys):
     assert (output / "course" / "reports" / "course" / "index.html").exists()
     assert (output / "course" / "reports" / ASSIGNMENT / "index.html").exists()
     assert "report:" in printed and "reference" in printed
+    # feedback shows the checks' messages, never reference code (hidden cells only call autograder.checks)
+    source = nbformat.read(output / "course" / "source" / ASSIGNMENT / f"{ASSIGNMENT}.ipynb", as_version=4)
+    reference_lines = {line.strip() for cell in source.cells if cell.metadata.get("nbgrader", {}).get("solution")
+                       for block in re.findall(r"### BEGIN SOLUTION(.*?)### END SOLUTION", cell.source, re.S)
+                       for line in block.splitlines() if len(line.strip()) > 15}
+    assert reference_lines
+    raw = (output / "course" / "feedback" / "mistake_scale" / ASSIGNMENT / f"{ASSIGNMENT}.html").read_text()
+    page = html.unescape(re.sub(r"<[^>]+>", "", raw))
+    assert "from autograder.checks import check_scaled_dot_product_attention" in page
+    blank = html.unescape(re.sub(r"<[^>]+>", "", (output / "course" / "feedback" / "blank" / ASSIGNMENT /
+                                                  f"{ASSIGNMENT}.html").read_text()))
+    assert not [line for line in reference_lines if line in blank]
     # the instructor's course is untouched: the demo works in its own copy
     assert not (default_course_dir() / "submitted" / "hostile").exists()
