@@ -90,15 +90,26 @@ def run_notebook(nb, resources: dict, limits: Limits, gpu: str | None):
     deadline = time.monotonic() + limits.notebook_timeout
     skip: set[int] = set()
     notes: list[str] = []
-    for attempt in range(limits.kernel_restarts + 1):
+    startup_failures = 0
+    attempt = 0
+    while attempt <= limits.kernel_restarts:
         attempt_nb = nbformat.from_dict(nb)  # fresh copy: outputs of a failed attempt are discarded
         executor = SandboxedExecute(limits=limits, deadline=deadline, skip_cells=skip,
                                     kernel_manager_class=kernel_manager_class(spec))
         try:
             attempt_nb, resources = executor.preprocess(attempt_nb, resources)
             return attempt_nb, notes + executor.notes
-        except DeadKernelError:
+        except RuntimeError as exc:  # DeadKernelError is one too
             index = executor.current_index
+            if index is None:  # died before its first reply (port race, busy machine): no cell ran, retry
+                if startup_failures >= 2:
+                    raise
+                startup_failures += 1
+                notes.append(f"kernel failed to start ({exc}); retried")
+                continue
+            if not isinstance(exc, DeadKernelError):
+                raise
+            attempt += 1
             notes.extend(executor.notes)
             notes.append(f"kernel died in cell {index}; the cell is skipped and the notebook re-run")
             skip.add(index)
