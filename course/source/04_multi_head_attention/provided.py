@@ -1,13 +1,13 @@
 """Provided components for 04_multi_head_attention: GENERATED from the reference, do not edit.
 
-Written by autograder.provided.write_provided_module from solutions/embeddings.py, solutions/positional.py, solutions/attention.py.
+Written by autograder.provided.write_provided_module; sources: solutions/embeddings.py, solutions/positional.py, solutions/attention.py.
 These are the pieces you built in the earlier notebooks; import what you need, e.g.
     from provided import scaled_dot_product_attention
 """
 from __future__ import annotations
 
 # ====================================================================================================
-# from solutions/embeddings.py: 01 - Tokens and embeddings: a vocabulary, token ids, an embedding table, and word2vec vectors.
+# source: solutions/embeddings.py: 01 - Tokens and embeddings: a vocabulary, token ids, an embedding table, and word2vec vectors.
 # ====================================================================================================
 import math
 from collections import Counter
@@ -22,8 +22,6 @@ SPECIALS = ("<pad>", "<unk>", "<bos>", "<eos>")
 
 def build_vocab(tokenized_texts: Iterable[list[str]], min_freq: int = 1, specials=SPECIALS) -> dict[str, int]:
     """Map each token to an id: specials first, then by descending count, ties in alphabetical order."""
-    if min_freq < 1:
-        raise ValueError(f"min_freq must be at least 1, got {min_freq}")
     counts = Counter()
     for tokens in tokenized_texts:
         if isinstance(tokens, str):
@@ -108,7 +106,7 @@ def attention_over_words(query: str, keys: list[str], keyed_vectors) -> tuple[np
 
 
 # ====================================================================================================
-# from solutions/positional.py: 02 - Positional encoding: tell the model where each token sits in the sequence.
+# source: solutions/positional.py: 02 - Positional encoding: tell the model where each token sits in the sequence.
 # ====================================================================================================
 import torch
 from torch import nn
@@ -162,7 +160,7 @@ class LearnedPositionalEmbedding(nn.Module):
 
 
 # ====================================================================================================
-# from solutions/attention.py: 03 - Scaled dot-product attention and the two masks (True = may attend).
+# source: solutions/attention.py: 03 - Scaled dot-product attention and the two masks (True = may attend).
 # ====================================================================================================
 import math
 

@@ -1,13 +1,13 @@
 """Provided components for 05_encoder: GENERATED from the reference, do not edit.
 
-Written by autograder.provided.write_provided_module from solutions/embeddings.py, solutions/positional.py, solutions/attention.py, solutions/multi_head.py.
+Written by autograder.provided.write_provided_module; sources: solutions/embeddings.py, solutions/positional.py, solutions/attention.py, solutions/multi_head.py.
 These are the pieces you built in the earlier notebooks; import what you need, e.g.
     from provided import MultiHeadAttention
 """
 from __future__ import annotations
 
 # ====================================================================================================
-# from solutions/embeddings.py: 01 - Tokens and embeddings: a vocabulary, token ids, an embedding table, and word2vec vectors.
+# source: solutions/embeddings.py: 01 - Tokens and embeddings: a vocabulary, token ids, an embedding table, and word2vec vectors.
 # ====================================================================================================
 import math
 from collections import Counter
@@ -106,7 +106,7 @@ def attention_over_words(query: str, keys: list[str], keyed_vectors) -> tuple[np
 
 
 # ====================================================================================================
-# from solutions/positional.py: 02 - Positional encoding: tell the model where each token sits in the sequence.
+# source: solutions/positional.py: 02 - Positional encoding: tell the model where each token sits in the sequence.
 # ====================================================================================================
 import torch
 from torch import nn
@@ -160,7 +160,7 @@ class LearnedPositionalEmbedding(nn.Module):
 
 
 # ====================================================================================================
-# from solutions/attention.py: 03 - Scaled dot-product attention and the two masks (True = may attend).
+# source: solutions/attention.py: 03 - Scaled dot-product attention and the two masks (True = may attend).
 # ====================================================================================================
 import math
 
@@ -191,7 +191,7 @@ def scaled_dot_product_attention(query, key, value, mask=None):
 
 
 # ====================================================================================================
-# from solutions/multi_head.py: 04 - Multi-head attention: H attentions side by side on slices of the features.
+# source: solutions/multi_head.py: 04 - Multi-head attention: H attentions side by side on slices of the features.
 # ====================================================================================================
 import torch
 from torch import nn
@@ -200,16 +200,20 @@ from torch import nn
 
 def split_heads(x: torch.Tensor, num_heads: int) -> torch.Tensor:
     """(B, T, d_model) -> (B, H, T, d_head); head h gets features h*d_head .. (h+1)*d_head - 1."""
+    if x.dim() != 3:
+        raise ValueError(f"split_heads expects (B, T, d_model), got shape {tuple(x.shape)}")
     B, T, d_model = x.shape
     if d_model % num_heads != 0:
         raise ValueError(f"d_model {d_model} is not divisible by num_heads {num_heads}")
-    return x.view(B, T, num_heads, d_model // num_heads).transpose(1, 2)
+    return x.reshape(B, T, num_heads, d_model // num_heads).transpose(1, 2)
 
 
 def merge_heads(x: torch.Tensor) -> torch.Tensor:
     """(B, H, T, d_head) -> (B, T, H * d_head), the inverse of split_heads."""
+    if x.dim() != 4:
+        raise ValueError(f"merge_heads expects (B, H, T, d_head), got shape {tuple(x.shape)}")
     B, H, T, d_head = x.shape
-    return x.transpose(1, 2).contiguous().view(B, T, H * d_head)
+    return x.transpose(1, 2).reshape(B, T, H * d_head)
 
 
 class MultiHeadAttention(nn.Module):

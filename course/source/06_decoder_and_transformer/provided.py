@@ -1,13 +1,13 @@
 """Provided components for 06_decoder_and_transformer: GENERATED from the reference, do not edit.
 
-Written by autograder.provided.write_provided_module from solutions/embeddings.py, solutions/positional.py, solutions/attention.py, solutions/multi_head.py, solutions/encoder.py.
+Written by autograder.provided.write_provided_module; sources: solutions/embeddings.py, solutions/positional.py, solutions/attention.py, solutions/multi_head.py, solutions/encoder.py.
 These are the pieces you built in the earlier notebooks; import what you need, e.g.
     from provided import Encoder
 """
 from __future__ import annotations
 
 # ====================================================================================================
-# from solutions/embeddings.py: 01 - Tokens and embeddings: a vocabulary, token ids, an embedding table, and word2vec vectors.
+# source: solutions/embeddings.py: 01 - Tokens and embeddings: a vocabulary, token ids, an embedding table, and word2vec vectors.
 # ====================================================================================================
 import math
 from collections import Counter
@@ -106,7 +106,7 @@ def attention_over_words(query: str, keys: list[str], keyed_vectors) -> tuple[np
 
 
 # ====================================================================================================
-# from solutions/positional.py: 02 - Positional encoding: tell the model where each token sits in the sequence.
+# source: solutions/positional.py: 02 - Positional encoding: tell the model where each token sits in the sequence.
 # ====================================================================================================
 import torch
 from torch import nn
@@ -160,7 +160,7 @@ class LearnedPositionalEmbedding(nn.Module):
 
 
 # ====================================================================================================
-# from solutions/attention.py: 03 - Scaled dot-product attention and the two masks (True = may attend).
+# source: solutions/attention.py: 03 - Scaled dot-product attention and the two masks (True = may attend).
 # ====================================================================================================
 import math
 
@@ -191,7 +191,7 @@ def scaled_dot_product_attention(query, key, value, mask=None):
 
 
 # ====================================================================================================
-# from solutions/multi_head.py: 04 - Multi-head attention: H attentions side by side on slices of the features.
+# source: solutions/multi_head.py: 04 - Multi-head attention: H attentions side by side on slices of the features.
 # ====================================================================================================
 import torch
 from torch import nn
@@ -244,7 +244,7 @@ class MultiHeadAttention(nn.Module):
 
 
 # ====================================================================================================
-# from solutions/encoder.py: 05 - The encoder: blocks of self-attention and feed-forward, each wrapped in residual + LayerNorm.
+# source: solutions/encoder.py: 05 - The encoder: blocks of self-attention and feed-forward, each wrapped in residual + LayerNorm.
 # ====================================================================================================
 import math
 
