@@ -11,6 +11,7 @@ import collections
 import datetime
 import html
 import io
+import textwrap
 from pathlib import Path
 
 from nbgrader.api import Gradebook
@@ -42,13 +43,13 @@ def collect_data(course_dir: Path, db_url: str, assignment: str | None) -> dict:
     return {"assignments": names, "submissions": submissions, "cells": dict(cells), "runs": rows}
 
 
-def _figure_png(draw) -> bytes:
+def _figure_png(draw, size=(7, 3.6)) -> bytes:
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(7, 3.6))
+    fig, ax = plt.subplots(figsize=size)
     draw(ax)
     fig.tight_layout()
     buffer = io.BytesIO()
@@ -71,13 +72,15 @@ def figures(data: dict) -> dict[str, bytes]:
         rates = [100.0 * sum(data["cells"][n]) / len(data["cells"][n]) for n in names]
         out["pass_rate.png"] = _figure_png(lambda ax: (sns.barplot(x=rates, y=names, ax=ax, color="tab:blue"),
                                                        ax.set(xlabel="full marks (% of submissions)", xlim=(0, 100),
-                                                              title="Pass rate per grade cell")))
+                                                              title="Pass rate per grade cell")),
+                                           size=(9, 1.5 + 0.3 * len(names)))
     mistakes = top_mistakes(data["runs"])
     if mistakes:
-        labels = [f"{cell}: {text[:50]}" for (cell, text), _ in mistakes]
+        labels = [textwrap.shorten(f"{cell}: {text}", 70) for (cell, text), _ in mistakes]
         counts = [count for _, count in mistakes]
         out["mistakes.png"] = _figure_png(lambda ax: (sns.barplot(x=counts, y=labels, ax=ax, color="tab:red"),
-                                                      ax.set(xlabel="submissions", title="Most frequent mistakes")))
+                                                      ax.set(xlabel="submissions", title="Most frequent mistakes")),
+                                          size=(11, 1.5 + 0.4 * len(labels)))
     seconds = [r["seconds"] for r in data["runs"] if r["seconds"] is not None]
     if seconds:
         out["grading_time.png"] = _figure_png(lambda ax: (sns.histplot(seconds, bins=15, ax=ax),

@@ -136,7 +136,7 @@ def check_encoder_block(EncoderBlock) -> None:
 
 # ------------------------------------------------------------------------------------------------------ encoder
 
-def _stack_variants(stack: nn.Module, ids, run_layers, d_model: int) -> dict:
+def stack_variants(stack: nn.Module, ids, run_layers, d_model: int) -> dict:
     """Right and wrong ways to embed, add positions, run the layers and normalise (Encoder and Decoder alike).
 
     run_layers(x, use_mask) runs every layer of the stack on x, with or without the masks.
@@ -196,7 +196,7 @@ def check_encoder(Encoder) -> None:
                     x = layer(x, mask if use_mask else None)
                 return x
 
-            variants = _stack_variants(encoder, ids, run_layers, _D_MODEL)
+            variants = stack_variants(encoder, ids, run_layers, _D_MODEL)
         right = variants.pop("right")
         hint = first_matching_hint(out, [(wrong, hint) for hint, wrong in variants.items()])
         expect_close(out, right, f"the output of {name} (ids with padding, and their padding mask)", hint)

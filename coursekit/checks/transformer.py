@@ -11,7 +11,7 @@ import torch
 from torch import nn
 
 from coursekit.checks._hints import expect_close, expect_shape, expect_type, fail, first_matching_hint, passed, run
-from coursekit.checks.encoder import (_stack_variants, check_stack_submodules, padding_mask, randomize,
+from coursekit.checks.encoder import (stack_variants, check_stack_submodules, padding_mask, randomize,
                                       require_submodule)
 
 _D_MODEL, _H, _D_FF = 6, 3, 10
@@ -116,7 +116,7 @@ def check_decoder(Decoder) -> None:
                     x = layer(x, memory, *((tgt_mask, memory_mask) if use_masks else (None, None)))
                 return x
 
-            variants = _stack_variants(decoder, tgt_ids, run_layers, _D_MODEL)
+            variants = stack_variants(decoder, tgt_ids, run_layers, _D_MODEL)
         right = variants.pop("right")
         hint = first_matching_hint(out, [(wrong, hint.replace("the mask is", "the masks are"))
                                          for hint, wrong in variants.items()])
@@ -163,18 +163,18 @@ def check_transformer(Transformer) -> None:
         def logits_with(tgt_mask, memory=memory, memory_mask=padding_mask(src)):
             return model.generator(model.decoder(tgt, memory, tgt_mask, memory_mask))
 
-        hint = first_matching_hint(logits, [
-            (logits_with(padding_mask(tgt)), "the target mask has no causal part: combine the padding mask with "
-                                             "make_causal_mask(T) using &."),
-            (logits_with(None), "the target gets no mask at all: it needs padding & causal."),
-            (logits_with(causal_mask(4)), "the target mask is only causal: also block the target's padding "
-                                          "(make_padding_mask(tgt_ids) & make_causal_mask(T))."),
-            (logits_with(full_tgt_mask, memory_mask=None), "the decoder's cross-attention gets no source padding "
-                                                           "mask: pass src_mask as memory_mask."),
-            (logits_with(full_tgt_mask, memory=model.encoder(src, None)), "the encoder is run without the source "
-                                                                          "padding mask."),
+        real = tgt != 0                                                               # compare real targets only
+        hint = first_matching_hint(logits[real], [
+            (logits_with(padding_mask(tgt))[real], "the target mask has no causal part: combine the padding mask "
+                                                   "with make_causal_mask(T) using &."),
+            (logits_with(None)[real], "the target gets no mask at all: it needs padding & causal."),
+            (logits_with(full_tgt_mask, memory_mask=None)[real], "the decoder's cross-attention gets no source "
+                                                                 "padding mask: pass src_mask as memory_mask."),
+            (logits_with(full_tgt_mask, memory=model.encoder(src, None))[real], "the encoder is run without the "
+                                                                                "source padding mask."),
         ])
-        expect_close(logits, logits_with(full_tgt_mask), "the logits of Transformer(src_ids, tgt_ids)", hint)
+        expect_close(logits[real], logits_with(full_tgt_mask)[real],
+                     "the logits of Transformer(src_ids, tgt_ids) at the real (non-padding) target positions", hint)
 
         changed = tgt.clone()
         changed[:, 2:] = 7                                                            # only the future changes

@@ -1,8 +1,12 @@
-"""Fixtures of the pipeline tests: the synthetic course (released once per session, copied per test)."""
+"""Fixtures of the pipeline tests: the synthetic course (released once per session, copied per test) and
+`helpers` (short grading limits, a submission writer, a folder hasher). The suite runs with
+--import-mode=importlib, so test modules reach these through fixtures rather than imports.
+"""
 from __future__ import annotations
 
 import hashlib
 import shutil
+import types
 from pathlib import Path
 
 import pytest
@@ -13,6 +17,22 @@ from autograder.sample_class import synthetic_course, synthetic_submission
 # Short limits keep the suite fast; the memory cap still stops a 20 GB allocation.
 TEST_LIMITS = Limits(cell_timeout=8, notebook_timeout=40, memory_bytes=3 * GiB, output_bytes=64 * 1024,
                      kernel_restarts=2, startup_timeout=90)
+
+def write_submission(inbox: Path, course_root: Path, student: str, kind: str) -> Path:
+    """inbox/<student>/ps1/ps1.ipynb holding a submission of `kind` (nbgrader layout)."""
+    path = inbox / student / "ps1" / "ps1.ipynb"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(synthetic_submission(course_root, kind))
+    return path
+
+def tree_hashes(folder: Path) -> dict[str, str]:
+    return {str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+@pytest.fixture(scope="session")
+def helpers():
+    return types.SimpleNamespace(TEST_LIMITS=TEST_LIMITS, write_submission=write_submission, tree_hashes=tree_hashes)
 
 
 @pytest.fixture(scope="session")
@@ -26,16 +46,3 @@ def course(released_course, tmp_path) -> Path:
     target = tmp_path / "course"
     shutil.copytree(released_course, target)
     return target
-
-
-def write_submission(inbox: Path, course_root: Path, student: str, kind: str) -> Path:
-    """inbox/<student>/ps1/ps1.ipynb holding a submission of `kind` (nbgrader layout)."""
-    path = inbox / student / "ps1" / "ps1.ipynb"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(synthetic_submission(course_root, kind))
-    return path
-
-
-def tree_hashes(folder: Path) -> dict[str, str]:
-    return {str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted(folder.rglob("*")) if p.is_file()}

@@ -18,8 +18,6 @@ from distributed import Client
 from autograder.cli import main
 from autograder.collect import collect
 
-from conftest import write_submission
-
 DASK = str(Path(sys.executable).with_name("dask"))
 
 
@@ -65,11 +63,11 @@ def cluster(tmp_path):
                 proc.kill()
 
 
-def test_grade_through_scheduler(course, tmp_path, cluster):
+def test_grade_through_scheduler(course, tmp_path, cluster, helpers):
     inbox = tmp_path / "inbox"
     kinds = {"ann": "solution", "ben": "mistake", "cyd": "blank", "dee": "solution"}
     for student, kind in kinds.items():
-        write_submission(inbox, course, student, kind)
+        helpers.write_submission(inbox, course, student, kind)
     collect(course, inbox)
     code = main(["grade", "ps1", "--scheduler", cluster, "--course-dir", str(course), "--cell-timeout", "30"])
     assert code == 0

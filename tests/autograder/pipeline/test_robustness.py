@@ -15,7 +15,6 @@ from autograder.collect import collect
 from autograder.grade.engine import grade
 from autograder.grade.gradebook import RunsTable
 
-from conftest import TEST_LIMITS, tree_hashes, write_submission
 
 # kind -> (expected score, flag codes that must be present)
 RUNNING_CASES = {
@@ -40,7 +39,7 @@ HELD = {"monkeypatch", "import_solutions"}
 
 
 @pytest.fixture(scope="module")
-def batch(released_course, tmp_path_factory):
+def batch(released_course, tmp_path_factory, helpers):
     import shutil
 
     root = tmp_path_factory.mktemp("robust")
@@ -48,7 +47,7 @@ def batch(released_course, tmp_path_factory):
     shutil.copytree(released_course, course)
     inbox = root / "inbox"
     for kind in RUNNING_CASES:
-        write_submission(inbox, course, f"s_{kind}", kind)
+        helpers.write_submission(inbox, course, f"s_{kind}", kind)
     # broken files, collected in the same batch
     (inbox / "s_invalid_json" / "ps1").mkdir(parents=True)
     (inbox / "s_invalid_json" / "ps1" / "ps1.ipynb").write_text('{"cells": [')
@@ -56,14 +55,15 @@ def batch(released_course, tmp_path_factory):
     (inbox / "s_empty" / "ps1" / "ps1.ipynb").write_bytes(b"")
     (inbox / "s_missing" / "ps1").mkdir(parents=True)
     (inbox / "s_missing" / "ps1" / "notes.txt").write_text("I forgot the notebook")
-    renamed = write_submission(inbox, course, "s_renamed", "solution")
+    renamed = helpers.write_submission(inbox, course, "s_renamed", "solution")
     renamed.rename(renamed.with_name("ps1 (1).ipynb"))
     (inbox / "s_not_notebook" / "ps1").mkdir(parents=True)
     (inbox / "s_not_notebook" / "ps1" / "ps1.ipynb").write_text(json.dumps({"hello": "world"}))
-    before = tree_hashes(inbox)
+    before = helpers.tree_hashes(inbox)
     report = collect(course, inbox)
-    summary = grade(course, "ps1", workers=2, limits=TEST_LIMITS, progress=False)
-    return {"course": course, "inbox": inbox, "before": before, "report": report, "summary": summary}
+    summary = grade(course, "ps1", workers=2, limits=helpers.TEST_LIMITS, progress=False)
+    return {"course": course, "inbox": inbox, "before": before, "report": report, "summary": summary,
+            "helpers": helpers}
 
 
 def _row(batch, student):
@@ -73,7 +73,7 @@ def _row(batch, student):
 
 
 def test_originals_untouched(batch):
-    assert tree_hashes(batch["inbox"]) == batch["before"]
+    assert batch["helpers"].tree_hashes(batch["inbox"]) == batch["before"]
 
 
 def test_broken_files_reported_not_fatal(batch):
@@ -134,7 +134,7 @@ def test_gradebook_matches_results(batch):
 
 
 def test_resume_skips_unchanged(batch):
-    summary = grade(batch["course"], "ps1", workers=1, limits=TEST_LIMITS, progress=False)
+    summary = grade(batch["course"], "ps1", workers=1, limits=batch["helpers"].TEST_LIMITS, progress=False)
     assert summary.graded == []
     assert len(summary.skipped) == len(batch["summary"].graded)
 
@@ -144,8 +144,8 @@ def test_regrade_is_deterministic(batch):
     first = {r["student"]: r["score"] for r in batch["summary"].graded if r["student"] in students}
     runs = RunsTable(f"sqlite:///{batch['course'] / 'gradebook.db'}")
     before = {s: runs.get("ps1", "ps1", s)["messages"] for s in students}
-    summary = grade(batch["course"], "ps1", students=students, workers=2, force=True, limits=TEST_LIMITS,
-                    progress=False)
+    summary = grade(batch["course"], "ps1", students=students, workers=2, force=True,
+                    limits=batch["helpers"].TEST_LIMITS, progress=False)
     assert {r["student"]: r["score"] for r in summary.graded} == first
     assert {s: runs.get("ps1", "ps1", s)["messages"] for s in students} == before
     runs.dispose()

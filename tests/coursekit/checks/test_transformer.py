@@ -174,3 +174,14 @@ def test_greedy_decode_calling_a_part_directly():
 
     with pytest.raises(CheckFailed, match="called model.encoder"):
         check_greedy_decode(by_parts)
+
+
+def test_transformer_with_causal_only_target_mask_passes(capsys):
+    """With post-padding, a causal-only target mask gives the same logits at every real position: accepted."""
+    class CausalOnly(Transformer):
+        def decode(self, tgt_ids, memory, src_mask):
+            tgt_mask = make_causal_mask(tgt_ids.size(1), tgt_ids.device)
+            return self.generator(self.decoder(tgt_ids, memory, tgt_mask, src_mask))
+
+    check_transformer(CausalOnly)
+    assert "passed" in capsys.readouterr().out
