@@ -61,7 +61,8 @@ def synthetic_course(root: Path, release: bool = True) -> Path:
     (root / "nbgrader_config.py").write_text(
         "c = get_config()  # noqa: F821\nc.CourseDirectory.course_id = 'synthetic'\n"
         "c.ClearSolutions.code_stub = {'python': '# YOUR CODE HERE\\nraise NotImplementedError()'}\n")
-    nbformat.write(synthetic_source_notebook(), root / "source" / SYNTHETIC_ASSIGNMENT / f"{SYNTHETIC_ASSIGNMENT}.ipynb")
+    source = root / "source" / SYNTHETIC_ASSIGNMENT
+    nbformat.write(synthetic_source_notebook(), source / f"{SYNTHETIC_ASSIGNMENT}.ipynb")
     (root / "source" / SYNTHETIC_ASSIGNMENT / "provided.py").write_text("OFFSET = 0\n")
     if release:
         release_assignment(root, SYNTHETIC_ASSIGNMENT)
@@ -77,11 +78,13 @@ def release_assignment(course_root: Path, assignment: str) -> None:
         raise RuntimeError(f"generate_assignment {assignment} failed:\n{result['log']}{result.get('error', '')}")
 
 
+SOLUTION_OR_STUB = r"### BEGIN SOLUTION.*?### END SOLUTION|# YOUR CODE HERE\s*\n\s*raise NotImplementedError\(\)"
+
+
 def _replace_solution(nb, grade_id: str, body: str):
     for cell in nb.cells:
         if cell.metadata.get("nbgrader", {}).get("grade_id") == grade_id:
-            cell.source = re.sub(r"### BEGIN SOLUTION.*?### END SOLUTION|# YOUR CODE HERE\s*\n\s*raise NotImplementedError\(\)",
-                                 lambda _: body, cell.source, flags=re.S)
+            cell.source = re.sub(SOLUTION_OR_STUB, lambda _: body, cell.source, flags=re.S)
     return nb
 
 

@@ -29,7 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench/ itself: tfidf
 
 BUDGETS = {
     "grading": dict(train_limit=None, epochs=3, lr=2e-3),
-    "default": dict(train_limit=None, epochs=10, lr=2e-3),
+    "default": dict(train_limit=None, epochs=20, lr=2e-3),
 }
 MODEL = dict(d_model=64, num_heads=4, d_ff=128, num_layers=2, dropout=0.3)
 DATA = dict(min_freq=2, max_len=128, batch_size=32)

@@ -151,9 +151,11 @@ def dask_client(workers: int | None = None, scheduler: str | None = None):
     n = workers or os.cpu_count() or 1
     # fork: workers start in ~1 s instead of re-importing everything (spawn takes 10-20 s on a busy machine);
     # safe here because this process never initialises CUDA. Other platforms keep Dask's default.
-    method = "fork" if sys.platform.startswith("linux") else dask.config.get("distributed.worker.multiprocessing-method")
-    with dask.config.set({"distributed.worker.multiprocessing-method": method}), LocalCluster(n_workers=n, threads_per_worker=1, processes=True, dashboard_address=":0",
-                      memory_limit=0, silence_logs=40) as cluster, Client(cluster) as client:
+    key = "distributed.worker.multiprocessing-method"
+    method = "fork" if sys.platform.startswith("linux") else dask.config.get(key)
+    with dask.config.set({key: method}), \
+            LocalCluster(n_workers=n, threads_per_worker=1, processes=True, dashboard_address=":0",
+                         memory_limit=0, silence_logs=40) as cluster, Client(cluster) as client:
         yield client
 
 

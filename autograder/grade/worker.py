@@ -3,8 +3,9 @@
 The worker needs no shared filesystem and never touches the course's gradebook. It rebuilds the one notebook's
 cell records (sent by the coordinator) in a private SQLite gradebook, and runs nbgrader's own autograde steps
 against it: sanitize (ClearOutput, DeduplicateIds, OverwriteKernelspec, OverwriteCells with missing cells
-added back, CheckCellMetadata), then execute (our SandboxedExecute), IgnorePattern, LimitOutput, SaveAutoGrades (nbgrader's
-ClearMetadataPreprocessor is disabled by default, so it is left out). The scores it reads back go to the coordinator, the only writer.
+added back, CheckCellMetadata), then execute (our SandboxedExecute), IgnorePattern, LimitOutput,
+SaveAutoGrades (nbgrader's ClearMetadataPreprocessor is disabled by default, so it is left out). The scores it
+reads back go to the coordinator, the only writer.
 
 Kernel death policy: when a cell kills the kernel (segfault, os._exit, the OOM killer), that cell is marked
 "skipped" and the notebook is run again from the top without it, at most `Limits.kernel_restarts` times; cells

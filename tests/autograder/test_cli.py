@@ -4,10 +4,8 @@ from __future__ import annotations
 import csv
 import html
 import re
-import shutil
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 

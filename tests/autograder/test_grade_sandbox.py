@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import time
 
-import nbformat
 from nbformat.v4 import new_code_cell, new_notebook
 
 import autograder
