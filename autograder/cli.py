@@ -10,7 +10,8 @@
 
 Common options: --course-dir (default $AUTOGRADER_COURSE_DIR or the repository's course/), --db (SQLAlchemy URL;
 default $AUTOGRADER_DB or sqlite gradebook.db in the course root). Exit status: 0 when done, 1 when the
-instructor must act (files skipped by collect, submissions held for review or failed, a step failed),
+instructor must act (files skipped by collect, submissions held for review or failed, students refused by
+`Autograde.create_student = False`, a step failed),
 2 for a usage error.
 """
 from __future__ import annotations
@@ -130,8 +131,11 @@ def cmd_grade(args, course_dir: Path) -> int:
         flags = ", ".join(sorted({f["code"] for f in row["flags"]}))
         print(f"  {row['student']:<20} {row['notebook']:<28} {row['score']:>6g}/{row['max_score']:<6g} "
               f"{row['status']:<26} {row['seconds']:>6.1f}s {flags}")
+    for student, why in summary.refused:  # nbgrader autograde fails these too (Autograde.create_student = False)
+        print(f"autograder grade: not graded {student}: {why} (add the student to the roster, e.g. "
+              f"`nbgrader db student add {student}`, then grade again)", file=sys.stderr)
     print(summary.line())
-    return ACT if summary.held or summary.failed else OK
+    return ACT if summary.held or summary.failed or summary.refused else OK
 
 
 def cmd_feedback(args, course_dir: Path) -> int:

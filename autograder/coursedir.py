@@ -44,21 +44,40 @@ def course_id(course_dir: Path) -> str:
     return "default_course"
 
 
-def nbgrader_api(course_dir: Path, db_url: str | None = None):
-    """nbgrader's NbGraderAPI on `course_dir`, with its config file loaded and our gradebook URL."""
-    from nbgrader.apps import NbGraderAPI
+def nbgrader_config(course_dir: Path):
+    """The configuration an `nbgrader` command run in `course_dir` sees.
+
+    Like nbgrader's apps: every `nbgrader_config.py` on Jupyter's config path ($JUPYTER_CONFIG_PATH, ~/.jupyter,
+    <env>/etc/jupyter, /etc/jupyter; the first one wins), then the course folder's own file, which wins over all.
+    So global settings of a deployment (late-penalty plugin, `Autograde.create_student`) apply to us too.
+    A config file that fails to load raises (traitlets' error names the file).
+    """
+    from jupyter_core.paths import jupyter_config_path
+    from traitlets.config import Application
+
+    loader = Application(raise_config_file_errors=True)
+    loader.load_config_file("nbgrader_config", path=jupyter_config_path())
+    loader.load_config_file("nbgrader_config", path=str(Path(course_dir).resolve()))
+    return loader.config
+
+
+def nbgrader_coursedir(course_dir: Path, db_url: str | None = None):
+    """(config, nbgrader CourseDirectory) for `course_dir`: its config files loaded, our root and gradebook."""
     from nbgrader.coursedir import CourseDirectory
-    from traitlets.config import Config, PyFileConfigLoader
 
     course_dir = Path(course_dir).resolve()
-    config = Config()
-    config_file = course_dir / "nbgrader_config.py"
-    if config_file.exists():
-        config.merge(PyFileConfigLoader(config_file.name, path=str(course_dir)).load_config())
+    config = nbgrader_config(course_dir)
     config.CourseDirectory.root = str(course_dir)
     config.CourseDirectory.db_url = db_url or default_db_url(course_dir)
     config.CourseDirectory.course_id = course_id(course_dir)
-    coursedir = CourseDirectory(config=config)
+    return config, CourseDirectory(config=config)
+
+
+def nbgrader_api(course_dir: Path, db_url: str | None = None):
+    """nbgrader's NbGraderAPI on `course_dir`, with its config files loaded (`nbgrader_config`) and our gradebook."""
+    from nbgrader.apps import NbGraderAPI
+
+    config, coursedir = nbgrader_coursedir(course_dir, db_url)
     return NbGraderAPI(coursedir=coursedir, config=config)
 
 

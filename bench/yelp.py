@@ -28,10 +28,10 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench/ itself: tfidf_baseline
 
 BUDGETS = {
-    "grading": dict(train_limit=None, epochs=3, lr=2e-3),
-    "default": dict(train_limit=None, epochs=20, lr=2e-3),
+    "grading": dict(train_limit=None, epochs=6, lr=3e-3),
+    "default": dict(train_limit=None, epochs=20, lr=3e-3),
 }
-MODEL = dict(d_model=64, num_heads=4, d_ff=128, num_layers=2, dropout=0.3)
+MODEL = dict(d_model=64, num_heads=4, d_ff=128, num_layers=2, dropout=0.1)
 DATA = dict(min_freq=2, max_len=128, batch_size=32)
 OPTIMIZER = dict(weight_decay=0.05)
 

@@ -8,6 +8,11 @@ writes the gradebook and autograded/.
 
 Resumable: a notebook whose content hash (submission + released cells + limits) matches its last successful
 run is skipped unless `force`.
+
+nbgrader parity (autograder.grade.nbgrader_rules, nbgrader's own code): before grading, each submission goes
+through nbgrader's Autograde.init_assignment (roster check honouring `Autograde.create_student`, timestamp,
+timestamp.txt and the assignment's files into autograded/); after grading, nbgrader's AssignLatePenalties
+prices late work with the configured plugin. A refused student is reported in `GradeSummary.refused`.
 """
 from __future__ import annotations
 
@@ -25,6 +30,7 @@ from nbgrader.api import Gradebook, MissingEntry
 
 from autograder.coursedir import NOTEBOOK_IGNORE, course_id, default_db_url
 from autograder.grade.gradebook import RunsTable, notebook_cells, record_result
+from autograder.grade.nbgrader_rules import StudentRefused, SubmissionRules
 from autograder.grade.sandbox import Limits
 
 MAX_EXTRA_FILE_BYTES = 50 * 1024 * 1024
@@ -39,6 +45,7 @@ class GradeSummary:
     assignment: str
     graded: list[dict]
     skipped: list[tuple[str, str]]  # (student, notebook) already graded with the same content
+    refused: list[tuple[str, str]] = dataclasses.field(default_factory=list)  # (student, why) not graded at all
 
     @property
     def held(self) -> list[dict]:
@@ -50,7 +57,7 @@ class GradeSummary:
 
     def line(self) -> str:
         return (f"{self.assignment}: graded {len(self.graded)} notebook(s), skipped {len(self.skipped)} unchanged, "
-                f"{len(self.held)} held for review, {len(self.failed)} failed")
+                f"{len(self.held)} held for review, {len(self.failed)} failed, {len(self.refused)} student(s) refused")
 
 
 def assignment_files(course_dir: Path, assignment: str) -> dict[str, bytes]:
@@ -80,12 +87,21 @@ def content_hash(nb_bytes: bytes | None, cells: dict, files: dict[str, bytes], l
     return digest.hexdigest()
 
 
-def build_jobs(course_dir: Path, db_url: str, assignment: str, students=None, force=False,
-               limits: Limits = Limits()) -> tuple[list[dict], list[tuple[str, str]], dict]:
-    """Jobs for every submitted notebook of `assignment` (or of `students`); returns (jobs, skipped, timestamps)."""
-    from autograder.coursedir import nbgrader_api
+@dataclasses.dataclass
+class Plan:
+    """What `build_jobs` decided for one assignment."""
+    jobs: list[dict]
+    skipped: list[tuple[str, str]]  # (student, notebook) unchanged since its last successful run
+    timestamps: dict  # student -> submission time (None without timestamp.txt)
+    admitted: list[str]  # students that passed nbgrader's init_assignment (graded or skipped)
+    refused: list[tuple[str, str]]  # (student, nbgrader's reason)
 
+
+def build_jobs(course_dir: Path, db_url: str, assignment: str, students=None, force=False,
+               limits: Limits = Limits(), rules: SubmissionRules | None = None) -> Plan:
+    """Jobs for every submitted notebook of `assignment` (or of `students`), after nbgrader's init_assignment."""
     course_dir = Path(course_dir)
+    rules = rules or SubmissionRules(course_dir, db_url)
     cid = course_id(course_dir)
     with Gradebook(db_url, cid) as gb:
         try:
@@ -101,15 +117,21 @@ def build_jobs(course_dir: Path, db_url: str, assignment: str, students=None, fo
     submitted = course_dir / "submitted"
     wanted = set(students) if students else None
     student_dirs = sorted(p for p in submitted.glob(f"*/{assignment}") if p.is_dir()) if submitted.is_dir() else []
-    coursedir = nbgrader_api(course_dir, db_url).coursedir
     runs = RunsTable(db_url)
-    jobs, skipped, timestamps = [], [], {}
+    plan = Plan([], [], {}, [], [])
+    jobs, skipped = plan.jobs, plan.skipped
     try:
         for folder in student_dirs:
             student = folder.parent.name
-            if wanted is not None and student not in wanted:
+            if (wanted is not None and student not in wanted) or rules.excluded(student):
                 continue
-            timestamps[student] = coursedir.get_existing_timestamp(str(folder))
+            try:
+                rules.admit(assignment, student, list(cells))
+            except StudentRefused as exc:
+                plan.refused.append((student, str(exc)))
+                continue
+            plan.admitted.append(student)
+            plan.timestamps[student] = rules.timestamp(assignment, student)
             for notebook, nb_cells in cells.items():
                 path = folder / f"{notebook}.ipynb"
                 nb_bytes = path.read_bytes() if path.is_file() else None
@@ -132,7 +154,17 @@ def build_jobs(course_dir: Path, db_url: str, assignment: str, students=None, fo
         unknown = wanted - {p.parent.name for p in student_dirs}
         if unknown:
             raise GradingError(f"no submission of {assignment} for: {', '.join(sorted(unknown))}")
-    return jobs, skipped, timestamps
+    return plan
+
+
+def assign_late_penalties(rules: SubmissionRules, course_dir: Path, plan: Plan, assignment: str) -> None:
+    """nbgrader's AssignLatePenalties on every submitted notebook of the admitted students (graded or unchanged:
+    a new timestamp on the same content still changes the penalty)."""
+    notebooks = sorted({job["notebook"] for job in plan.jobs} | {nb for _, nb in plan.skipped})
+    for student in plan.admitted:
+        for notebook in notebooks:
+            if (Path(course_dir) / "submitted" / student / assignment / f"{notebook}.ipynb").is_file():
+                rules.late_penalties(assignment, student, notebook)
 
 
 @contextlib.contextmanager
@@ -181,21 +213,32 @@ def grade_many(course_dir, assignments: list[str], *, db_url: str | None = None,
                workers: int | None = None, scheduler: str | None = None, force: bool = False,
                limits: Limits = Limits(), progress: bool = True) -> list[GradeSummary]:
     """Autograde several assignments on one cluster (all their notebooks share the workers)."""
+    course_dir = Path(course_dir).resolve()
+    db_url = db_url or default_db_url(course_dir)
+    rules = SubmissionRules(course_dir, db_url)
+    summaries, plans, jobs, timestamps = {}, {}, [], {}
+    for assignment in assignments:
+        plan = plans[assignment] = build_jobs(course_dir, db_url, assignment, students, force, limits, rules)
+        summaries[assignment] = GradeSummary(assignment, [], plan.skipped, plan.refused)
+        jobs.extend(plan.jobs)
+        timestamps.update({(assignment, s): t for s, t in plan.timestamps.items()})
+    if jobs:
+        run_jobs(course_dir, db_url, jobs, timestamps, summaries, workers, scheduler, progress, assignments)
+    for assignment, plan in plans.items():  # after the coordinator's session is closed
+        assign_late_penalties(rules, course_dir, plan, assignment)
+    for summary in summaries.values():
+        summary.graded.sort(key=lambda r: (r["student"], r["notebook"]))
+    return list(summaries.values())
+
+
+def run_jobs(course_dir: Path, db_url: str, jobs: list[dict], timestamps: dict, summaries: dict,
+             workers: int | None, scheduler: str | None, progress: bool, assignments: list[str]) -> None:
+    """Grade `jobs` on Dask; this process records each result as it arrives (the only gradebook writer)."""
     from distributed import as_completed
     from tqdm.auto import tqdm
 
     from autograder.grade.worker import error_result, grade_job
 
-    course_dir = Path(course_dir).resolve()
-    db_url = db_url or default_db_url(course_dir)
-    summaries, jobs, timestamps = {}, [], {}
-    for assignment in assignments:
-        assignment_jobs, skipped, stamps = build_jobs(course_dir, db_url, assignment, students, force, limits)
-        summaries[assignment] = GradeSummary(assignment, [], skipped)
-        jobs.extend(assignment_jobs)
-        timestamps.update({(assignment, s): t for s, t in stamps.items()})
-    if not jobs:
-        return list(summaries.values())
     runs = RunsTable(db_url)
     try:
         with dask_client(workers, scheduler) as client, Gradebook(db_url, course_id(course_dir)) as gb:
@@ -218,6 +261,3 @@ def grade_many(course_dir, assignments: list[str], *, db_url: str | None = None,
             bar.close()
     finally:
         runs.dispose()
-    for summary in summaries.values():
-        summary.graded.sort(key=lambda r: (r["student"], r["notebook"]))
-    return list(summaries.values())

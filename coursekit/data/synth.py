@@ -6,12 +6,16 @@ clause carries a sentiment value; the star label comes from a weighted mean of t
 * negation flips and softens a word ("not great" is negative, "never disappointing" is positive),
   while "could not have been more helpful" is *strongly positive* despite its "not";
 * intensifiers scale it ("extremely", "slightly");
-* in a contrast the clause after "but" / the main clause of "although" weighs 1.7 and the other one 0.3;
+* most sentences set two clauses of opposite mood against each other, and only their order and the word joining
+  them say which one counts: the clause after "but", the main clause of "although" / "even though" and the
+  "in the end" clause of "at first X, but in the end Y" weigh 1.85, the other clause 0.15. Both orders ("X, but Y" and
+  "Y, even though X") are about equally common, so no word or word pair alone says which clause wins;
 * things other people said or the menu promised weigh nothing, unless the writer confirms them.
 
-So the same bag of words can belong to different labels, and a bag-of-n-grams model is clearly beaten by one
-that reads the sentence. About 7% of the labels are moved one star away on purpose (label noise, as in real
-reviews). The generator uses only `random.Random(seed)` and lists, so its output is byte-identical on every run.
+So the same bag of words can belong to different labels (swap the clauses of a "but" sentence and a 5-star review
+becomes a 1-star one), and a bag-of-n-grams model is clearly beaten by one that reads the sentence. About 7% of
+the labels are moved one star away on purpose (label noise, as in real reviews). The generator uses only
+`random.Random(seed)` and lists, so its output is byte-identical on every run.
 """
 from __future__ import annotations
 
@@ -181,24 +185,46 @@ def _evaluative_clause(rng: random.Random, mood: float) -> _Clause:
     return _Clause(f"{noun} {be} {adjective}", value)
 
 
+# --- review shape ---------------------------------------------------------------------------------------------
+SENTENCES_PER_REVIEW = [1, 1, 2]  # judging sentences, drawn uniformly from this list
+FILLERS_PER_REVIEW = [0, 1]  # neutral sentences
+CLOSING_PROBABILITY = 0.05  # a closing remark ("Never again.") counts like a clause of its own
+SINGLE_CLAUSE_PROBABILITY = 0.06  # sentences with one judging clause; the rest join two
+OPPOSITE_MOOD_PROBABILITY = 0.95  # the second clause of a sentence swings against the review's mood
+MAIN_WEIGHT, OTHER_WEIGHT = 1.85, 0.15  # the clause that wins a contrast, and the one it beats
+# how two clauses are joined -> relative frequency. The main clause comes last in the first group and first in
+# the second; the groups are about equally common, so "awful ," (an adjective ending the first clause) says
+# nothing on its own about whether the awful clause counts.
+SHAPES = [("but", 0.22), ("although_first", 0.08), ("first_then_end", 0.08),
+          ("even_though", 0.14), ("although_last", 0.12), ("end_then_first", 0.08),
+          ("and", 0.06), ("hearsay", 0.10), ("confirmed_hearsay", 0.02)]
+
+
 def _sentence(rng: random.Random, mood: float) -> tuple[str, list[tuple[float, float]]]:
     """One sentence and its (weight, value) pairs."""
-    shape = rng.random()
     main = _evaluative_clause(rng, mood)  # the clause that carries the sentence
-    if shape < 0.28:
+    if rng.random() < SINGLE_CLAUSE_PROBABILITY:
         return _capitalize(main.text) + ".", [(1.0, main.value)]
     # the other clause usually swings the other way: in a contrast only word order says which one counts
-    other = _evaluative_clause(rng, -mood if rng.random() < 0.85 else mood)
-    if shape < 0.56:
-        return _capitalize(f"{other.text}, but {main.text}."), [(0.3, other.value), (1.7, main.value)]
-    if shape < 0.66:
-        return _capitalize(f"although {other.text}, {main.text}."), [(0.3, other.value), (1.7, main.value)]
-    if shape < 0.76:
-        return _capitalize(f"{main.text}, even though {other.text}."), [(1.7, main.value), (0.3, other.value)]
-    if shape < 0.86:
+    other = _evaluative_clause(rng, -mood if rng.random() < OPPOSITE_MOOD_PROBABILITY else mood)
+    shape = rng.choices([name for name, _ in SHAPES], weights=[weight for _, weight in SHAPES])[0]
+    main_pair, other_pair = (MAIN_WEIGHT, main.value), (OTHER_WEIGHT, other.value)
+    if shape == "but":
+        return _capitalize(f"{other.text}, but {main.text}."), [other_pair, main_pair]
+    if shape == "although_first":
+        return _capitalize(f"although {other.text}, {main.text}."), [other_pair, main_pair]
+    if shape == "first_then_end":
+        return _capitalize(f"at first {other.text}, but in the end {main.text}."), [other_pair, main_pair]
+    if shape == "even_though":
+        return _capitalize(f"{main.text}, even though {other.text}."), [main_pair, other_pair]
+    if shape == "although_last":
+        return _capitalize(f"{main.text}, although {other.text}."), [main_pair, other_pair]
+    if shape == "end_then_first":
+        return _capitalize(f"in the end {main.text}, though at first {other.text}."), [main_pair, other_pair]
+    if shape == "and":
         return _capitalize(f"{main.text} and {other.text}."), [(1.0, main.value), (1.0, other.value)]
     hearsay = rng.choice(HEARSAY)
-    if shape < 0.95:
+    if shape == "hearsay":
         return f"{hearsay} {other.text}, but honestly {main.text}.", [(0.0, other.value), (1.5, main.value)]
     return f"{hearsay} {main.text}, {rng.choice(CONFIRM)}.", [(1.0, main.value)]
 
@@ -217,13 +243,13 @@ def _review_for(rng: random.Random, stars: int) -> tuple[str, float]:
     mood = STAR_TARGET[stars] + rng.uniform(-0.6, 0.6)
     sentences: list[str] = []
     weighted: list[tuple[float, float]] = []
-    for _ in range(rng.choice([1, 2, 2, 3])):
+    for _ in range(rng.choice(SENTENCES_PER_REVIEW)):
         sentence, pairs = _sentence(rng, mood)
         sentences.append(sentence)
         weighted.extend(pairs)
-    for _ in range(rng.choice([0, 1, 1, 2])):
+    for _ in range(rng.choice(FILLERS_PER_REVIEW)):
         sentences.insert(rng.randrange(len(sentences) + 1), _filler(rng))
-    if rng.random() < 0.25:
+    if rng.random() < CLOSING_PROBABILITY:
         closing_value = max(-2, min(2, round(mood + rng.uniform(-0.7, 0.7))))
         sentences.append(rng.choice(CLOSINGS[closing_value]))
         weighted.append((1.0, float(closing_value)))
@@ -302,14 +328,17 @@ No test text appears in train.
 
 ## How a rating is decided
 
-Each review has one to three sentences about the food, the service, the prices or the ambience, plus optional
-neutral sentences (what was ordered, when) and an optional closing remark. Each judging clause has a value from
+Each review has one or two sentences about the food, the service, the prices or the ambience, plus an optional
+neutral sentence (what was ordered, when) and, rarely, a closing remark. Each judging clause has a value from
 -2 to +2; the rating comes from the weighted mean of these values:
 
 - negation: "not great" counts as bad, "never disappointing" as good, "not very good" as bad, while
   "could not have been more helpful" is very good;
 - intensifiers: "extremely" multiplies by 1.5, "slightly" by 0.5;
-- contrast: in "X, but Y", "although X, Y" and "Y, even though X" the clause Y weighs 1.7 and X 0.3;
+- contrast: most sentences join two clauses of opposite mood. In "X, but Y", "although X, Y", "Y, although X",
+  "Y, even though X", "at first X, but in the end Y" and "in the end Y, though at first X" the clause Y weighs 1.85 and X 0.15.
+  The main clause comes first about as often as last, so only the order together with the joining word tells
+  which clause decides the rating;
 - hearsay: "Online reviews said X, but honestly Y" gives X no weight; "..., and they were right" keeps it;
 - neutral sentences weigh nothing, even when they contain strong words ("the ramen sounded amazing on the menu").
 
