@@ -21,11 +21,11 @@ import torch.nn.functional as F
 from autograder.checks._tolerance import grading_device, tolerance
 
 # The notebook's grading-mode run of the reference (bench/yelp.py budget "grading": all 8,000 synthetic training
-# reviews, 3 epochs, d_model 64, 2 layers, dropout 0.3, AdamW 2e-3) reached 0.5805, 0.5955 and 0.5835 test accuracy
+# reviews, 6 epochs, d_model 64, 2 layers, dropout 0.1, AdamW 3e-3) reached 0.598, 0.6235 and 0.620 test accuracy
 # for seeds 0, 1, 2 on the CPU; always guessing one class gets 0.20. The bar sits more than 0.12 below the worst
 # measured seed, so an honest implementation with a different order of operations (or a GPU run) passes, while an
 # untrained or badly broken model (about 0.2) does not.
-TRAINED_MIN_ACCURACY = 0.45
+TRAINED_MIN_ACCURACY = 0.47
 MAJORITY_ACCURACY = 0.20
 
 

@@ -99,3 +99,13 @@ def test_bag_of_ngrams_baseline_is_clearly_imperfect_and_clearly_above_chance():
     assert majority["accuracy"] == pytest.approx(0.2)
     table = bench.markdown_table({"tfidf": result, "majority": majority}, "t")
     assert "| tfidf |" in table and "| majority | 0.200 |" in table
+
+
+def test_winning_clause_comes_first_about_as_often_as_last():
+    # "awful ," (a word ending the first clause) must not tell a bag of n-grams whether that clause counts
+    text = "\n".join(load_yelp("synthetic", "train")[0])
+    main_last = text.count(", but ") - text.count(", but honestly ") + text.count("Although ")
+    main_first = text.count(", even though ") + text.count(", although ") + text.count("In the end ")
+    assert main_last > 2000 and main_first > 2000
+    assert 0.8 <= main_last / main_first <= 1.25, (main_last, main_first)
+
