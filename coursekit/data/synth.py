@@ -336,9 +336,9 @@ neutral sentence (what was ordered, when) and, rarely, a closing remark. Each ju
   "could not have been more helpful" is very good;
 - intensifiers: "extremely" multiplies by 1.5, "slightly" by 0.5;
 - contrast: most sentences join two clauses of opposite mood. In "X, but Y", "although X, Y", "Y, although X",
-  "Y, even though X", "at first X, but in the end Y" and "in the end Y, though at first X" the clause Y weighs 1.85 and X 0.15.
-  The main clause comes first about as often as last, so only the order together with the joining word tells
-  which clause decides the rating;
+  "Y, even though X", "at first X, but in the end Y" and "in the end Y, though at first X" the clause Y weighs
+  1.85 and X 0.15. The main clause comes first about as often as last, so only the order together with the
+  joining word tells which clause decides the rating;
 - hearsay: "Online reviews said X, but honestly Y" gives X no weight; "..., and they were right" keeps it;
 - neutral sentences weigh nothing, even when they contain strong words ("the ramen sounded amazing on the menu").
 
