@@ -97,7 +97,7 @@ def worker_seconds(course: Path, assignment: str) -> list[float]:
     from autograder.grade.engine import build_jobs
     from autograder.grade.worker import grade_job
 
-    jobs, _, _ = build_jobs(course, f"sqlite:///{course / 'gradebook.db'}", assignment, force=True)
+    jobs = build_jobs(course, f"sqlite:///{course / 'gradebook.db'}", assignment, force=True).jobs
     grade_job(jobs[0])  # warm-up: the worker process's one-time set-up (template gradebook) is not per submission
     times = []
     for job in jobs:
