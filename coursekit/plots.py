@@ -7,6 +7,7 @@ a returned Figure displays in Jupyter when it is the last expression of a cell (
 """
 from __future__ import annotations
 
+import sys
 from typing import Sequence
 
 import numpy as np
@@ -31,11 +32,37 @@ def _to_numpy(values) -> np.ndarray:
     return np.asarray(values)
 
 
+def _show_figures_in_jupyter() -> None:
+    """Make a Figure that ends a Jupyter cell display as a picture.
+
+    A Figure made without pyplot has no rich display of its own: IPython shows it as a picture only once matplotlib's
+    inline backend has registered its PNG formatter, which happens when pyplot shows its first figure. Register that
+    formatter here (once per kernel), so `plots.attention_heatmap(w)` on the last line of a cell draws the heatmap.
+    Outside IPython this does nothing.
+    """
+    if "IPython" not in sys.modules:
+        return
+    from IPython import get_ipython
+
+    shell = get_ipython()
+    if shell is None:
+        return
+    from IPython.core.pylabtools import print_figure
+    from matplotlib.figure import Figure
+
+    png = shell.display_formatter.formatters["image/png"]
+    try:
+        png.lookup_by_type(Figure)  # already registered (by us or by the inline backend)
+    except KeyError:
+        png.for_type(Figure, lambda figure: print_figure(figure, "png", bbox_inches="tight"))
+
+
 def _new_axes(ax, figsize):
     if ax is not None:
         return ax.figure, ax
     from matplotlib.figure import Figure
 
+    _show_figures_in_jupyter()
     figure = Figure(figsize=figsize, layout="constrained")
     return figure, figure.add_subplot()
 

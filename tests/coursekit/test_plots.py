@@ -102,3 +102,16 @@ def test_confusion_matrix_rejects_bad_input():
 def test_accepts_cuda_tensors():
     _png(plots.attention_heatmap(torch.rand(3, 3, device="cuda")))
     _png(plots.confusion_matrix(torch.tensor([0, 1], device="cuda"), torch.tensor([1, 1], device="cuda")))
+
+
+def test_returned_figure_displays_as_a_picture_in_a_jupyter_kernel():
+    """A plot on the last line of a cell must show as an image, not as `<Figure size ...>` text."""
+    import nbformat
+    from nbclient import NotebookClient
+
+    notebook = nbformat.v4.new_notebook()
+    notebook.cells = [nbformat.v4.new_code_cell(
+        "import numpy as np\nfrom coursekit import plots\nplots.attention_heatmap(np.eye(3), x_labels=list('abc'))")]
+    NotebookClient(notebook, kernel_name="python3", timeout=120).execute()
+    (output,) = notebook.cells[0].outputs
+    assert "image/png" in output["data"]
