@@ -8,7 +8,6 @@ test set.
 """
 from __future__ import annotations
 
-import copy
 import math
 import numbers
 from typing import Callable

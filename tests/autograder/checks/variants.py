@@ -17,7 +17,7 @@ import torch.nn.functional as F
 from torch import nn
 
 import solutions
-from solutions.attention import make_causal_mask, make_padding_mask
+from solutions.attention import make_padding_mask
 
 SPECIALS = ("<pad>", "<unk>", "<bos>", "<eos>")
 

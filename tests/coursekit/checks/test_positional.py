@@ -1,5 +1,4 @@
 """The public checks of notebook 02 pass the reference and name the likely mistake of wrong answers."""
-import math
 
 import pytest
 import torch
