@@ -22,17 +22,27 @@ def apply_limits(memory_bytes: int, which: str) -> None:
         resource.setrlimit(kind, (memory_bytes, memory_bytes))
 
 
-def main(argv: list[str] | None = None) -> None:
+def parse(argv: list[str]) -> argparse.Namespace:
+    """The launcher's arguments: memory_bytes, rlimit, kernel_args (what ipykernel gets, e.g. -f FILE)."""
     parser = argparse.ArgumentParser(prog="autograder.grade.launcher")
     parser.add_argument("--memory-bytes", type=int, default=0)
     parser.add_argument("--rlimit", choices=["as", "data"], default="as")
     parser.add_argument("kernel_args", nargs=argparse.REMAINDER)
     args = parser.parse_args(argv)
-    kernel_args = [a for a in args.kernel_args if a != "--"]
+    args.kernel_args = [a for a in args.kernel_args if a != "--"]
+    return args
+
+
+def ipykernel_args(kernel_args: list[str]) -> list[str]:
+    """ipykernel's command-line arguments: the startup line, quiet logging, then the connection file etc."""
+    return [f"--IPKernelApp.exec_lines={STARTUP}", "--IPKernelApp.log_level=ERROR", *kernel_args]
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse(sys.argv[1:] if argv is None else argv)
     apply_limits(args.memory_bytes, args.rlimit)
     os.execv(sys.executable, [sys.executable, "-P", "-s", "-m", "ipykernel_launcher",
-                              f"--IPKernelApp.exec_lines={STARTUP}", "--IPKernelApp.log_level=ERROR",
-                              *kernel_args])
+                              *ipykernel_args(args.kernel_args)])
 
 
 if __name__ == "__main__":

@@ -13,10 +13,13 @@ with CUDA_VISIBLE_DEVICES.
 from __future__ import annotations
 
 import dataclasses
+import os
 import sys
+import uuid
 
 from jupyter_client.kernelspec import KernelSpec
 from jupyter_client.manager import AsyncKernelManager
+from jupyter_client.provisioning import LocalProvisioner
 
 GiB = 1024**3
 MiB = 1024**2
@@ -63,13 +66,42 @@ def kernel_spec(limits: Limits, gpu: str | None = None, extra_env: dict | None =
                       interrupt_mode="signal", metadata={})
 
 
-def kernel_manager_class(spec: KernelSpec) -> type:
-    """An AsyncKernelManager class that launches `spec` whatever kernel name the notebook asks for."""
+class ForkedKernelProvisioner(LocalProvisioner):
+    """LocalProvisioner whose kernel is forked by this worker's fork server (autograder.grade.forkserver);
+    when the server is unavailable, the kernel is launched the plain way."""
+
+    async def launch_kernel(self, cmd: list[str], **kwargs):
+        from autograder.grade import forkserver
+
+        try:
+            process = forkserver.fork_kernel(dict(self.kernel_spec.env), cmd, env=kwargs.get("env") or {},
+                                             cwd=kwargs.get("cwd") or os.getcwd())
+        except forkserver.ForkServerUnavailable as exc:
+            self.log.warning("%s; launching the kernel the plain way", exc)
+            return await super().launch_kernel(cmd, **kwargs)
+        self.process = process
+        self.pid = self.pgid = process.pid  # the kernel leads its own session and process group
+        self.cwd = kwargs.get("cwd") or os.getcwd()
+        return self.connection_info
+
+
+def kernel_manager_class(spec: KernelSpec, fork: bool | None = None) -> type:
+    """An AsyncKernelManager class that launches `spec` whatever kernel name the notebook asks for; its kernels
+    are forked from a fork server (`fork`, default: unless AUTOGRADER_FORK_KERNELS=0 or not on Linux)."""
+    from autograder.grade import forkserver
+
+    use_fork = forkserver.enabled() if fork is None else fork
 
     class SandboxKernelManager(AsyncKernelManager):
         @property
         def kernel_spec(self):  # noqa: D401 - property of jupyter_client's API
             return spec
+
+        async def _async_pre_start_kernel(self, **kw):
+            if use_fork and self.provisioner is None:  # as jupyter_client would, with our provisioner class
+                self.kernel_id = self.kernel_id or kw.pop("kernel_id", None) or str(uuid.uuid4())
+                self.provisioner = ForkedKernelProvisioner(kernel_id=self.kernel_id, kernel_spec=spec, parent=self)
+            return await super()._async_pre_start_kernel(**kw)
 
     return SandboxKernelManager
 

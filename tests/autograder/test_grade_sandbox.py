@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import time
 
+import pytest
 from nbformat.v4 import new_code_cell, new_notebook
 
 import autograder
@@ -13,11 +14,11 @@ SHADOW = ("for name in ('autograder.py', 'solutions.py', 'coursekit.py'):\n"
           "    open(name, 'w').write('raise SystemExit(\"shadowed\")')")
 
 
-def run(cells: list[str], tmp_path, limits: Limits):
+def run(cells: list[str], tmp_path, limits: Limits, fork: bool | None = None):
     nb = new_notebook(cells=[new_code_cell(c) for c in cells])
     (tmp_path / "provided.py").write_text("ANSWER = 42\n")
     executor = SandboxedExecute(limits=limits, deadline=time.monotonic() + limits.notebook_timeout,
-                                skip_cells=set(), kernel_manager_class=kernel_manager_class(kernel_spec(limits)))
+                                skip_cells=set(), kernel_manager_class=kernel_manager_class(kernel_spec(limits), fork=fork))
     nb, _ = executor.preprocess(nb, {"metadata": {"path": str(tmp_path)}})
     return nb, executor
 
@@ -30,7 +31,8 @@ def errors(cell) -> list[str]:
     return [o["ename"] for o in cell.outputs if o.get("output_type") == "error"]
 
 
-def test_sandbox_limits_and_imports(tmp_path):
+@pytest.mark.parametrize("fork", [True, False], ids=["forked-kernel", "plain-kernel"])
+def test_sandbox_limits_and_imports(tmp_path, fork):
     limits = Limits(cell_timeout=5, notebook_timeout=60, memory_bytes=2 * GiB, output_bytes=1000)
     nb, executor = run([
         SHADOW,
@@ -41,7 +43,7 @@ def test_sandbox_limits_and_imports(tmp_path):
         "import os\nprint(os.environ['NBGRADER_EXECUTION'], repr(os.environ['CUDA_VISIBLE_DEVICES']))",
         "while True:\n    pass",
         "print('still alive')",
-    ], tmp_path, limits)
+    ], tmp_path, limits, fork=fork)
     package_dir = autograder.__file__.rsplit("/", 2)[0]
     shown = text(nb.cells[1]).splitlines()
     assert errors(nb.cells[1]) == [] and all(line.startswith(package_dir) for line in shown), shown
