@@ -8,7 +8,8 @@
     report [ASSIGNMENT]                   autograder.report      (HTML + PNG)
     demo                                  autograder.demo        (sample class, whole pipeline)
 
-Common options: --course-dir (default $AUTOGRADER_COURSE_DIR or the repository's course/), --db (SQLAlchemy URL;
+Common options: --course-dir (default $AUTOGRADER_COURSE_DIR, else the current folder when it holds
+nbgrader_config.py, else the repository's course/), --db (SQLAlchemy URL;
 default $AUTOGRADER_DB or sqlite gradebook.db in the course root). Exit status: 0 when done, 1 when the
 instructor must act (files skipped by collect, submissions held for review or failed, students refused by
 `Autograde.create_student = False`, a step failed),
@@ -20,14 +21,15 @@ import argparse
 import sys
 from pathlib import Path
 
-from autograder.coursedir import assignments_in_source, default_course_dir
+from autograder.coursedir import assignments_in_source, command_course_dir
 
 OK, ACT, USAGE = 0, 1, 2
 
 
 def _parser() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--course-dir", type=Path, default=None, help="nbgrader course root (default: course/)")
+    common.add_argument("--course-dir", type=Path, default=None, help="nbgrader course root (default: $AUTOGRADER_COURSE_DIR, else the current folder if it "
+                             "holds nbgrader_config.py, else the repository's course/)")
     common.add_argument("--db", default=None, help="gradebook SQLAlchemy URL (default: sqlite in the course root)")
     parser = argparse.ArgumentParser(prog="autograder", description="Grade the transformers101 course.")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -83,7 +85,7 @@ def main(argv=None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
     course_dir = getattr(args, "course_dir", None)
-    course_dir = (course_dir or default_course_dir()).resolve()
+    course_dir = (course_dir or command_course_dir()).resolve()
     try:
         return COMMANDS[args.command](args, course_dir)
     except KeyboardInterrupt:

@@ -1,6 +1,7 @@
 """Where the course lives: the nbgrader course root, its gradebook URL, and nbgrader's API objects for it.
 
-Default course root: $AUTOGRADER_COURSE_DIR, else `course/` of the repository. Default gradebook: SQLite
+Default course root: $AUTOGRADER_COURSE_DIR, else (for the CLI) the current folder when it holds
+nbgrader_config.py, else `course/` of the repository. Default gradebook: SQLite
 `gradebook.db` in the course root (any SQLAlchemy URL with --db / $AUTOGRADER_DB).
 """
 from __future__ import annotations
@@ -24,7 +25,18 @@ NOTEBOOK_IGNORE = (".ipynb_checkpoints", "__pycache__", "*.pyc", ".DS_Store", "f
 
 
 def default_course_dir() -> Path:
+    """The course this repository ships: $AUTOGRADER_COURSE_DIR, else the repository's course/."""
     return Path(os.environ.get("AUTOGRADER_COURSE_DIR") or REPO_ROOT / "course").resolve()
+
+
+def command_course_dir(cwd: Path | None = None) -> Path:
+    """The course a command works on without --course-dir: $AUTOGRADER_COURSE_DIR, else the current folder when
+    it is an nbgrader course root (it holds nbgrader_config.py, as nbgrader's own commands assume), else the
+    repository's course/."""
+    cwd = Path.cwd() if cwd is None else Path(cwd)
+    if not os.environ.get("AUTOGRADER_COURSE_DIR") and (cwd / "nbgrader_config.py").is_file():
+        return cwd.resolve()
+    return default_course_dir()
 
 
 def default_db_url(course_dir: Path) -> str:

@@ -11,8 +11,9 @@ and rlimits, in a new session (so interrupts and kills reach the kernel's whole 
     request:  {"cwd": ..., "env": {...}, "memory_bytes": N, "rlimit": "as", "kernel_args": ["-f", FILE]}
     reply:    {"pid": PID}  (the server's first line is {"ready": true, "preloaded": [...]} or {"error": ...})
 
-Safety: a process may only be forked while it has a single thread, so the server checks that after its imports
-(pandas/pyarrow, for example, start a jemalloc thread: they are not preloaded) and refuses to serve otherwise.
+Safety: a process may only be forked while it has a single thread and no CUDA context, so the server checks both
+after its imports (pandas/pyarrow, for example, start a jemalloc thread: they are not preloaded; importing torch
+does not touch CUDA, each kernel initialises it in its own process) and refuses to serve otherwise.
 Whenever the server is unavailable the kernel is launched the plain way (`ForkedKernelProvisioner` falls back
 to jupyter_client's LocalProvisioner). The server reaps nothing itself: SIGCHLD is ignored, so the system reaps
 its children, and the kernel's liveness is checked with signal 0.
@@ -115,6 +116,10 @@ def serve(requests, replies) -> None:
     loaded = preload()
     if thread_count() != 1:
         reply({"error": f"the server has {thread_count()} threads after its imports; forking is not safe"})
+        return
+    torch = sys.modules.get("torch")
+    if torch is not None and torch.cuda.is_initialized():  # a CUDA context cannot be used in a forked child
+        reply({"error": "CUDA was initialised by a preloaded module; forking is not safe"})
         return
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # the system reaps finished kernels
     reply({"ready": True, "preloaded": loaded})

@@ -81,3 +81,19 @@ def test_unknown_assignment_needs_release(graded):
 def test_module_entry_point():
     out = subprocess.run([sys.executable, "-m", "autograder", "--help"], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0 and "collect" in out.stdout and "demo" in out.stdout
+
+
+def test_course_dir_defaults_to_the_current_course_root(graded, monkeypatch, tmp_path):
+    """Run inside a course root (it holds nbgrader_config.py), commands work on it, as nbgrader's own do."""
+    from autograder.coursedir import REPO_ROOT, command_course_dir
+
+    monkeypatch.delenv("AUTOGRADER_COURSE_DIR", raising=False)
+    monkeypatch.chdir(graded["course"])
+    assert command_course_dir() == graded["course"].resolve()
+    assert main(["export", "--to", str(tmp_path / "here.csv")]) == 0
+    assert {row["student_id"] for row in csv.DictReader((tmp_path / "here.csv").open())} == {"ann", "ben", "cat"}
+    monkeypatch.chdir(tmp_path)  # not a course root: the repository's course
+    assert command_course_dir() == (REPO_ROOT / "course").resolve()
+    monkeypatch.setenv("AUTOGRADER_COURSE_DIR", str(tmp_path))  # the variable wins everywhere
+    monkeypatch.chdir(graded["course"])
+    assert command_course_dir() == tmp_path.resolve()

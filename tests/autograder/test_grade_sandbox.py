@@ -1,6 +1,7 @@
 """The grading kernel's sandbox: rlimits, import shadowing, per-cell limits (one kernel, no Dask)."""
 from __future__ import annotations
 
+import resource
 import time
 
 import pytest
@@ -61,3 +62,36 @@ def test_notebook_deadline_stops_later_cells(tmp_path):
     nb, _ = run(["import time\ntime.sleep(10)", "print('never')"], tmp_path, limits)
     assert errors(nb.cells[1]) == ["NotebookTimeout"]
     assert "never" not in text(nb.cells[1])
+
+
+def test_gpu_kernel_is_pinned_and_capped_on_its_data_segment(tmp_path):
+    """A kernel given GPU "1" sees only that GPU, and its memory cap moves from RLIMIT_AS to RLIMIT_DATA (CUDA maps
+    far more address space than it uses). No GPU is needed to check what the kernel is started with."""
+    limits = Limits(cell_timeout=20, notebook_timeout=60, memory_bytes=2 * GiB)
+    nb = new_notebook(cells=[new_code_cell(
+        "import os, resource\n"
+        "print(os.environ['CUDA_VISIBLE_DEVICES'], resource.getrlimit(resource.RLIMIT_DATA)[0],"
+        " resource.getrlimit(resource.RLIMIT_AS)[0])")])
+    executor = SandboxedExecute(limits=limits, deadline=time.monotonic() + 60, skip_cells=set(),
+                                kernel_manager_class=kernel_manager_class(kernel_spec(limits, gpu="1")))
+    nb, _ = executor.preprocess(nb, {"metadata": {"path": str(tmp_path)}})
+    assert text(nb.cells[0]).split() == ["1", str(2 * GiB), str(resource.RLIM_INFINITY)]
+
+
+def test_each_dask_worker_gets_its_own_gpu(monkeypatch):
+    """assigned_gpu("auto") on a real LocalCluster: worker k gets GPU k mod n of CUDA_VISIBLE_DEVICES."""
+    from distributed import Client, LocalCluster
+
+    from autograder.grade.worker import assigned_gpu
+
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,1")
+    with LocalCluster(n_workers=3, threads_per_worker=1, processes=True, dashboard_address=":0",
+                      memory_limit=0) as cluster, Client(cluster) as client:
+        names = {address: info["name"] for address, info in client.scheduler_info()["workers"].items()}
+        # as in grading: inside a task on that worker
+        gpus = {address: client.submit(assigned_gpu, "auto", workers=[address], pure=False).result()
+                for address in names}
+    assert sorted(gpus.values()) == ["0", "0", "1"]
+    assert all(gpus[address] == str(int(names[address]) % 2) for address in gpus)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    assert assigned_gpu("auto") is None and assigned_gpu("3") == "3"
