@@ -106,7 +106,8 @@ def cmd_release(args, course_dir: Path) -> int:
 
     # the repository's course refreshes exercises/; another course root keeps its copies in <root>/exercises
     exercises = REPO_ROOT / "exercises" if course_dir == (REPO_ROOT / "course").resolve() else course_dir / "exercises"
-    written = release(None if args.all else [args.assignment], course_root=course_dir, exercises_dir=exercises)
+    written = release(None if args.all else [args.assignment], course_root=course_dir, exercises_dir=exercises,
+                      db_url=args.db)
     print(f"released {len(written)} assignment(s) into {exercises}")
     return OK
 

@@ -1,8 +1,9 @@
 """Where the course lives: the nbgrader course root, its gradebook URL, and nbgrader's API objects for it.
 
 Default course root: $AUTOGRADER_COURSE_DIR, else (for the CLI) the current folder when it holds
-nbgrader_config.py, else `course/` of the repository. Default gradebook: SQLite
-`gradebook.db` in the course root (any SQLAlchemy URL with --db / $AUTOGRADER_DB).
+nbgrader_config.py, else `course/` of the repository. Default gradebook: --db / $AUTOGRADER_DB, else the course
+config's `c.CourseDirectory.db_url`, else SQLite `gradebook.db` in the course root; any SQLAlchemy URL works
+(PostgreSQL: `postgresql://user@host/dbname`).
 """
 from __future__ import annotations
 
@@ -40,20 +41,28 @@ def command_course_dir(cwd: Path | None = None) -> Path:
 
 
 def default_db_url(course_dir: Path) -> str:
-    return os.environ.get("AUTOGRADER_DB") or f"sqlite:///{Path(course_dir).resolve() / 'gradebook.db'}"
+    """$AUTOGRADER_DB, else `c.CourseDirectory.db_url` of the course's nbgrader_config.py, else SQLite
+    gradebook.db in the course root (nbgrader's own default)."""
+    return (os.environ.get("AUTOGRADER_DB") or _course_setting(course_dir, "db_url")
+            or f"sqlite:///{Path(course_dir).resolve() / 'gradebook.db'}")
 
 
-def course_id(course_dir: Path) -> str:
-    """The course id set in the course's nbgrader_config.py (`transformers101` for ours)."""
+def _course_setting(course_dir: Path, name: str) -> str | None:
+    """A CourseDirectory setting of the course folder's own nbgrader_config.py (None when unset)."""
     from traitlets.config import PyFileConfigLoader
 
     config_file = Path(course_dir) / "nbgrader_config.py"
     if config_file.exists():
         config = PyFileConfigLoader(config_file.name, path=str(config_file.parent)).load_config()
-        value = config.get("CourseDirectory", {}).get("course_id")
+        value = config.get("CourseDirectory", {}).get(name)
         if isinstance(value, str) and value:
             return value
-    return "default_course"
+    return None
+
+
+def course_id(course_dir: Path) -> str:
+    """The course id set in the course's nbgrader_config.py (`transformers101` for ours)."""
+    return _course_setting(course_dir, "course_id") or "default_course"
 
 
 def nbgrader_config(course_dir: Path):

@@ -7,11 +7,10 @@
 """
 from __future__ import annotations
 
-import os
 import shutil
-import sys
 from pathlib import Path
 
+from autograder.coursedir import nbgrader_api
 from autograder.provided import topic_of, write_provided_module
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -32,48 +31,14 @@ def find_assignments(course_root: Path | str = COURSE_ROOT) -> list[str]:
     return sorted(p.name for p in source.iterdir() if p.is_dir() and (p / f"{p.name}.ipynb").is_file())
 
 
-def load_course_config(course_root: Path | str = COURSE_ROOT):
-    """The traitlets Config of the course's nbgrader_config.py, with the course root forced to `course_root`."""
-    from traitlets.config import Config
-    from traitlets.config.loader import PyFileConfigLoader
+def generate_assignment(assignment: str, course_root: Path | str = COURSE_ROOT, db_url: str | None = None) -> Path:
+    """Run nbgrader generate_assignment for one assignment; return course/release/<assignment>.
 
-    course_root = Path(course_root).resolve()
-    config_file = course_root / CONFIG_FILENAME
+    The gradebook is `db_url`, else the course's (see autograder.coursedir.default_db_url)."""
+    config_file = Path(course_root).resolve() / CONFIG_FILENAME
     if not config_file.is_file():
-        raise FileNotFoundError(f"{config_file} is missing: {course_root} is not an nbgrader course root")
-    config = PyFileConfigLoader(CONFIG_FILENAME, path=str(course_root)).load_config()
-    overrides = Config()
-    overrides.CourseDirectory.root = str(course_root)
-    overrides.CourseDirectory.db_url = f"sqlite:///{course_root / 'gradebook.db'}"
-    config.merge(overrides)
-    return config
-
-
-def ensure_env_on_path() -> None:
-    """nbgrader shells out to `alembic` (gradebook set-up): make this environment's scripts folder findable.
-
-    Needed when Python was started by its full path without activating the virtual environment.
-    """
-    scripts = str(Path(sys.executable).parent)
-    parts = os.environ.get("PATH", "").split(os.pathsep)
-    if scripts not in parts:
-        os.environ["PATH"] = os.pathsep.join([scripts, *[p for p in parts if p]])
-
-
-def nbgrader_api(course_root: Path | str = COURSE_ROOT):
-    """An NbGraderAPI bound to the course at `course_root`."""
-    ensure_env_on_path()
-    from nbgrader.apps import NbGraderAPI
-    from nbgrader.coursedir import CourseDirectory
-
-    config = load_course_config(course_root)
-    coursedir = CourseDirectory(config=config)
-    return NbGraderAPI(coursedir=coursedir, config=config)
-
-
-def generate_assignment(assignment: str, course_root: Path | str = COURSE_ROOT) -> Path:
-    """Run nbgrader generate_assignment for one assignment; return course/release/<assignment>."""
-    api = nbgrader_api(course_root)
+        raise FileNotFoundError(f"{config_file} is missing: {config_file.parent} is not an nbgrader course root")
+    api = nbgrader_api(course_root, db_url)
     result = api.generate_assignment(assignment, force=True, create=True)
     if not result.get("success"):
         raise ReleaseError(f"nbgrader generate_assignment failed for {assignment}:\n"
@@ -101,7 +66,7 @@ def _replace_tree(src: Path, dest: Path) -> None:
 
 
 def release(assignments: list[str] | str | None = None, course_root: Path | str = COURSE_ROOT,
-            exercises_dir: Path | str = EXERCISES_DIR) -> list[Path]:
+            exercises_dir: Path | str = EXERCISES_DIR, db_url: str | None = None) -> list[Path]:
     """Release `assignments` (default: all in course/source) into `exercises_dir`; return the folders written."""
     course_root = Path(course_root).resolve()
     exercises_dir = Path(exercises_dir)
@@ -119,7 +84,7 @@ def release(assignments: list[str] | str | None = None, course_root: Path | str 
     exercises_dir.mkdir(parents=True, exist_ok=True)
     for assignment in assignments:
         write_provided_module(assignment, course_root / "source" / assignment)
-        released = generate_assignment(assignment, course_root)
+        released = generate_assignment(assignment, course_root, db_url)
         target = exercises_dir / assignment
         _replace_tree(released, target)
         written.append(target)
