@@ -84,6 +84,8 @@ def become_kernel(request: dict) -> None:
         from autograder.grade.launcher import apply_limits, ipykernel_args
 
         apply_limits(int(request.get("memory_bytes", 0)), request.get("rlimit", "as"))
+        if "numpy" in sys.modules:  # as in a new process (Python's `random` reseeds itself after a fork)
+            sys.modules["numpy"].random.seed()
         args = ipykernel_args(list(request["kernel_args"]))
         sys.argv = ["ipykernel_launcher", *args]
         from ipykernel.kernelapp import IPKernelApp

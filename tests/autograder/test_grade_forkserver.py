@@ -17,10 +17,11 @@ from autograder.grade.sandbox import GiB, Limits, kernel_manager_class, kernel_s
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the fork server is Linux-only")
 
 LIMITS = Limits(cell_timeout=20, notebook_timeout=90, memory_bytes=3 * GiB)
-# What a kernel reports about itself: its parent, whether torch was there before any import, a marker global.
+# What a kernel reports about itself: its parent, whether torch was there before any import, its process group,
+# its folder, a marker global and a draw from numpy's global generator.
 PROBE = ("import os, sys\n"
          "print(os.getppid(), 'torch' in sys.modules, os.getpid() == os.getpgid(0), os.getcwd())\n"
-         "print(globals().get('MARK', 'clean'))\n"
+         "print(globals().get('MARK', 'clean'), __import__('numpy').random.randint(1 << 30))\n"
          "MARK = 'set'")
 
 
@@ -52,6 +53,7 @@ def test_kernels_are_forked_fresh_processes_in_their_own_session(tmp_path):
     assert int(first[0]) in servers and first[1:3] == ["True", "True"], first  # forked, torch preloaded, own group
     assert first[3] == str(tmp_path)
     assert first[4] == second[4] == "clean"  # nothing of the first notebook reaches the second
+    assert first[5] != second[5], "numpy's global generator is seeded anew, as in a new process"
 
 
 def test_plain_launch_when_disabled(tmp_path, monkeypatch):
