@@ -43,14 +43,22 @@ def collect_data(course_dir: Path, db_url: str, assignment: str | None) -> dict:
     return {"assignments": names, "submissions": submissions, "cells": dict(cells), "runs": rows}
 
 
+COUNT_LABELS = ("submissions", "notebooks")
+
+
 def _figure_png(draw, size=(7, 3.6)) -> bytes:
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    from matplotlib.ticker import MaxNLocator
+
     fig, ax = plt.subplots(figsize=size)
     draw(ax)
+    for axis, label in ((ax.xaxis, ax.get_xlabel()), (ax.yaxis, ax.get_ylabel())):
+        if label in COUNT_LABELS:  # counts of submissions or notebooks: whole numbers on the axis
+            axis.set_major_locator(MaxNLocator(integer=True))
     fig.tight_layout()
     buffer = io.BytesIO()
     fig.savefig(buffer, format="png", dpi=100)
