@@ -167,6 +167,7 @@ class ForkServer:
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, bufsize=1)
         self._startup_timeout = startup_timeout
         self._ready: dict | None = None
+        self.refusal: str | None = None  # why the server could not start, once known
 
     def _read(self, timeout: float) -> dict:
         import selectors
@@ -194,8 +195,14 @@ class ForkServer:
         return list(self._ready["preloaded"])
 
     def _wait_ready(self) -> None:
+        if self.refusal is not None:
+            raise ForkServerUnavailable(self.refusal)
         if self._ready is None:
-            self._ready = self._read(self._startup_timeout)
+            try:
+                self._ready = self._read(self._startup_timeout)
+            except (ForkServerUnavailable, ValueError) as exc:
+                self.refusal = str(exc)  # it would fail the same way again: not retried in this process
+                raise ForkServerUnavailable(self.refusal) from exc
 
     def fork(self, *, cwd: str, env: dict[str, str], memory_bytes: int, rlimit: str, kernel_args: list[str]) -> int:
         request = {"cwd": cwd, "env": env, "memory_bytes": memory_bytes, "rlimit": rlimit, "kernel_args": kernel_args}
@@ -232,7 +239,9 @@ def server_for(spec_env: dict[str, str]) -> ForkServer:
     key = tuple(sorted(spec_env.items()))
     with _SERVERS_LOCK:
         server = _SERVERS.get(key)
-        if server is None or not server.alive:
+        if server is not None and server.refusal is not None:
+            raise ForkServerUnavailable(server.refusal)  # the plain launch from now on, without a new attempt
+        if server is None or not server.alive:  # a server that stopped after it served (killed) is replaced
             server = _SERVERS[key] = ForkServer({**os.environ, **spec_env})
         return server
 

@@ -67,6 +67,10 @@ def test_refusing_server_falls_back_to_the_plain_launch(tmp_path, monkeypatch):
     monkeypatch.setenv("AUTOGRADER_FORK_PRELOAD", "pandas")
     shown = run([PROBE], tmp_path, fork=True)[0]
     assert int(shown[0]) == os.getpid(), "the kernel was launched the plain way"
+    (refused,) = forkserver._SERVERS.values()
+    assert "threads" in refused.refusal
+    run(["pass"], tmp_path, fork=True)  # the refusal is remembered: no new server is started for the next kernel
+    assert list(forkserver._SERVERS.values()) == [refused]
     server = forkserver.ForkServer({**os.environ, "AUTOGRADER_FORK_PRELOAD": "pandas"})
     with pytest.raises(forkserver.ForkServerUnavailable, match="threads"):
         server.preloaded
