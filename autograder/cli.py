@@ -9,11 +9,11 @@
     demo                                  autograder.demo        (sample class, whole pipeline)
 
 Common options: --course-dir (default $AUTOGRADER_COURSE_DIR, else the current folder when it holds
-nbgrader_config.py, else the repository's course/), --db (SQLAlchemy URL;
-default $AUTOGRADER_DB or sqlite gradebook.db in the course root). Exit status: 0 when done, 1 when the
-instructor must act (files skipped by collect, submissions held for review or failed, students refused by
-`Autograde.create_student = False`, a step failed),
-2 for a usage error.
+nbgrader_config.py, else the repository's course/), --db (SQLAlchemy URL; default $AUTOGRADER_DB, else the
+course config's CourseDirectory.db_url, else sqlite gradebook.db in the course root).
+
+Exit status: 0 when done, 1 when the instructor must act (files skipped by collect, submissions held for review
+or failed, students refused by `Autograde.create_student = False`, a step failed), 2 for a usage error.
 """
 from __future__ import annotations
 
@@ -28,9 +28,12 @@ OK, ACT, USAGE = 0, 1, 2
 
 def _parser() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--course-dir", type=Path, default=None, help="nbgrader course root (default: $AUTOGRADER_COURSE_DIR, else the current folder if it "
+    common.add_argument("--course-dir", type=Path, default=None,
+                        help="nbgrader course root (default: $AUTOGRADER_COURSE_DIR, else the current folder if it "
                              "holds nbgrader_config.py, else the repository's course/)")
-    common.add_argument("--db", default=None, help="gradebook SQLAlchemy URL (default: sqlite in the course root)")
+    common.add_argument("--db", default=None,
+                        help="gradebook SQLAlchemy URL (default: $AUTOGRADER_DB, else the course config's "
+                             "CourseDirectory.db_url, else sqlite in the course root)")
     parser = argparse.ArgumentParser(prog="autograder", description="Grade the transformers101 course.")
     sub = parser.add_subparsers(dest="command", required=True)
 

@@ -51,7 +51,6 @@ def _figure_png(draw, size=(7, 3.6)) -> bytes:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-
     from matplotlib.ticker import MaxNLocator
 
     fig, ax = plt.subplots(figsize=size)

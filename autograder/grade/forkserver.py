@@ -23,9 +23,11 @@ AUTOGRADER_FORK_PRELOAD=mod1,mod2 to choose what the server imports (default: PR
 """
 from __future__ import annotations
 
+import atexit
 import importlib
 import json
 import os
+import selectors
 import signal
 import subprocess
 import sys
@@ -100,8 +102,6 @@ def become_kernel(request: dict) -> None:
         traceback.print_exc()
     finally:
         try:
-            import atexit
-
             atexit._run_exitfuncs()
             sys.stdout.flush()
             sys.stderr.flush()
@@ -116,8 +116,9 @@ def serve(requests, replies) -> None:
         replies.flush()
 
     loaded = preload()
-    if thread_count() != 1:
-        reply({"error": f"the server has {thread_count()} threads after its imports; forking is not safe"})
+    threads = thread_count()
+    if threads != 1:
+        reply({"error": f"the server has {threads} threads after its imports; forking is not safe"})
         return
     torch = sys.modules.get("torch")
     if torch is not None and torch.cuda.is_initialized():  # a CUDA context cannot be used in a forked child
@@ -170,8 +171,6 @@ class ForkServer:
         self.refusal: str | None = None  # why the server could not start, once known
 
     def _read(self, timeout: float) -> dict:
-        import selectors
-
         with selectors.DefaultSelector() as selector:
             selector.register(self._proc.stdout, selectors.EVENT_READ)
             if not selector.select(timeout):
@@ -291,16 +290,7 @@ class ForkedKernelProcess:
         self.send_signal(signal.SIGKILL)
 
 
-_shutdown_registered = False
-
-
-def _register_shutdown() -> None:
-    global _shutdown_registered
-    if not _shutdown_registered:
-        import atexit
-
-        atexit.register(shutdown_servers)
-        _shutdown_registered = True
+atexit.register(shutdown_servers)  # a worker that exits normally closes its servers (they also leave at EOF)
 
 
 def fork_kernel(spec_env: dict[str, str], cmd: list[str], env: dict[str, str], cwd: str) -> ForkedKernelProcess:
@@ -310,7 +300,6 @@ def fork_kernel(spec_env: dict[str, str], cmd: list[str], env: dict[str, str], c
     if "autograder.grade.launcher" not in cmd:
         raise ForkServerUnavailable("not a sandbox kernel command")
     args = parse(cmd[cmd.index("autograder.grade.launcher") + 1:])
-    _register_shutdown()
     pid = server_for(spec_env).fork(cwd=str(cwd), env=env, memory_bytes=args.memory_bytes, rlimit=args.rlimit,
                                     kernel_args=args.kernel_args)
     return ForkedKernelProcess(pid)

@@ -73,15 +73,15 @@ class ForkedKernelProvisioner(LocalProvisioner):
     async def launch_kernel(self, cmd: list[str], **kwargs):
         from autograder.grade import forkserver
 
+        cwd = kwargs.get("cwd") or os.getcwd()
         try:
-            process = forkserver.fork_kernel(dict(self.kernel_spec.env), cmd, env=kwargs.get("env") or {},
-                                             cwd=kwargs.get("cwd") or os.getcwd())
+            process = forkserver.fork_kernel(dict(self.kernel_spec.env), cmd, env=kwargs.get("env") or {}, cwd=cwd)
         except forkserver.ForkServerUnavailable as exc:
             self.log.warning("%s; launching the kernel the plain way", exc)
             return await super().launch_kernel(cmd, **kwargs)
         self.process = process
         self.pid = self.pgid = process.pid  # the kernel leads its own session and process group
-        self.cwd = kwargs.get("cwd") or os.getcwd()
+        self.cwd = cwd
         return self.connection_info
 
 
