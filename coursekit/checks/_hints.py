@@ -3,24 +3,86 @@
 Every failure is a `CheckFailed` (an AssertionError), whose message reads
     <what is wrong>
     HINT: <the likely mistake>          (when one can be told)
+
+In Jupyter a failed check shows only that message and the student's own line(s), never the frames of this
+library: IPython renders an exception that has a `_render_traceback_` method with the lines it returns.
 """
 from __future__ import annotations
 
+import linecache
 import math
+import os
+import traceback
 from typing import Any, Callable, Sequence
 
 import numpy as np
 import torch
 
 
+_PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # .../coursekit
+_RED, _BOLD, _RESET = "\x1b[31m", "\x1b[1m", "\x1b[0m"
+_MAX_STUDENT_FRAMES = 3
+
+
 class CheckFailed(AssertionError):
-    """A public check did not pass; the message is written for the student."""
+    """A public check did not pass; the message is written for the student.
+
+    In IPython/Jupyter it renders as the message, then the line of the student's cell that ran the check and, when
+    the student's code crashed, the student's own lines where it crashed: no frames of coursekit or other libraries,
+    no "During handling of the above exception" chains.
+    """
+
+    def _render_traceback_(self) -> list[str]:
+        lines = [f"{_RED}{_BOLD}Self-check failed:{_RESET} {_RED}{line}{_RESET}" if i == 0 else
+                 (f"{_BOLD}{line}{_RESET}" if line.startswith("HINT:") else line)
+                 for i, line in enumerate(str(self).splitlines() or [""])]
+        for filename, lineno, function, text in _student_frames(self.__traceback__)[:1]:
+            lines.append(f"  checked at {_where(filename, lineno, function, 'this cell')}: {text}")
+        cause = self.__cause__
+        if cause is not None and not isinstance(cause, CheckFailed):
+            frames = _student_frames(cause.__traceback__)
+            if frames:
+                lines.append(f"  your code raised {type(cause).__name__} here:")
+                for filename, lineno, function, text in frames[-_MAX_STUDENT_FRAMES:]:
+                    lines.append(f"    {_where(filename, lineno, function, 'its cell')}: {text}")
+        return lines
 
 
-def fail(problem: str, hint: str | None = None) -> None:
-    """Raise CheckFailed with `problem` and, if given, a HINT line."""
+def _is_library(filename: str) -> bool:
+    """Frames of coursekit, of installed packages and of Python itself are not the student's."""
+    path = os.path.abspath(filename) if not filename.startswith("<") else filename
+    return (path.startswith(_PACKAGE_DIR + os.sep) or "site-packages" in path or "dist-packages" in path
+            or path.startswith("<frozen") or path.startswith(os.path.dirname(os.__file__) + os.sep))
+
+
+def _student_frames(tb) -> list[tuple[str, int, str, str]]:
+    """(filename, line number, function name, source line) of the frames of `tb` that belong to the student's code."""
+    frames = []
+    for frame, lineno in traceback.walk_tb(tb):
+        filename = frame.f_code.co_filename
+        if _is_library(filename):
+            continue
+        frames.append((filename, lineno, frame.f_code.co_name,
+                       linecache.getline(filename, lineno, frame.f_globals).strip()))
+    return frames
+
+
+def _where(filename: str, lineno: int, function: str, cell: str) -> str:
+    """'line 3 of this cell' or 'f, line 3 of its cell' (IPython names cells like /tmp/ipykernel_12/123.py)."""
+    place = (f"line {lineno} of {cell}"
+             if "ipykernel_" in filename or filename.startswith(("<ipython-input", "<cell"))
+             else f"line {lineno} of {os.path.basename(filename)}")
+    return place if function == "<module>" else f"{function}, {place}"
+
+
+def fail(problem: str, hint: str | None = None, cause: BaseException | None = None) -> None:
+    """Raise CheckFailed with `problem` and, if given, a HINT line.
+
+    `cause`: the student's exception that made the check fail (its student frames are shown); the exception being
+    handled when `fail` is called is otherwise dropped, so no "During handling of the above exception" chain.
+    """
     message = problem if hint is None else f"{problem}\nHINT: {hint}"
-    raise CheckFailed(message)
+    raise CheckFailed(message) from cause
 
 
 def passed(name: str, detail: str = "") -> None:
@@ -41,7 +103,8 @@ def run(name: str, fn: Callable, *args, **kwargs) -> Any:
     except Exception as error:  # the student's code crashed on a small valid example
         args_text = ", ".join(_short(a) for a in args)
         fail(f"{name}({args_text}) raised {type(error).__name__}: {error}",
-             "read the traceback above this message; run the example by hand in a new cell to see it.")
+             "look at the line of your code shown below; run the example by hand in a new cell to see it.",
+             cause=error)
 
 
 def _short(value: Any) -> str:
