@@ -13,8 +13,9 @@ Every failure raises `AssertionError` with a short message for the student: what
 input values or reference code), expected vs got, and the most likely mistake when one of the known-mistake
 variants (`mistakes.py`) reproduces the student's numbers.
 
-Comparisons go through torch's C functions captured when this module was imported (`_VF`), which `_integrity`
-verifies to be torch's originals, so a Python-level patch of `torch.allclose` cannot change a verdict.
+The checks run in the grader's process, never in the student's kernel: the student's objects are
+`RemoteObject`s (`_remote.py`), and what they return arrives as data. So nothing the student's code does to its
+own process can change a comparison here.
 """
 from __future__ import annotations
 
@@ -26,10 +27,9 @@ import numpy as np
 import torch
 from torch import nn
 
-from autograder.checks import _integrity
+from autograder.checks._remote import ProbeBroken, RemoteObject, StudentError
 from autograder.checks._tolerance import grading_device, tolerance
 
-_VF = _integrity._variable_functions()  # torch's C functions (verified by _integrity.verify on every check)
 
 MAX_MESSAGE_LINES = 14
 
@@ -39,8 +39,7 @@ Mistakes = Mapping[str, Callable[[], Any]] | Iterable[tuple[str, Callable[[], An
 
 # ------------------------------------------------------------------------------------------------------ set-up
 def start_check() -> torch.device:
-    """First line of every check: verify integrity, return the grading device (TF32 off on CUDA)."""
-    _integrity.verify()
+    """First line of every check: the grading device (TF32 off on CUDA)."""
     return grading_device()
 
 
@@ -113,39 +112,66 @@ def _error_hint(error: BaseException) -> str | None:
 
 
 def _short(error: BaseException) -> str:
-    text = " ".join(str(error).split())
-    return f"{type(error).__name__}: {text[:200]}"
+    if isinstance(error, StudentError):
+        name, text = error.type_name, error.message
+    else:
+        name, text = type(error).__name__, str(error)
+    text = " ".join(text.split())
+    return f"{name}: {text[:200]}"
+
+
+def not_handed_in(label: str, error: StudentError, tested: str | None = None):
+    fail(f"{label.split('(')[0].split('.')[0]} was not defined when the grade cell ran.", tested=tested,
+         hint="run every cell from the top (Kernel > Restart and Run All) and keep the names of the exercise")
 
 
 def call(label: str, fn: Callable, *args, tested: str | None = None, **kwargs):
-    """Call student code; NotImplementedError or any other exception becomes a readable AssertionError."""
+    """Call student code; NotImplementedError or any other exception becomes a readable AssertionError.
+
+    `fn` is a RemoteObject (the student's object in the kernel); the result arrives as data."""
     try:
         return fn(*args, **kwargs)
-    except NotImplementedError:
-        fail(f"{label} is not implemented yet: replace `raise NotImplementedError()` with your code.", tested=tested)
-    except AssertionError:
-        raise
-    except Exception as error:  # noqa: BLE001 -- any student error becomes a graded failure with its message
-        fail(f"{label} raised an error.", tested=tested, details=[_short(error)], hint=_error_hint(error))
+    except StudentError as error:
+        if error.not_handed_in:
+            not_handed_in(label, error, tested)
+        if error.is_a("NotImplementedError"):
+            fail(f"{label} is not implemented yet: replace `raise NotImplementedError()` with your code.",
+                 tested=tested)
+        fail(f"{label} raised an error.", tested=tested, details=[_short(error), *error.where()[-2:]],
+             hint=_error_hint(error))
+    except ProbeBroken as error:
+        fail(f"{label} could not be checked: {error}.", tested=tested)
+
+
+def kind_of(obj, name: str) -> dict:
+    """What the handed-in object is ({"type", "class", "callable", "module_class", "module"})."""
+    try:
+        return obj.kind
+    except StudentError as error:
+        if error.not_handed_in:
+            not_handed_in(name, error)
+        fail(f"{name} could not be inspected: {_short(error)}")
+    except ProbeBroken as error:
+        fail(f"{name} could not be checked: {error}.")
 
 
 def expect_callable(obj, name: str, kind: str = "function") -> None:
     """`obj` must be a function (kind="function") or an nn.Module subclass (kind="module")."""
+    info = kind_of(obj, name)
     if kind == "module":
-        if not (isinstance(obj, type) and issubclass(obj, nn.Module)):
-            fail(f"{name} must be a class that inherits from nn.Module, got {type(obj).__name__}.",
-                 hint=f"pass the class itself: check_...({name})")
-    elif not callable(obj):
-        fail(f"{name} must be a function, got {type(obj).__name__}.")
+        if not info.get("module_class"):
+            fail(f"{name} must be a class that inherits from nn.Module, got {info.get('type', '?')}.",
+                 hint=f"define `class {name}(nn.Module):` and keep its name")
+    elif not info.get("callable"):
+        fail(f"{name} must be a function, got {info.get('type', '?')}.")
 
 
-def construct(cls, name: str, *args, **kwargs) -> nn.Module:
-    """Instantiate a student nn.Module with the contract's arguments (seeded, so construction is repeatable)."""
+def construct(cls, name: str, *args, **kwargs) -> RemoteObject:
+    """Instantiate a student nn.Module in the kernel with the contract's arguments (seeded, so repeatable)."""
     expect_callable(cls, name, "module")
     shown = ", ".join([*(repr(a) for a in args), *(f"{k}={v!r}" for k, v in kwargs.items())])
-    with seeded(0):
-        module = call(f"{name}({shown})", cls, *args, **kwargs)
-    if not isinstance(module, nn.Module):
+    module = call(f"{name}({shown})", cls, *args, _seed=0, **kwargs)
+    if not isinstance(module, RemoteObject) or not module.kind.get("module"):
         fail(f"{name}({shown}) did not create an nn.Module.")
     return module
 
@@ -154,49 +180,67 @@ def expect_raises(error_type, label: str, fn: Callable, *args, why: str, **kwarg
     """Student code must raise `error_type` (e.g. ValueError for a bad argument)."""
     try:
         fn(*args, **kwargs)
-    except error_type:
-        return
-    except NotImplementedError:
-        fail(f"{label} is not implemented yet: replace `raise NotImplementedError()` with your code.")
-    except Exception as error:  # noqa: BLE001
+    except StudentError as error:
+        if error.is_a(error_type.__name__):
+            return
+        if error.not_handed_in:
+            not_handed_in(label, error)
+        if error.is_a("NotImplementedError"):
+            fail(f"{label} is not implemented yet: replace `raise NotImplementedError()` with your code.")
         fail(f"{label} should raise {error_type.__name__} {why}.", details=[f"got {_short(error)}"])
+    except ProbeBroken as error:
+        fail(f"{label} could not be checked: {error}.")
     fail(f"{label} should raise {error_type.__name__} {why}, but it raised nothing.")
 
 
 # ----------------------------------------------------------------------------------------------- weight copying
-def copy_parameters(student: nn.Module, reference: nn.Module, name: str) -> None:
+def describe(module: RemoteObject, name: str, **what) -> dict:
+    """`module.describe(...)` with a failure message when the kernel side cannot answer."""
+    try:
+        return module.describe(**what)
+    except StudentError as error:
+        fail(f"{name} could not be inspected: {_short(error)}")
+    except ProbeBroken as error:
+        fail(f"{name} could not be checked: {error}.")
+
+
+def copy_parameters(student: RemoteObject, reference: nn.Module, name: str) -> None:
     """Copy every parameter of `reference` into `student` under the same contract name (e.g. `self_attn.w_q.weight`).
 
     A missing or renamed submodule or a wrong shape fails with a message naming what the contract expects.
     """
     contract = dict(reference.named_parameters())
+    theirs = {n: tuple(shape) for n, shape, _dtype in describe(student, name).get("parameters", [])}
     for key, value in contract.items():
         owner = key.rsplit(".", 1)[0] if "." in key else None
-        try:
-            target = student.get_parameter(key)
-        except AttributeError:
+        if key not in theirs:
             where = f"submodule `{owner}`" if owner else f"parameter `{key}`"
             fail(f"{name}: expected {where} (parameter `{key}` of shape {tuple(value.shape)}) as named in the "
                  "exercise, but your module has none.",
-                 details=[f"your parameters: {', '.join(n for n, _ in student.named_parameters())[:300] or 'none'}"],
+                 details=[f"your parameters: {', '.join(theirs)[:300] or 'none'}"],
                  hint="use exactly the attribute names given in the exercise (self.<name> = ...)")
-        if tuple(target.shape) != tuple(value.shape):
+        if theirs[key] != tuple(value.shape):
             fail(f"{name}: parameter `{key}` has the wrong shape.",
-                 details=[f"expected shape {tuple(value.shape)}, got {tuple(target.shape)}"])
+                 details=[f"expected shape {tuple(value.shape)}, got {theirs[key]}"])
     # load_state_dict on exactly the contract keys (it copies in place, so aliased parameters follow)
     state = {key: value.detach().clone() for key, value in contract.items()}
-    result = student.load_state_dict(state, strict=False)
-    if result.unexpected_keys:
-        fail(f"{name}: could not load parameters {', '.join(result.unexpected_keys)}.")
+    try:
+        _missing, unexpected = student.load_state(state)
+    except StudentError as error:
+        fail(f"{name}: could not load the grader's weights into your module.", details=[_short(error)])
+    except ProbeBroken as error:
+        fail(f"{name} could not be checked: {error}.")
+    if unexpected:
+        fail(f"{name}: could not load parameters {', '.join(unexpected)}.")
 
 
-def prepare(student: nn.Module, reference: nn.Module, device, name: str, copy: bool = True) -> None:
+def prepare(student: RemoteObject, reference: nn.Module, device, name: str, copy: bool = True) -> None:
     """Copy weights (by contract names), move both modules to `device`, switch both to eval mode."""
     reference.to(device).eval()
-    call(f"{name}.to(device)", student.to, device)
+    call(f"{name}.to(device)", student.attr("to"), device)
     if copy:
         copy_parameters(student, reference, name)
-    student.eval()
+    call(f"{name}.eval()", student.attr("eval"))
 
 
 # -------------------------------------------------------------------------------------------------- comparison
@@ -206,8 +250,6 @@ def as_tensor(got, label: str, tested: str | None = None) -> torch.Tensor:
         got = got.data
     if not isinstance(got, torch.Tensor):
         fail(f"{label} must be a torch.Tensor, got {type(got).__name__}.", tested=tested)
-    if type(got) is not torch.Tensor:
-        fail(f"{label} must be a plain torch.Tensor, got the subclass {type(got).__name__}.", tested=tested)
     return got
 
 
@@ -230,26 +272,26 @@ def values_close(got: torch.Tensor, expected: torch.Tensor, device, where=None, 
     if tuple(got.shape) != tuple(expected.shape):
         return False
     if exact:
-        return bool(_VF.equal(got, expected.to(got.dtype)))
+        return bool(torch.equal(got, expected.to(got.dtype)))
     if got.is_floating_point() or expected.is_floating_point():
         tol = tolerance(device, torch.float32)
         got64, expected64 = got.detach().double(), expected.detach().double().to(got.device)
-        return bool(_VF.allclose(got64, expected64, tol["rtol"], tol["atol"], False))
-    return bool(_VF.equal(got, expected.to(got.dtype).to(got.device)))
+        return bool(torch.allclose(got64, expected64, rtol=tol["rtol"], atol=tol["atol"]))
+    return bool(torch.equal(got, expected.to(got.dtype).to(got.device)))
 
 
 def max_difference(got: torch.Tensor, expected: torch.Tensor, where=None) -> float:
     got, expected = _select(got, where), _select(expected, where)
     if got.numel() == 0:
         return 0.0
-    difference = _VF.abs(_VF.sub(got.detach().double(), expected.detach().double().to(got.device)))
-    return float(_VF.max(difference))
+    difference = torch.abs(torch.sub(got.detach().double(), expected.detach().double().to(got.device)))
+    return float(torch.max(difference))
 
 
 def _finite_close(got, expected, device, where=None) -> bool:
     """Close at the positions where `got` is finite (used to diagnose outputs that contain NaN)."""
     got, expected = _select(got, where), _select(expected, where)
-    finite = _VF.isfinite(got)
+    finite = torch.isfinite(got)
     if int(finite.sum()) * 4 < finite.numel():  # too little left to compare: no diagnosis
         return False
     return values_close(got[finite], expected.to(got.device)[finite], device)
@@ -294,7 +336,7 @@ def expect_tensor(got, expected: torch.Tensor, label: str, device, *, tested: st
     if got.device != expected.device:
         got = got.to(expected.device)
     got = got.detach()
-    if got.is_floating_point() and not bool(_VF.all(_VF.isfinite(_select(got, where)))):
+    if got.is_floating_point() and not bool(torch.all(torch.isfinite(_select(got, where)))):
         mistake = diagnose(got, mistakes, device, where, finite_only=True)
         fail(f"{label}: found NaN or inf values.", tested=tested, mistake=mistake,
              hint=None if mistake else "NaN often comes from -inf in a row where every score is blocked, or from "

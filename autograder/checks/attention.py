@@ -1,6 +1,8 @@
 """Hidden checks of notebook 03 (scaled dot-product attention and the masks; True = may attend)."""
 from __future__ import annotations
 
+from autograder.checks._remote import probed
+
 import torch
 
 from autograder.checks import mistakes as M
@@ -48,6 +50,7 @@ def _mask_problem(got, expected, label, tested, inverted, extra=()):
          details=[f"{wrong} of {expected.numel()} entries differ"], mistake=mistake)
 
 
+@probed
 def check_make_padding_mask(make_padding_mask) -> None:
     """make_padding_mask(ids (B, T), pad_id=0) -> bool (B, 1, 1, T), True at real tokens."""
     device = start_check()
@@ -66,6 +69,7 @@ def check_make_padding_mask(make_padding_mask) -> None:
         _mask_problem(got, expected, "the padding mask", tested, ~expected)
 
 
+@probed
 def check_make_causal_mask(make_causal_mask) -> None:
     """make_causal_mask(size, device=None) -> bool (size, size), lower triangle True."""
     device = start_check()
@@ -94,6 +98,7 @@ def attention_mistakes(query, key, value, mask, part: int):
     return lambda: [(name, lambda f=f: M.sdpa(query, key, value, mask, **f)[part]) for name, f in flags]
 
 
+@probed
 def check_scaled_dot_product_attention(scaled_dot_product_attention) -> None:
     """scaled_dot_product_attention(q, k, v, mask=None) -> (output (..., T_q, d_v), weights (..., T_q, T_k))."""
     device = start_check()

@@ -1,6 +1,8 @@
 """Hidden checks of notebook 01 (tokens and embeddings)."""
 from __future__ import annotations
 
+from autograder.checks._remote import new, probed
+
 import random
 
 import numpy as np
@@ -8,8 +10,8 @@ import torch
 
 from autograder.checks import mistakes as M
 from autograder.checks._common import (
-    as_tensor, call, construct, expect_callable, expect_shape, expect_tensor, fail, is_integer, prepare, start_check,
-    to_numpy, values_close,
+    as_tensor, call, construct, describe, expect_callable, expect_shape, expect_tensor, fail, is_integer, prepare,
+    start_check, to_numpy, values_close,
 )
 
 SPECIALS = ("<pad>", "<unk>", "<bos>", "<eos>")
@@ -64,6 +66,7 @@ def _diagnose_vocab(got: dict, texts, kwargs) -> str | None:
     return None
 
 
+@probed
 def check_build_vocab(build_vocab) -> None:
     """build_vocab(tokenized_texts, min_freq=1, specials=...) -> dict[str, int]."""
     start_check()
@@ -94,13 +97,15 @@ def check_build_vocab(build_vocab) -> None:
     # tokenized_texts is any iterable: a generator can be read only once.
     texts = _corpus(6)
     expected = reference.build_vocab(texts)
-    got = call("build_vocab", build_vocab, (list(t) for t in texts), tested="a generator of token lists")
+    once = new(build_vocab.channel, "builtins.iter", [list(t) for t in texts])  # an iterator, read once, in the kernel
+    got = call("build_vocab", build_vocab, once, tested="a generator of token lists")
     if got != expected:
         fail("build_vocab: wrong vocabulary when tokenized_texts is a generator.", tested="a generator of token lists",
              hint="a generator can be iterated only once: count the tokens in a single pass")
 
 
 # ------------------------------------------------------------------------------------------------------ encode
+@probed
 def check_encode(encode) -> None:
     """encode(tokens, vocab) -> list[int]; unknown tokens map to vocab['<unk>']."""
     start_check()
@@ -138,6 +143,7 @@ def check_encode(encode) -> None:
 
 
 # --------------------------------------------------------------------------------------------------- pad_batch
+@probed
 def check_pad_batch(pad_batch) -> None:
     """pad_batch(sequences, pad_id=0, max_len=None) -> LongTensor (B, T), post-padding, post-truncation."""
     start_check()
@@ -171,6 +177,7 @@ def check_pad_batch(pad_batch) -> None:
 
 
 # ---------------------------------------------------------------------------------------------- TokenEmbedding
+@probed
 def check_token_embedding(TokenEmbedding) -> None:
     """TokenEmbedding(vocab_size, d_model, padding_idx=None): weight (V, d) ~ N(0, 1), row padding_idx zero."""
     device = start_check()
@@ -178,11 +185,12 @@ def check_token_embedding(TokenEmbedding) -> None:
     V, d_model = 300, 64
     for padding_idx in (None, 0, 5):
         module = construct(TokenEmbedding, "TokenEmbedding", V, d_model, padding_idx=padding_idx)
-        params = dict(module.named_parameters())
-        weight = getattr(module, "weight", None)
-        if not isinstance(weight, torch.nn.Parameter):
+        info = describe(module, "TokenEmbedding", attrs=["weight"])
+        params = [name for name, _shape, _dtype in info.get("parameters", [])]
+        if not info.get("has", {}).get("weight"):
             fail("TokenEmbedding needs an nn.Parameter named `weight` (self.weight = nn.Parameter(...)).",
                  details=[f"your parameters: {', '.join(params) or 'none'}"])
+        weight = as_tensor(call("TokenEmbedding.weight", module.attr("weight").fetch), "TokenEmbedding.weight")
         expect_shape(weight, (V, d_model), "TokenEmbedding.weight", f"TokenEmbedding({V}, {d_model})")
         w = weight.detach().double().cpu()
         if padding_idx is not None:
@@ -212,15 +220,21 @@ def check_token_embedding(TokenEmbedding) -> None:
 
 
 # ------------------------------------------------------------------------------ embedding_matrix_from_word2vec
-def _keyed_vectors(words, size: int, seed: int):
+def _keyed_vectors(words, size: int, seed: int, channel=None):
+    """gensim KeyedVectors with random vectors: here (channel None) or, the same, in the student's kernel."""
+    vectors = np.random.default_rng(seed).standard_normal((len(words), size)).astype(np.float32)
+    if channel is not None:
+        kv = new(channel, "gensim.models.KeyedVectors", vector_size=size)
+        kv.attr("add_vectors")(list(words), vectors)
+        return kv
     from gensim.models import KeyedVectors
 
     kv = KeyedVectors(vector_size=size)
-    rng = np.random.default_rng(seed)
-    kv.add_vectors(list(words), rng.standard_normal((len(words), size)).astype(np.float32))
+    kv.add_vectors(list(words), vectors)
     return kv
 
 
+@probed
 def check_embedding_matrix_from_word2vec(embedding_matrix_from_word2vec) -> None:
     """embedding_matrix_from_word2vec(vocab, keyed_vectors) -> FloatTensor (len(vocab), vector_size)."""
     start_check()
@@ -228,6 +242,7 @@ def check_embedding_matrix_from_word2vec(embedding_matrix_from_word2vec) -> None
     reference = _reference()
     words = _words(14, 21)
     kv = _keyed_vectors(words[:10] + ["extra", "words"], 6, seed=2)  # words[10:] are unknown to word2vec
+    their_kv = _keyed_vectors(words[:10] + ["extra", "words"], 6, seed=2, channel=embedding_matrix_from_word2vec.channel)
     ordered = {token: i for i, token in enumerate([*SPECIALS, *words])}
     shuffled_items = list(ordered.items())
     random.Random(5).shuffle(shuffled_items)
@@ -237,7 +252,8 @@ def check_embedding_matrix_from_word2vec(embedding_matrix_from_word2vec) -> None
     ]
     for tested, vocab in cases:
         expected = reference.embedding_matrix_from_word2vec(dict(vocab), kv)
-        got = call("embedding_matrix_from_word2vec", embedding_matrix_from_word2vec, dict(vocab), kv, tested=tested)
+        got = call("embedding_matrix_from_word2vec", embedding_matrix_from_word2vec, dict(vocab), their_kv,
+                   tested=tested)
         got = as_tensor(got, "the matrix", tested)
         expect_shape(got, expected.shape, "the matrix", tested)
         if got.dtype != torch.float32:
@@ -255,6 +271,7 @@ def check_embedding_matrix_from_word2vec(embedding_matrix_from_word2vec) -> None
 
 
 # ---------------------------------------------------------------------------------------- attention_over_words
+@probed
 def check_attention_over_words(attention_over_words) -> None:
     """attention_over_words(query, keys, keyed_vectors) -> (weights (n,), value (vector_size,)) numpy arrays."""
     start_check()
@@ -263,11 +280,12 @@ def check_attention_over_words(attention_over_words) -> None:
     words = _words(9, 31)
     size = 12
     kv = _keyed_vectors(words, size, seed=4)
+    their_kv = _keyed_vectors(words, size, seed=4, channel=attention_over_words.channel)
     cases = [(words[0], words[1:6]), (words[6], [words[2], words[6], words[8]]), (words[3], [words[7]])]
     for query, keys in cases:
         tested = f"a query word over {len(keys)} key words, vector_size {size}"
         expected_w, expected_v = reference.attention_over_words(query, list(keys), kv)
-        got = call("attention_over_words", attention_over_words, query, list(keys), kv, tested=tested)
+        got = call("attention_over_words", attention_over_words, query, list(keys), their_kv, tested=tested)
         if not isinstance(got, tuple) or len(got) != 2:
             fail("attention_over_words must return a tuple (weights, value).", tested=tested)
         weights = to_numpy(got[0], "weights", (len(keys),), tested)

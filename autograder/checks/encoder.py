@@ -1,6 +1,8 @@
 """Hidden checks of notebook 05 (feed-forward, encoder block, encoder)."""
 from __future__ import annotations
 
+from autograder.checks._remote import probed
+
 import torch
 
 from autograder.checks import mistakes as M
@@ -30,6 +32,7 @@ def reference_module(factory, seed: int, *args, **kwargs):
     return module
 
 
+@probed
 def check_positionwise_feed_forward(PositionwiseFeedForward) -> None:
     """PositionwiseFeedForward(d_model, d_ff, dropout=0.0): linear2(dropout(relu(linear1(x))))."""
     device = start_check()
@@ -64,6 +67,7 @@ def block_mistakes(call_variant, norm_first: bool, has_mask: bool, residual_flag
     return variants
 
 
+@probed
 def check_encoder_block(EncoderBlock) -> None:
     """EncoderBlock(d_model, num_heads, d_ff, dropout=0.0, norm_first=False): self_attn, ffn, norm1, norm2."""
     device = start_check()
@@ -104,6 +108,7 @@ def stack_mistakes(call_variant, norm_first: bool, has_mask: bool, residual_flag
     return variants
 
 
+@probed
 def check_encoder(Encoder) -> None:
     """Encoder(vocab_size, d_model, num_heads, d_ff, num_layers, max_len=512, dropout=0.0, norm_first=False)."""
     device = start_check()

@@ -1,6 +1,8 @@
 """Hidden checks of notebook 04 (multi-head attention)."""
 from __future__ import annotations
 
+from autograder.checks._remote import probed
+
 import torch
 
 from autograder.checks import mistakes as M
@@ -19,6 +21,7 @@ def _reference():
     return reference
 
 
+@probed
 def check_split_heads(split_heads) -> None:
     """split_heads(x (B, T, d_model), num_heads) -> (B, H, T, d_head)."""
     device = start_check()
@@ -35,6 +38,7 @@ def check_split_heads(split_heads) -> None:
                                                         (M.SPLIT_INTERLEAVED, lambda: M.split(x, n, "interleaved"))])
 
 
+@probed
 def check_merge_heads(merge_heads) -> None:
     """merge_heads(x (B, H, T, d_head)) -> (B, T, H * d_head), the inverse of split_heads."""
     device = start_check()
@@ -86,6 +90,7 @@ def attention_cases(device):
     ]
 
 
+@probed
 def check_multi_head_attention(MultiHeadAttention) -> None:
     """MultiHeadAttention(d_model, num_heads, dropout=0.0, bias=True): w_q, w_k, w_v, w_o; forward -> (out, weights)."""
     device = start_check()

@@ -1,11 +1,14 @@
 """Hidden checks of notebook 02 (positional encoding)."""
 from __future__ import annotations
 
+from autograder.checks._remote import probed
+
 import torch
 
 from autograder.checks import mistakes as M
 from autograder.checks._common import (
-    as_tensor, call, construct, expect_callable, expect_raises, expect_tensor, fail, prepare, randn, start_check,
+    as_tensor, call, construct, describe, expect_callable, expect_raises, expect_tensor, fail, prepare, randn,
+    start_check,
 )
 
 
@@ -25,6 +28,7 @@ def _table_mistakes(max_len, d_model):
     ]
 
 
+@probed
 def check_sinusoidal_positional_encoding(sinusoidal_positional_encoding) -> None:
     """sinusoidal_positional_encoding(max_len, d_model) -> FloatTensor (max_len, d_model); odd d_model: ValueError."""
     start_check()
@@ -45,6 +49,7 @@ def check_sinusoidal_positional_encoding(sinusoidal_positional_encoding) -> None
                   why="for an odd d_model")
 
 
+@probed
 def check_positional_encoding(PositionalEncoding) -> None:
     """PositionalEncoding(d_model, max_len=512, dropout=0.0): buffer pe, forward(x) = x + pe[:T]."""
     device = start_check()
@@ -68,12 +73,13 @@ def check_positional_encoding(PositionalEncoding) -> None:
         return variants
 
     expect_tensor(got, expected, "PositionalEncoding output", device, tested=tested, mistakes=mistakes)
-    buffers = dict(module.named_buffers())
-    if "pe" not in buffers:
-        where = "a parameter (it would be trained)" if "pe" in dict(module.named_parameters()) else "missing"
+    info = describe(module, "PositionalEncoding")
+    if "pe" not in {name for name, _shape in info.get("buffers", [])}:
+        parameters = {name for name, _shape, _dtype in info.get("parameters", [])}
+        where = "a parameter (it would be trained)" if "pe" in parameters else "missing"
         fail(f"PositionalEncoding: `pe` must be a buffer (self.register_buffer('pe', ...)); yours is {where}.",
              hint="a buffer moves with .to(device) and is saved with the model, but is not trained")
-    pe = buffers["pe"]
+    pe = call("PositionalEncoding.pe", module.attr("pe").fetch)
     expect_tensor(pe, table, "PositionalEncoding.pe", device,
                   tested=f"PositionalEncoding({d_model}, max_len={max_len})", mistakes=_table_mistakes(max_len, d_model))
     long_x = randn(B, max_len + 1, d_model, seed=6, device=device)
@@ -81,13 +87,14 @@ def check_positional_encoding(PositionalEncoding) -> None:
                   why="when the sequence is longer than max_len")
 
 
+@probed
 def check_learned_positional_embedding(LearnedPositionalEmbedding) -> None:
     """LearnedPositionalEmbedding(max_len, d_model): submodule `embedding`; forward(x) = x + embedding(arange(T))."""
     device = start_check()
     reference = _reference()
     B, T, d_model, max_len = 3, 6, 8, 11
     module = construct(LearnedPositionalEmbedding, "LearnedPositionalEmbedding", max_len, d_model)
-    if not isinstance(getattr(module, "embedding", None), torch.nn.Embedding):
+    if "Embedding" not in describe(module, "LearnedPositionalEmbedding").get("module_bases", {}).get("embedding", []):
         fail("LearnedPositionalEmbedding needs a submodule `embedding = nn.Embedding(max_len, d_model)`.")
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(2)
