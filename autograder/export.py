@@ -3,6 +3,24 @@
 Added columns (joined on assignment + student): `status`, `held_for_review`, `flags` (codes, ";"-joined),
 `mistakes` ("grade_id: mistake" ";"-joined), `grading_seconds`. Exposed to nbgrader as an export plugin
 (`nbgrader export --exporter=autograder.export.AnnotatedCsvExportPlugin`) and used by `autograder export`.
+
+`export_lms` (`autograder export --format canvas|moodle`) writes one row per student of the roster (nbgrader's
+students: `id`, names, `email`, `lms_user_id`) and one column per assignment holding nbgrader's final score: the
+submission's score minus its late penalty, never below 0 (0 when nothing was submitted), as nbgrader's own CSV
+export computes it. The layouts follow the LMS documentation:
+
+* Canvas, "Grades" > "Import" (Canvas Instructor Guide, "How do I import grades in the Gradebook?", and the
+  layout of the Gradebook export it mirrors): the header `Student, ID, SIS User ID, SIS Login ID, Section`, then
+  one column per assignment titled `Name (canvas assignment id)` (a title without an id makes Canvas create the
+  assignment); the second row is `Points Possible` with each assignment's points under its column and the
+  student columns left empty; then one row per student: `Last, First`, the Canvas user id (nbgrader's
+  `lms_user_id`, set when the roster comes from the LMS), the SIS user id (the nbgrader student id), the SIS login
+  (e-mail), the section (empty).
+* Moodle, "Grades" > "Import" > "CSV file" (Moodle docs, "Grade import"; gradeimport_csv): any columns, one of
+  which identifies the user; the import form maps it to a user field ("Map from" / "Map to": email address,
+  ID number, username or user id), and each further column to a grade item by its name. We write `First name`,
+  `Last name`, `ID number` (the nbgrader student id: map it to the user's ID number) and `Email address` (the
+  alternative identifier), then one column per assignment named after it, as in Moodle's own plain-text export.
 """
 from __future__ import annotations
 
@@ -10,7 +28,7 @@ import csv
 import io
 from pathlib import Path
 
-from nbgrader.api import Gradebook
+from nbgrader.api import Gradebook, MissingEntry
 from nbgrader.plugins.export import CsvExportPlugin
 
 from autograder.coursedir import course_id, default_db_url
@@ -71,4 +89,66 @@ def export_grades(course_dir, to: str | Path = "grades.csv", db_url: str | None 
     plugin = AnnotatedCsvExportPlugin(to=str(to), assignment=list(assignments or []), student=list(students or []))
     with Gradebook(db_url or default_db_url(course_dir), course_id(course_dir)) as gb:
         plugin.export(gb)
+    return Path(to)
+
+
+# ------------------------------------------------------------------------------------------ LMS gradebook imports
+DEFAULT_NAMES = {"csv": "grades.csv", "canvas": "canvas_grades.csv", "moodle": "moodle_grades.csv"}
+CANVAS_STUDENT_COLUMNS = ["Student", "ID", "SIS User ID", "SIS Login ID", "Section"]
+CANVAS_POINTS_ROW = "Points Possible"
+MOODLE_STUDENT_COLUMNS = ["First name", "Last name", "ID number", "Email address"]
+
+
+def final_scores(gb: Gradebook, assignments=None) -> tuple[list, list, dict]:
+    """(assignments [(name, max_score)], students, {(assignment, student): score after the late penalty})."""
+    chosen = [a for a in gb.assignments if not assignments or a.name in assignments]
+    students = sorted(gb.students, key=lambda s: s.id)
+    scores = {}
+    for a in chosen:
+        for student in students:
+            try:
+                sub = gb.find_submission(a.name, student.id)
+            except MissingEntry:
+                scores[(a.name, student.id)] = 0.0
+                continue
+            scores[(a.name, student.id)] = max(0.0, (sub.score or 0.0) - (sub.late_submission_penalty or 0.0))
+    return [(a.name, a.max_score or 0.0) for a in chosen], students, scores
+
+
+def _number(value: float) -> str:
+    return f"{round(float(value), 2):g}"
+
+
+def canvas_rows(assignments, students, scores, assignment_ids: dict | None = None) -> list[list[str]]:
+    ids = assignment_ids or {}
+    titles = [f"{name} ({ids[name]})" if name in ids else name for name, _ in assignments]
+    rows = [CANVAS_STUDENT_COLUMNS + titles,
+            [CANVAS_POINTS_ROW] + [""] * (len(CANVAS_STUDENT_COLUMNS) - 1) + [_number(m) for _, m in assignments]]
+    for s in students:
+        name = ", ".join(p for p in (s.last_name, s.first_name) if p) or s.id
+        rows.append([name, s.lms_user_id or "", s.id, s.email or "", ""]
+                    + [_number(scores[(a, s.id)]) for a, _ in assignments])
+    return rows
+
+
+def moodle_rows(assignments, students, scores) -> list[list[str]]:
+    rows = [MOODLE_STUDENT_COLUMNS + [name for name, _ in assignments]]
+    for s in students:
+        rows.append([s.first_name or "", s.last_name or "", s.id, s.email or ""]
+                    + [_number(scores[(a, s.id)]) for a, _ in assignments])
+    return rows
+
+
+def export_lms(course_dir, to: str | Path, fmt: str, db_url: str | None = None, assignments=None,
+               assignment_ids: dict | None = None) -> Path:
+    """Write the Canvas or Moodle gradebook import CSV (see the module doc); returns its path."""
+    if fmt not in ("canvas", "moodle"):
+        raise ValueError(f"unknown LMS format {fmt!r}: canvas or moodle")
+    course_dir = Path(course_dir).resolve()
+    with Gradebook(db_url or default_db_url(course_dir), course_id(course_dir)) as gb:
+        columns, students, scores = final_scores(gb, assignments)
+        rows = canvas_rows(columns, students, scores, assignment_ids) if fmt == "canvas" else \
+            moodle_rows(columns, students, scores)
+    with open(to, "w", newline="", encoding="utf-8") as fh:
+        csv.writer(fh, lineterminator="\n").writerows(rows)
     return Path(to)
