@@ -7,6 +7,11 @@ exercises or later ones. The sources are copied verbatim, except that
   * `from solutions.<topic> import ...` lines are dropped (those names are defined higher up in the same file),
   * each module's docstring becomes a one-line section comment,
   * `from __future__ import annotations` appears once, at the top.
+
+The module is never committed (.gitignore): `autograder release` regenerates it in course/source/<assignment>/ (the
+instructor's side) and hands it to students only once every assignment it covers (`covered_assignments`) is past
+its due date (see autograder.release); the grader regenerates it for every grading run
+(autograder.grade.engine.assignment_files); tests call `write_provided_module` where they need it.
 """
 from __future__ import annotations
 
@@ -53,6 +58,22 @@ def provided_topics(assignment: str) -> tuple[str, ...]:
     if index + 1 < FIRST_WITH_PROVIDED:
         return ()
     return TOPICS[:index]
+
+
+def covered_assignments(assignment: str, candidates=()) -> list[str]:
+    """The assignments whose reference this assignment's provided.py holds, in course order (maybe none).
+
+    Each is named as in `candidates` (e.g. the folders of course/source) when one of them has the topic's number,
+    else `NN_<topic>`: `covered_assignments("04_multi_head_attention", ["01_tokens_and_embeddings", ...])`
+    -> `["01_tokens_and_embeddings", "02_positional_encoding", "03_attention"]`.
+    """
+    by_number = {}
+    for name in candidates:
+        match = _ASSIGNMENT.match(name)
+        if match:
+            by_number.setdefault(int(match.group(1)), name)
+    return [by_number.get(TOPICS.index(topic) + 1, f"{TOPICS.index(topic) + 1:02d}_{topic}")
+            for topic in provided_topics(assignment)]
 
 
 def withheld_names(assignment: str) -> set[str]:

@@ -1,26 +1,116 @@
 """Release: course/source/<assignment>/ -> nbgrader generate_assignment -> exercises/<assignment>/.
 
 `release()` is the function behind `autograder release` (and `make release`). For each assignment it
-  1. refreshes the generated provided.py in the source folder (earlier topics only, see autograder.provided),
+  1. refreshes the generated provided.py in the source folder (earlier topics only, see autograder.provided;
+     course/source is the instructor's side, never handed out),
   2. runs nbgrader's generate_assignment through its Python API, with the course's nbgrader_config.py,
-  3. replaces exercises/<assignment>/ with the fresh course/release/<assignment>/.
+  3. decides whether course/release/<assignment>/ keeps provided.py (`provided_decision`, below),
+  4. replaces exercises/<assignment>/ with the fresh course/release/<assignment>/.
+
+The provided module of 04-07 is the reference of every earlier notebook, so it is GATED: with
+`provided="gated"` (the default) it reaches the release only once every assignment it covers is past its due date
+in the course gradebook (nbgrader's `Assignment.duedate`, set with `nbgrader db assignment add NAME --duedate ...`
+or the formgrader); an assignment without a due date, or not in the gradebook, counts as open. Until then the
+release holds no provided.py and the decision's message says when it will (re-release the assignment then).
+`provided="force"` releases it anyway (the message names every assignment whose reference that reveals);
+`provided="none"` never releases it. Grading never depends on this: the grader regenerates provided.py.
 """
 from __future__ import annotations
 
+import dataclasses
+import datetime
 import shutil
 from pathlib import Path
 
-from autograder.coursedir import nbgrader_api
-from autograder.provided import topic_of, write_provided_module
+from autograder.coursedir import course_id, default_db_url, nbgrader_api
+from autograder.provided import PROVIDED_FILENAME, covered_assignments, topic_of, write_provided_module
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 COURSE_ROOT = REPO_ROOT / "course"
 EXERCISES_DIR = REPO_ROOT / "exercises"
 CONFIG_FILENAME = "nbgrader_config.py"
+PROVIDED_MODES = ("gated", "force", "none")
 
 
 class ReleaseError(RuntimeError):
     """nbgrader could not generate an assignment; the message carries nbgrader's log."""
+
+
+@dataclasses.dataclass
+class ProvidedDecision:
+    """Whether an assignment's release holds provided.py, and why."""
+    assignment: str
+    mode: str                     # gated | force | none
+    covers: list[str]             # the assignments whose reference provided.py holds (empty: no provided module)
+    still_open: dict              # covered assignment -> its due date (naive UTC) or None, for those not past due
+    released: bool
+
+    @property
+    def needed(self) -> bool:
+        return bool(self.covers)
+
+    @property
+    def release_at(self) -> datetime.datetime | None:
+        """When the gate opens: the last due date of the covered assignments (None: some have no due date)."""
+        if not self.still_open or any(due is None for due in self.still_open.values()):
+            return None
+        return max(self.still_open.values())
+
+    def message(self) -> str:
+        a = self.assignment
+        if not self.needed:
+            return f"{a}: no provided module (self-contained notebook)"
+        pending = ", ".join(f"{name} ({_due_text(due)})" for name, due in self.still_open.items())
+        if self.mode == "force":
+            if self.still_open:
+                return (f"{a}: provided.py RELEASED (--provided force): it reveals the reference of {pending}, "
+                        f"which {'is' if len(self.still_open) == 1 else 'are'} not past due, to every student "
+                        f"who fetches {a}")
+            return f"{a}: provided.py released (--provided force; {', '.join(self.covers)} are all past due)"
+        if self.mode == "none":
+            return f"{a}: provided.py withheld (--provided none)"
+        if self.released:
+            return f"{a}: provided.py released ({', '.join(self.covers)} are all past due)"
+        when = (f"release {a} again after {self.release_at:%Y-%m-%d %H:%M} UTC (`autograder release {a}`)"
+                if self.release_at is not None else
+                "set the missing due dates (`nbgrader db assignment add NAME --duedate ...` or the formgrader), "
+                f"then release {a} again once they are past")
+        return (f"{a}: provided.py withheld: it holds the reference of {pending}, not yet past due; {when}, "
+                f"or reveal it now with --provided force")
+
+
+def _due_text(due: datetime.datetime | None) -> str:
+    return "no due date" if due is None else f"due {due:%Y-%m-%d %H:%M} UTC"
+
+
+def due_dates(course_root: Path | str, names, db_url: str | None = None) -> dict:
+    """name -> nbgrader's Assignment.duedate (naive UTC) in the course gradebook, None when unset or unknown."""
+    from nbgrader.api import Gradebook, MissingEntry
+
+    course_root = Path(course_root).resolve()
+    dates = {}
+    with Gradebook(db_url or default_db_url(course_root), course_id(course_root)) as gb:
+        for name in names:
+            try:
+                dates[name] = gb.find_assignment(name).duedate
+            except MissingEntry:
+                dates[name] = None
+    return dates
+
+
+def provided_decision(assignment: str, course_root: Path | str = COURSE_ROOT, mode: str = "gated",
+                      db_url: str | None = None, now: datetime.datetime | None = None) -> ProvidedDecision:
+    """Whether `assignment`'s release may hold its provided module (see the module doc)."""
+    if mode not in PROVIDED_MODES:
+        raise ValueError(f"provided mode must be one of {PROVIDED_MODES}, not {mode!r}")
+    covers = covered_assignments(assignment, find_assignments(course_root))
+    if not covers:
+        return ProvidedDecision(assignment, mode, [], {}, False)
+    now = now or datetime.datetime.now(datetime.timezone.utc).replace(tzinfo=None)
+    dates = due_dates(course_root, covers, db_url)
+    still_open = {name: dates[name] for name in covers if dates[name] is None or dates[name] > now}
+    released = mode == "force" or (mode == "gated" and not still_open)
+    return ProvidedDecision(assignment, mode, covers, still_open, released)
 
 
 def find_assignments(course_root: Path | str = COURSE_ROOT) -> list[str]:
@@ -66,8 +156,14 @@ def _replace_tree(src: Path, dest: Path) -> None:
 
 
 def release(assignments: list[str] | str | None = None, course_root: Path | str = COURSE_ROOT,
-            exercises_dir: Path | str = EXERCISES_DIR, db_url: str | None = None) -> list[Path]:
-    """Release `assignments` (default: all in course/source) into `exercises_dir`; return the folders written."""
+            exercises_dir: Path | str = EXERCISES_DIR, db_url: str | None = None, provided: str = "gated",
+            decisions: list | None = None, now: datetime.datetime | None = None) -> list[Path]:
+    """Release `assignments` (default: all in course/source) into `exercises_dir`; return the folders written.
+
+    `provided`: gated | force | none (see the module doc); each assignment's ProvidedDecision is appended to
+    `decisions` when a list is given."""
+    if provided not in PROVIDED_MODES:
+        raise ValueError(f"--provided must be one of {', '.join(PROVIDED_MODES)}, not {provided!r}")
     course_root = Path(course_root).resolve()
     exercises_dir = Path(exercises_dir)
     available = find_assignments(course_root)
@@ -85,6 +181,13 @@ def release(assignments: list[str] | str | None = None, course_root: Path | str 
     for assignment in assignments:
         write_provided_module(assignment, course_root / "source" / assignment)
         released = generate_assignment(assignment, course_root, db_url)
+        decision = provided_decision(assignment, course_root, provided, db_url, now)
+        if decision.released:
+            write_provided_module(assignment, released)
+        elif (released / PROVIDED_FILENAME).exists():
+            (released / PROVIDED_FILENAME).unlink()  # nbgrader copied the source folder's generated copy
+        if decisions is not None:
+            decisions.append(decision)
         target = exercises_dir / assignment
         _replace_tree(released, target)
         written.append(target)
