@@ -1,11 +1,14 @@
 """`autograder` / `python -m autograder`: the instructor's commands, each a thin layer over a module.
 
-    release [ASSIGNMENT | --all]          autograder.release.release (nbgrader generate_assignment + exercises/)
+    release [ASSIGNMENT ... | --all] [--provided gated|force|none]
+                                          autograder.release.release (nbgrader generate_assignment + exercises/;
+                                          provided.py of 04-07 only once the notebooks it covers are past due)
     collect PATH                          autograder.collect     (folder or zip -> submitted/)
     grade ASSIGNMENT [--student S ...]    autograder.grade.engine (Dask; --workers N | --scheduler ADDRESS; --force)
     feedback [ASSIGNMENT]                 autograder.feedback    (nbgrader generate_feedback, HTML)
-    export [--to grades.csv]              autograder.export      (nbgrader CSV + flags, mistakes, time)
-    report [ASSIGNMENT]                   autograder.report      (HTML + PNG)
+    export [--to F] [--format csv|canvas|moodle]  autograder.export (nbgrader CSV + flags; LMS gradebook imports)
+    report [ASSIGNMENT]                   autograder.report      (HTML + PNG; no ASSIGNMENT: the course page)
+    similarity ASSIGNMENT                 autograder.similarity  (copied work: ranked pairs, heat map, CSV; reports only)
     demo                                  autograder.demo        (sample class, whole pipeline)
 
 Common options: --course-dir (default $AUTOGRADER_COURSE_DIR, else the current folder when it holds
@@ -37,9 +40,20 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="autograder", description="Grade the transformers101 course.")
     sub = parser.add_subparsers(dest="command", required=True)
 
-    p = sub.add_parser("release", parents=[common], help="generate the student version of assignments")
-    p.add_argument("assignment", nargs="?")
-    p.add_argument("--all", action="store_true")
+    p = sub.add_parser(
+        "release", parents=[common], help="generate the student version of assignments",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="nbgrader generate_assignment into <course>/release/ and a copy into exercises/.",
+        epilog="provided.py (04-07: the reference of every earlier notebook) is gated: with --provided gated (the\n"
+               "default) it reaches the release only once EVERY assignment it covers is past its due date in the\n"
+               "gradebook (nbgrader db assignment add NAME --duedate ...; no due date counts as open); until then\n"
+               "the release has no provided.py and says when to release again. --provided force releases it now\n"
+               "and names each not-yet-due assignment whose reference that reveals; --provided none never does.\n"
+               "Grading always has it (the grader generates it from solutions/).")
+    p.add_argument("assignment", nargs="*", help="assignment name(s), or --all")
+    p.add_argument("--all", action="store_true", help="every assignment in source/")
+    p.add_argument("--provided", choices=("gated", "force", "none"), default="gated",
+                   help="provided.py of 04-07: gated (default), force (reveal now), none (never)")
 
     p = sub.add_parser("collect", parents=[common], help="import submissions from a folder or a zip")
     p.add_argument("path", type=Path)
@@ -57,11 +71,21 @@ def _parser() -> argparse.ArgumentParser:
     p = sub.add_parser("feedback", parents=[common], help="per-student HTML feedback")
     p.add_argument("assignment", nargs="?")
 
-    p = sub.add_parser("export", parents=[common], help="grades as CSV")
-    p.add_argument("--to", default="grades.csv")
+    p = sub.add_parser("export", parents=[common], help="grades as CSV (nbgrader's, or an LMS gradebook import)")
+    p.add_argument("--to", default=None, help="output file (default: grades.csv, canvas_grades.csv, moodle_grades.csv)")
+    p.add_argument("--format", choices=("csv", "canvas", "moodle"), default="csv",
+                   help="csv: nbgrader's columns + ours; canvas/moodle: their gradebook import layouts")
 
     p = sub.add_parser("report", parents=[common], help="class report (HTML)")
     p.add_argument("assignment", nargs="?")
+
+    p = sub.add_parser("similarity", parents=[common], help="copied work: pairwise similarity of solution cells")
+    p.add_argument("assignment")
+    p.add_argument("--threshold", type=float, default=None, help="share of a student's code found in another's "
+                   "(default 0.6)")
+    p.add_argument("--min-overlap", type=int, default=None, help="shared filtered characters (default 60)")
+    p.add_argument("--include-reference", action="store_true",
+                   help="also ignore the reference solution (for exercises with essentially one way to write them)")
 
     p = sub.add_parser("demo", help="build a sample class and run the whole pipeline on it")
     p.add_argument("--assignments", nargs="*", default=None, help="default: every assignment in course/source")
@@ -109,8 +133,12 @@ def cmd_release(args, course_dir: Path) -> int:
 
     # the repository's course refreshes exercises/; another course root keeps its copies in <root>/exercises
     exercises = REPO_ROOT / "exercises" if course_dir == (REPO_ROOT / "course").resolve() else course_dir / "exercises"
-    written = release(None if args.all else [args.assignment], course_root=course_dir, exercises_dir=exercises,
-                      db_url=args.db)
+    decisions = []
+    written = release(None if args.all else list(args.assignment), course_root=course_dir, exercises_dir=exercises,
+                      db_url=args.db, provided=args.provided, decisions=decisions)
+    for decision in decisions:
+        if decision.needed:
+            print(decision.message())
     print(f"released {len(written)} assignment(s) into {exercises}")
     return OK
 
@@ -161,9 +189,13 @@ def cmd_feedback(args, course_dir: Path) -> int:
 
 
 def cmd_export(args, course_dir: Path) -> int:
-    from autograder.export import export_grades
+    from autograder.export import DEFAULT_NAMES, export_grades, export_lms
 
-    path = export_grades(course_dir, args.to, db_url=args.db)
+    to = args.to or DEFAULT_NAMES[args.format]
+    if args.format == "csv":
+        path = export_grades(course_dir, to, db_url=args.db)
+    else:
+        path = export_lms(course_dir, to, args.format, db_url=args.db)
     rows = max(0, sum(1 for _ in open(path)) - 1)
     print(f"export: {rows} row(s) written to {path}")
     return OK
@@ -177,6 +209,21 @@ def cmd_report(args, course_dir: Path) -> int:
     return OK
 
 
+def cmd_similarity(args, course_dir: Path) -> int:
+    from autograder import similarity as sim
+
+    out = sim.write_similarity(course_dir, args.assignment,
+                               threshold=sim.THRESHOLD if args.threshold is None else args.threshold,
+                               min_overlap=sim.MIN_OVERLAP if args.min_overlap is None else args.min_overlap,
+                               include_reference=args.include_reference)
+    result = out["result"]
+    for rank, p in enumerate(result.reported, 1):
+        print(f"  {rank:>3}. {p.a:<20} {p.b:<20} {100 * p.similarity:5.1f}%  ({p.overlap} shared characters)")
+    print(f"similarity: {len(result.reported)} pair(s) of {len(result.students)} students above "
+          f"{100 * result.threshold:.0f}% (grades unchanged); {out['html']}, {out['csv']}")
+    return OK
+
+
 def cmd_demo(args, course_dir: Path) -> int:
     from autograder.demo import run_demo
 
@@ -185,4 +232,4 @@ def cmd_demo(args, course_dir: Path) -> int:
 
 
 COMMANDS = {"release": cmd_release, "collect": cmd_collect, "grade": cmd_grade, "feedback": cmd_feedback,
-            "export": cmd_export, "report": cmd_report, "demo": cmd_demo}
+            "export": cmd_export, "report": cmd_report, "similarity": cmd_similarity, "demo": cmd_demo}
