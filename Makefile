@@ -8,11 +8,12 @@ STAMP  := $(VENV)/.installed
 PIP    := $(PY) -m pip --disable-pip-version-check
 
 .PHONY: demo test install release lock bench clean-course
+.PHONY: student browser-deps jail-deps
 
-demo: $(STAMP)
+demo: $(STAMP) jail-deps
 	$(PY) -m autograder demo
 
-test: $(STAMP)
+test: $(STAMP) browser-deps jail-deps
 	$(PY) -m pytest
 
 install: $(STAMP)
@@ -41,3 +42,35 @@ bench: $(STAMP)
 
 clean-course:
 	rm -rf course/gradebook.db course/submitted course/autograded course/feedback course/reports course/release
+
+# The student environment of the README ("For students"): a wheel of coursekit alone (COURSE_PROFILE=student, built
+# from a copy of its sources, so solutions/ and autograder/ cannot reach it) installed into its own venv, then the
+# student JupyterLab configuration (no formgrader, course list or create assignment; public-checks Validate message).
+STUDENT_VENV ?= .venv-student
+STUDENT_DIST ?= dist/student
+SPY = $(abspath $(STUDENT_VENV))/bin/python
+student:
+	rm -rf build/student-src $(STUDENT_DIST) && mkdir -p build/student-src $(STUDENT_DIST)
+	cp -r pyproject.toml setup.py README.md coursekit build/student-src/
+	test -x $(SPY) || $(PYTHON) -m venv $(STUDENT_VENV)
+	$(SPY) -m pip install -q --disable-pip-version-check -c constraints.txt pip setuptools
+	cd build/student-src && COURSE_PROFILE=student $(SPY) -m pip wheel -q --no-deps --no-build-isolation -w $(abspath $(STUDENT_DIST)) .
+	$(SPY) -m pip uninstall -q -y transformers101 2>/dev/null || true
+	$(SPY) -m pip install -q --disable-pip-version-check -c constraints.txt "$$(ls $(STUDENT_DIST)/transformers101-*.whl)[student]"
+	cd / && $(SPY) -c "import importlib.util as u; bad = [n for n in ('solutions', 'autograder') if u.find_spec(n)]; assert not bad, bad"
+	cd / && $(SPY) -m coursekit.jupyter_setup
+	@echo "student environment ready: $(STUDENT_VENV)/bin/jupyter lab exercises/"
+
+# Browser tests (tests/browser) drive Debian's Chromium: installed here when possible (root + apt-get), else they skip.
+browser-deps:
+	@if command -v chromium >/dev/null 2>&1; then :; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
+	else echo "browser tests will be skipped: chromium is missing and cannot be installed here (needs root and apt-get)"; fi
+
+# Grading runs every notebook in a bubblewrap jail (autograder/grade/jail.py): installed here when possible.
+jail-deps:
+	@if command -v bwrap >/dev/null 2>&1; then :; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap >/dev/null; \
+	else echo "bubblewrap is missing and cannot be installed here (needs root and apt-get): grading will refuse to run"; fi

@@ -1,0 +1,99 @@
+"""What the notebooks' figures show: the point a figure makes must be visible in it.
+
+Each test runs one figure cell of a source notebook (taken from the .ipynb, so an edit of the notebook is tested)
+with the reference implementation and inspects the drawn figure.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import matplotlib
+import nbformat
+import numpy as np
+import pytest
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+SOURCE = Path(__file__).resolve().parents[2] / "course" / "source"
+
+
+def _cell(assignment: str, cell_id: str) -> str:
+    notebook = nbformat.read(SOURCE / assignment / f"{assignment}.ipynb", as_version=4)
+    (cell,) = [c for c in notebook.cells if c.get("id") == cell_id]
+    return cell.source
+
+
+def _run(source: str, namespace: dict) -> list:
+    """Execute a cell with plt.show() recording the open figures instead of showing them."""
+    shown = []
+    namespace.setdefault("plt", plt)
+    original = plt.show
+    plt.show = lambda *a, **k: shown.extend(plt.figure(n) for n in plt.get_fignums())
+    try:
+        exec(compile(source, "<cell>", "exec"), namespace)
+    finally:
+        plt.show = original
+    return shown
+
+
+def _luminance(rgb) -> float:
+    def channel(c):
+        return c / 12.92 if c <= 0.03928 else ((c + 0.055) / 1.055) ** 2.4
+    r, g, b = (channel(c) for c in rgb[:3])
+    return 0.2126 * r + 0.7152 * g + 0.0722 * b
+
+
+def _contrast(a, b) -> float:
+    la, lb = sorted((_luminance(a), _luminance(b)), reverse=True)
+    return (la + 0.05) / (lb + 0.05)
+
+
+def test_01_padded_batch_labels_are_readable_on_padding():
+    """Every id written on the padded-batch picture has WCAG AA contrast (4.5:1) with its cell."""
+    import torch
+
+    from solutions import encode, pad_batch
+
+    words = ["<pad>", "<unk>", "the", "food", "was", "great", "not", "bad"]
+    vocab = {w: i for i, w in enumerate(words)}
+    tokenized = [words[2:2 + n] for n in (6, 3, 5, 1, 2, 6, 4, 3)]
+    namespace = {"np": np, "torch": torch, "vocab": vocab, "tokenized": tokenized, "encode": encode,
+                 "pad_batch": pad_batch}
+    try:
+        (figure,) = _run(_cell("01_tokens_and_embeddings", "01-019"), namespace)
+        ax = figure.axes[0]
+        (image,) = ax.get_images()
+        cells = np.asarray(image.get_array())
+        assert cells.any(), "the batch has padding"
+        worst = min(
+            _contrast(image.cmap(image.norm(cells[int(round(t.get_position()[1])), int(round(t.get_position()[0]))])),
+                      matplotlib.colors.to_rgb(t.get_color()))
+            for t in ax.texts)
+        assert worst >= 4.5, f"an id label has contrast {worst:.2f}:1 with its cell (needs 4.5:1)"
+    finally:
+        plt.close("all")
+
+
+def test_03_look_ahead_mask_visibly_changes_the_heat_map():
+    """With the look-ahead mask the weights above the diagonal vanish: they must be large enough to see before."""
+    import torch
+
+    from coursekit import plots
+    from solutions import make_causal_mask, make_padding_mask, scaled_dot_product_attention
+
+    namespace = {"torch": torch, "plots": plots, "device": torch.device("cpu"),
+                 "make_padding_mask": make_padding_mask, "make_causal_mask": make_causal_mask,
+                 "scaled_dot_product_attention": scaled_dot_product_attention}
+    try:
+        (figure,) = _run(_cell("03_attention", "03-021"), namespace)
+        assert len(figure.axes) >= 2
+        w_pad, w_causal = namespace["w_pad"][0].cpu(), namespace["w_causal"][0].cpu()  # (6, 6)
+        real = 4  # "the food was great"
+        future = w_pad[:real, :real].triu(1).sum(-1)  # weight each real word gives to later words
+        assert future.max() > 0.5 and future.mean() > 0.25, f"weights on later words too small to see: {future}"
+        assert torch.allclose(w_causal[:real, :real].triu(1), torch.zeros(real, real))
+        # most of the weight is NOT on the diagonal (random self-attention would put it there)
+        assert w_pad[:real, :real].diagonal().mean() < 0.5
+    finally:
+        plt.close("all")
