@@ -9,14 +9,22 @@ Each notebook is checked: empty, invalid JSON, not a notebook, unknown assignmen
 (`03_attention (1).ipynb`) is accepted as the assignment's notebook when the assignment has just one. The
 originals are only read: everything is written into submitted/<student>/<assignment>/ (with timestamp.txt).
 Students not yet in the gradebook are added.
+
+Nothing in the input can reach outside it (autograder.submission_files): symbolic links (in a folder, or zip
+entries whose external_attr marks S_IFLNK), hard links, FIFOs, sockets and devices are never followed or read;
+each is reported ("symbolic link refused ...") and skipped, as is a notebook over MAX_NOTEBOOK_BYTES or any other
+file over MAX_EXTRA_FILE_BYTES, and the rest of the batch is collected normally. A submitted/<student> folder that
+is a link is refused too (nothing is written through it).
 """
 from __future__ import annotations
 
 import dataclasses
 import datetime
 import json
+import os
 import re
 import shutil
+import stat
 import tempfile
 import zipfile
 from pathlib import Path
@@ -24,6 +32,8 @@ from pathlib import Path
 import nbformat
 
 from autograder.coursedir import assignments_in_source, course_id, default_db_url
+from autograder import submission_files
+from autograder.submission_files import RefusedFile, read_regular, refusal
 
 CANVAS = re.compile(r"^(?P<student>[A-Za-z0-9.\-]+?)(?:_late)?_(?P<uid>\d+)_(?P<sid>\d+)_(?P<file>.+)$")
 STUDENT_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@\-]*$")
@@ -75,8 +85,11 @@ def assignment_notebooks(course_dir: Path) -> dict[str, list[str]]:
 
 
 def check_notebook(path: Path) -> tuple[str | None, str]:
-    """(v4 JSON text or None, problem or note)."""
-    data = path.read_bytes()
+    """(v4 JSON text or None, problem or note). Never follows a link; refuses a notebook over the size limit."""
+    try:
+        data = read_regular(path, submission_files.MAX_NOTEBOOK_BYTES, "notebook")
+    except RefusedFile as exc:
+        return None, str(exc)
     if not data.strip():
         return None, "empty file"
     try:
@@ -123,6 +136,32 @@ def _place(path: Path, root: Path, notebooks: dict[str, list[str]]):
            "<student>/<assignment>/<notebook>.ipynb)"
 
 
+def _walk(root: Path, problems: list[Problem]):
+    """Every plain file under `root`, sorted; links and special files are reported, never followed."""
+    found = []
+    for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
+        keep = []
+        for name in sorted(dirnames + filenames):
+            path = Path(dirpath) / name
+            rel = path.relative_to(root).as_posix()
+            if "__MACOSX" in path.parts or ".ipynb_checkpoints" in path.parts:
+                continue
+            try:
+                st = os.lstat(path)
+            except OSError as exc:
+                problems.append(Problem(rel, f"cannot be read ({exc.strerror or exc})"))
+                continue
+            reason = refusal(st)
+            if reason:
+                problems.append(Problem(rel + ("/" if name in dirnames else ""), reason))
+            elif stat.S_ISDIR(st.st_mode):
+                keep.append(name)
+            else:
+                found.append(path)
+        dirnames[:] = [d for d in dirnames if d in keep]
+    return sorted(found)
+
+
 def collect(course_dir, source, db_url: str | None = None) -> CollectReport:
     """Import submissions from folder or zip `source` into `course_dir`/submitted/ (see the module doc)."""
     from nbgrader.api import Gradebook
@@ -133,12 +172,12 @@ def collect(course_dir, source, db_url: str | None = None) -> CollectReport:
         raise FileNotFoundError(f"nothing to collect at {source}")
     notebooks = assignment_notebooks(course_dir)
     report = CollectReport()
-    with contextlib_unzipped(source) as root:
+    unzipped = contextlib_unzipped(source)
+    with unzipped as root:
+        report.problems.extend(unzipped.problems)
         placed: dict[tuple[str, str], list[tuple[Path, str]]] = {}
         folders: dict[tuple[str, str], Path] = {}
-        for path in sorted(p for p in root.rglob("*") if p.is_file()):
-            if "__MACOSX" in path.parts or ".ipynb_checkpoints" in path.parts:
-                continue
+        for path in _walk(root, report.problems):
             rel = path.relative_to(root).as_posix()
             if path.suffix != ".ipynb":
                 parts = path.relative_to(root).parts
@@ -175,6 +214,11 @@ def collect(course_dir, source, db_url: str | None = None) -> CollectReport:
 def _store(course_dir: Path, student: str, assignment: str, files, folder, expected: list[str],
            report: CollectReport, root: Path) -> None:
     target = course_dir / "submitted" / student / assignment
+    for folder_of_student in (target.parent, target):
+        if folder_of_student.is_symlink():
+            report.problems.append(Problem(f"{student}/{assignment}", f"{folder_of_student} is a symbolic link: "
+                                                                      "refused (nothing is written through it)"))
+            return
     staged = []
     for path, file in files:
         text, note = check_notebook(path)
@@ -196,13 +240,22 @@ def _store(course_dir: Path, student: str, assignment: str, files, folder, expec
         staged.append((name, text, note, rel))
     if not staged and (folder is None or files):
         return  # nothing usable: the bad files are in the report, the gradebook stays as it was
+    extras = {}
+    if folder is not None:  # nbgrader layout: the student's other files come along (never the notebooks' originals)
+        for extra in sorted(folder.iterdir()):
+            if extra.suffix == ".ipynb" or extra.name in {"__MACOSX", ".ipynb_checkpoints"}:
+                continue
+            try:
+                if not stat.S_ISREG(os.lstat(extra).st_mode):
+                    continue  # folders are not copied; links and special files are already in the report
+                extras[extra.name] = read_regular(extra, submission_files.MAX_EXTRA_FILE_BYTES)
+            except (OSError, RefusedFile) as exc:
+                report.problems.append(Problem(extra.relative_to(root).as_posix(), str(exc)))
     if target.exists():
         shutil.rmtree(target)
     target.mkdir(parents=True)
-    if folder is not None:  # nbgrader layout: the student's other files come along (never the notebooks' originals)
-        for extra in folder.iterdir():
-            if extra.is_file() and extra.suffix != ".ipynb":
-                shutil.copy2(extra, target / extra.name)
+    for name, data in extras.items():
+        (target / name).write_bytes(data)
     for name, text, note, rel in staged:
         (target / f"{name}.ipynb").write_text(text)
         report.collected.append(Collected(student, assignment, name, rel, note))
@@ -213,12 +266,32 @@ def _store(course_dir: Path, student: str, assignment: str, files, folder, expec
         (target / "timestamp.txt").write_text(stamp)
 
 
+def _zip_refusal(member: zipfile.ZipInfo) -> str | None:
+    """Why a zip entry is not extracted: a link or special file (Unix mode in external_attr), too large."""
+    kind_bits = stat.S_IFMT(member.external_attr >> 16)  # 0: no Unix type recorded (Windows tools, writestr)
+    if kind_bits not in (0, stat.S_IFREG, stat.S_IFDIR):
+        kind = "symbolic link" if kind_bits == stat.S_IFLNK else "special file"
+        return f"{kind} in the zip refused (only plain files are extracted)"
+    limit = _zip_limit(member)
+    if member.file_size > limit:
+        return submission_files.too_large(member.file_size, limit,
+                                          "notebook" if member.filename.endswith(".ipynb") else "file")
+    return None
+
+
+def _zip_limit(member: zipfile.ZipInfo) -> int:
+    return (submission_files.MAX_NOTEBOOK_BYTES if member.filename.endswith(".ipynb")
+            else submission_files.MAX_EXTRA_FILE_BYTES)
+
+
 class contextlib_unzipped:
-    """The input as a folder: itself, or a zip extracted into a temp folder (safe paths only)."""
+    """The input as a folder: itself, or a zip extracted into a temp folder (safe paths and plain files only;
+    what is skipped is listed in `problems`)."""
 
     def __init__(self, source: Path):
         self.source = source
         self._tmp = None
+        self.problems: list[Problem] = []
 
     def __enter__(self) -> Path:
         if self.source.is_dir():
@@ -227,14 +300,35 @@ class contextlib_unzipped:
             raise ValueError(f"{self.source} is neither a folder nor a zip file")
         self._tmp = tempfile.TemporaryDirectory(prefix="ag-collect-")
         root = Path(self._tmp.name)
+        base = root.resolve()
         with zipfile.ZipFile(self.source) as archive:
             for member in archive.infolist():
+                if member.is_dir():
+                    continue
                 target = (root / member.filename).resolve()
-                if not str(target).startswith(str(root.resolve())) or member.is_dir():
-                    continue  # skip absolute / ../ paths
-                target.parent.mkdir(parents=True, exist_ok=True)
-                with archive.open(member) as src, open(target, "wb") as dst:
-                    shutil.copyfileobj(src, dst)
+                if base not in target.parents:
+                    self.problems.append(Problem(member.filename, "unsafe path in the zip refused (absolute or ../)"))
+                    continue
+                reason = _zip_refusal(member)
+                if reason is None and target.exists():
+                    reason = "duplicate entry in the zip refused (the first one is kept)"
+                if reason:
+                    self.problems.append(Problem(member.filename, reason))
+                    continue
+                limit = _zip_limit(member)
+                try:
+                    target.parent.mkdir(parents=True, exist_ok=True)
+                    with archive.open(member) as src, open(target, "xb") as dst:
+                        copied = 0
+                        while chunk := src.read(1024 * 1024):
+                            copied += len(chunk)
+                            if copied > limit:
+                                raise RefusedFile(submission_files.too_large(copied, limit))
+                            dst.write(chunk)
+                except (OSError, RefusedFile, zipfile.BadZipFile, RuntimeError, NotImplementedError) as exc:
+                    if target.is_file() and not target.is_symlink():
+                        target.unlink()
+                    self.problems.append(Problem(member.filename, f"not extracted ({exc})"))
         return root
 
     def __exit__(self, *exc):

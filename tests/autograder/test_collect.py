@@ -1,9 +1,12 @@
-"""collect: nbgrader layout, flat LMS names, Canvas names, zips; bad files reported and skipped."""
+"""collect: nbgrader layout, flat LMS names, Canvas names, zips; bad files reported and skipped; links, special
+files and oversized notebooks refused without reaching outside the input."""
 from __future__ import annotations
 
 import hashlib
 import json
+import os
 import shutil
+import stat
 import zipfile
 from pathlib import Path
 
@@ -11,6 +14,7 @@ import nbformat
 import pytest
 from nbgrader.api import Gradebook
 
+from autograder import submission_files
 from autograder.collect import collect
 from autograder.sample_class import synthetic_course, synthetic_submission
 
@@ -91,3 +95,123 @@ def test_zip_v3_and_renamed(course, tmp_path):
 def test_missing_source_is_an_error(course, tmp_path):
     with pytest.raises(FileNotFoundError):
         collect(course, tmp_path / "nothing-here")
+
+
+# --- nothing in the input reaches outside it ---------------------------------------------------------------
+
+SECRET = "TOP SECRET: the exam answers"
+
+
+def _all_text(folder: Path) -> str:
+    return "\n".join(p.read_text(errors="replace") for p in folder.rglob("*") if p.is_file() and not p.is_symlink())
+
+
+def _reasons(report) -> dict:
+    return {p.path: p.reason for p in report.problems}
+
+
+def test_links_and_special_files_in_a_folder_are_refused(course, tmp_path):
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "secret.txt").write_text(SECRET)
+    secret_nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell(SECRET)])
+    nbformat.write(secret_nb, outside / "secret.ipynb")
+    (outside / "ps1").mkdir()
+    nbformat.write(secret_nb, outside / "ps1" / "ps1.ipynb")
+    inbox = tmp_path / "inbox"
+    (inbox / "alice" / "ps1").mkdir(parents=True)
+    (inbox / "alice" / "ps1" / "ps1.ipynb").write_text(synthetic_submission(course, "solution"))
+    (inbox / "mallory" / "ps1").mkdir(parents=True)
+    (inbox / "mallory" / "ps1" / "ps1.ipynb").symlink_to(inbox / "alice" / "ps1" / "ps1.ipynb")  # a classmate's
+    (inbox / "mallory" / "ps1" / "data.csv").symlink_to("/etc/passwd")
+    (inbox / "mallory" / "ps1" / "notes.txt").write_text("my own notes")
+    (inbox / "trudy_ps1_ps1.ipynb").symlink_to(outside / "secret.ipynb")
+    (inbox / "oscar").symlink_to(outside, target_is_directory=True)  # oscar/ps1/ps1.ipynb through a folder link
+    (inbox / "peggy" / "ps1").mkdir(parents=True)
+    os.mkfifo(inbox / "peggy" / "ps1" / "ps1.ipynb")  # reading it would block the batch forever
+    os.link(outside / "secret.ipynb", inbox / "hank_ps1_ps1.ipynb")
+    (inbox / "bob_ps1_ps1.ipynb").write_text(synthetic_submission(course, "mistake"))
+
+    report = collect(course, inbox)
+
+    reasons = _reasons(report)
+    assert reasons["mallory/ps1/ps1.ipynb"].startswith("symbolic link refused")
+    assert reasons["mallory/ps1/data.csv"].startswith("symbolic link refused")
+    assert reasons["trudy_ps1_ps1.ipynb"].startswith("symbolic link refused")
+    assert reasons["oscar/"].startswith("symbolic link refused")
+    assert reasons["peggy/ps1/ps1.ipynb"].startswith("a FIFO (named pipe) refused")
+    assert reasons["hank_ps1_ps1.ipynb"].startswith("hard link refused")
+    assert sorted(c.student for c in report.collected) == ["alice", "bob"]  # the honest ones, unchanged
+    submitted = course / "submitted"
+    assert (submitted / "alice" / "ps1" / "ps1.ipynb").read_text() == \
+        (inbox / "alice" / "ps1" / "ps1.ipynb").read_text()
+    assert not any(p.is_symlink() for p in submitted.rglob("*"))
+    text = _all_text(submitted)
+    assert SECRET not in text and "root:" not in text
+    assert not (submitted / "trudy").exists() and not (submitted / "oscar").exists()
+    assert not (submitted / "hank").exists() and not (submitted / "peggy").exists()
+    # mallory's own plain file comes along; the notebook is missing (graded as such), and she is told why
+    assert (submitted / "mallory" / "ps1" / "notes.txt").read_text() == "my own notes"
+    assert not (submitted / "mallory" / "ps1" / "ps1.ipynb").exists()
+
+
+def test_zip_link_entries_are_refused(course, tmp_path):
+    archive = tmp_path / "submissions.zip"
+
+    def entry(name: str, mode: int) -> zipfile.ZipInfo:
+        info = zipfile.ZipInfo(name)
+        info.external_attr = mode << 16
+        return info
+
+    with zipfile.ZipFile(archive, "w") as zf:
+        zf.writestr("alice/ps1/ps1.ipynb", synthetic_submission(course, "solution"))
+        zf.writestr(entry("mallory/ps1/ps1.ipynb", stat.S_IFLNK | 0o777), "/etc/passwd")
+        zf.writestr(entry("mallory/ps1/data.csv", stat.S_IFLNK | 0o777), "../../alice/ps1/ps1.ipynb")
+        zf.writestr(entry("trudy_ps1_ps1.ipynb", stat.S_IFLNK | 0o777), "/etc/passwd")
+        zf.writestr(entry("peggy_ps1_ps1.ipynb", stat.S_IFIFO | 0o644), "")
+        zf.writestr(entry("bob_ps1_ps1.ipynb", stat.S_IFREG | 0o644), synthetic_submission(course, "mistake"))
+        zf.writestr("/abs_ps1_ps1.ipynb", synthetic_submission(course, "solution"))
+    report = collect(course, archive)
+    reasons = _reasons(report)
+    for name in ("mallory/ps1/ps1.ipynb", "mallory/ps1/data.csv", "trudy_ps1_ps1.ipynb"):
+        assert reasons[name] == "symbolic link in the zip refused (only plain files are extracted)", name
+    assert reasons["peggy_ps1_ps1.ipynb"].startswith("special file in the zip refused")
+    assert sorted(c.student for c in report.collected) == ["alice", "bob"]
+    submitted = course / "submitted"
+    assert sorted(p.name for p in submitted.iterdir()) == ["alice", "bob"]
+    assert "root:" not in _all_text(submitted)
+
+
+def test_oversized_notebook_is_refused(course, tmp_path, monkeypatch):
+    monkeypatch.setattr(submission_files, "MAX_NOTEBOOK_BYTES", 50_000)
+    big = nbformat.reads(synthetic_submission(course, "solution"), as_version=4)
+    big.cells.append(nbformat.v4.new_markdown_cell("x" * 60_000))
+    inbox = tmp_path / "inbox"
+    inbox.mkdir()
+    (inbox / "gus_ps1_ps1.ipynb").write_text(nbformat.writes(big))
+    (inbox / "hal_ps1_ps1.ipynb").write_text(synthetic_submission(course, "solution"))
+    archive = tmp_path / "more.zip"
+    with zipfile.ZipFile(archive, "w") as zf:
+        zf.writestr("ida_ps1_ps1.ipynb", nbformat.writes(big))
+    report = collect(course, inbox)
+    assert _reasons(report)["gus_ps1_ps1.ipynb"].startswith("notebook too large:")
+    assert "over the 50000 bytes limit" in _reasons(report)["gus_ps1_ps1.ipynb"]
+    assert [c.student for c in report.collected] == ["hal"]
+    zipped = collect(course, archive)
+    assert _reasons(zipped)["ida_ps1_ps1.ipynb"].startswith("notebook too large:")
+    assert not (course / "submitted" / "gus").exists() and not (course / "submitted" / "ida").exists()
+
+
+def test_submitted_folder_that_is_a_link_is_not_written_through(course, tmp_path):
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (course / "submitted").mkdir()
+    (course / "submitted" / "zed").symlink_to(elsewhere, target_is_directory=True)
+    inbox = tmp_path / "inbox"
+    inbox.mkdir()
+    (inbox / "zed_ps1_ps1.ipynb").write_text(synthetic_submission(course, "solution"))
+    (inbox / "amy_ps1_ps1.ipynb").write_text(synthetic_submission(course, "solution"))
+    report = collect(course, inbox)
+    assert "is a symbolic link: refused" in _reasons(report)["zed/ps1"]
+    assert list(elsewhere.iterdir()) == []
+    assert [c.student for c in report.collected] == ["amy"]
