@@ -1,10 +1,16 @@
 """Hidden checks of notebook 07 (the Yelp review classifier).
 
-Each `check_<name>(obj)` compares the student's object with the reference in `solutions` on the grading device,
-names the most likely mistake when the values differ, and raises `AssertionError` with a message for the student.
-Known-mistake variants of the reference for this notebook live at the end of this module (`_POOL_MISTAKES`, ...).
-`check_trained_classifier(model, vocab, max_len)` grades the model the notebook trained, on the held-out synthetic
-test set.
+Each `check_<name>(obj)` receives the student's object as a `RemoteObject` (it lives in the student's kernel, see
+`_remote.py`), runs it there on inputs chosen here, compares what comes back (data) with the reference in
+`solutions` computed here, names the most likely mistake when the values differ, and raises `AssertionError` with a
+message for the student. A passing check is silent.
+
+- `train_one_epoch` and `evaluate` get a small public model (`coursekit.probe_models.BagOfEmbeddingsClassifier`)
+  built in the kernel with weights generated here; the same model with the same weights is trained/evaluated here
+  with the reference. The verdict comes from the returned loss/accuracy and the weights after training (read back
+  with `.state()`); the model's record of its forward calls only explains a failure (or adds one), it never passes.
+- `check_trained_classifier(model, vocab, max_len)` tokenises the held-out synthetic test split here, sends only the
+  ids, and counts the correct predictions here: the labels never enter the kernel.
 """
 from __future__ import annotations
 
@@ -17,7 +23,13 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from autograder.checks._tolerance import grading_device, tolerance
+from autograder.checks import _remote
+from autograder.checks._common import (
+    call, construct, describe, diagnose, expect_callable, fail, kind_of, max_difference, seeded, start_check,
+    values_close,
+)
+from autograder.checks._remote import ProbeBroken, RemoteObject, StudentError, probed
+from autograder.checks._tolerance import tolerance
 
 # The notebook's grading-mode run of the reference (bench/yelp.py budget "grading": all 8,000 synthetic training
 # reviews, 6 epochs, d_model 64, 2 layers, dropout 0.1, AdamW 3e-3) reached 0.598, 0.6235 and 0.620 test accuracy
@@ -27,14 +39,12 @@ from autograder.checks._tolerance import grading_device, tolerance
 TRAINED_MIN_ACCURACY = 0.47
 MAJORITY_ACCURACY = 0.20
 
+# The model the grader lends to train_one_epoch / evaluate (a public class, built in the kernel and here).
+PROBE_MODEL = "coursekit.probe_models.BagOfEmbeddingsClassifier"
+PROBE_CONFIG = dict(vocab_size=29, num_classes=5, d_model=16, dropout=0.5)
+
 
 # ---------------------------------------------------------------------------------------------------- helpers
-def _verify_integrity() -> None:
-    from autograder.checks import _integrity
-
-    _integrity.verify()
-
-
 def _reference():
     import solutions.classifier as reference
 
@@ -42,45 +52,41 @@ def _reference():
 
 
 def _fail(what: str, expected: str, got: str, mistake: str | None = None, hint: str | None = None):
-    """The student-facing AssertionError, in the format shared with notebooks 01-06 (`_common.fail`)."""
-    from autograder.checks._common import fail
-
+    """`_common.fail` with the expected/got lines of this notebook's messages."""
     fail(what, details=[f"expected: {expected}", f"got:      {got}"], mistake=mistake, hint=hint)
 
 
-def _call(description: str, fn: Callable, *args, **kwargs):
-    """Calls student code; an exception becomes an AssertionError naming the call."""
-    try:
-        return fn(*args, **kwargs)
-    except NotImplementedError:
-        raise AssertionError(f"{description} raised NotImplementedError: replace `raise NotImplementedError()` "
-                             "with your implementation.") from None
-    except AssertionError:
-        raise
-    except Exception as error:  # noqa: BLE001 -- any student error becomes a graded failure with its message
-        hint = ""
-        if "device" in str(error).lower():
-            hint = "\nHint: move every tensor to the same device (e.g. `ids = ids.to(device)`)."
-        raise AssertionError(f"{description} raised {type(error).__name__}: {str(error)[:300]}{hint}") from None
+def _type_name(value) -> str:
+    if isinstance(value, RemoteObject):  # not data: an object that stayed in the kernel
+        try:
+            return str(value.kind.get("type", "object"))
+        except (StudentError, ProbeBroken):
+            return "object"
+    return type(value).__name__
 
 
-def _close(a: torch.Tensor, b: torch.Tensor, device, scale: float = 1.0) -> bool:
+def _weights_close(a, b, device) -> bool:
+    """Weights after training: the course tolerance, 10 times looser (two epochs of SGD accumulate rounding)."""
+    if not (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor)) or a.shape != b.shape:
+        return False
     tol = tolerance(device)
-    return a.shape == b.shape and bool(torch.allclose(a.detach().to(b.device).float(), b.detach().float(),
-                                                      atol=tol["atol"] * scale, rtol=tol["rtol"] * scale))
+    return bool(torch.allclose(a.detach().to(b.device).float(), b.detach().float(),
+                               atol=tol["atol"] * 10.0, rtol=tol["rtol"] * 10.0))
 
 
 def _check_tensor(name: str, out, shape: tuple[int, ...]) -> torch.Tensor:
+    if isinstance(out, nn.Parameter):
+        out = out.data
     if not isinstance(out, torch.Tensor):
-        _fail(f"{name} must return a torch.Tensor.", f"a tensor of shape {shape}", type(out).__name__)
+        _fail(f"{name} must return a torch.Tensor.", f"a tensor of shape {shape}", _type_name(out))
     if tuple(out.shape) != shape:
         _fail(f"{name} returned a tensor of the wrong shape.", str(shape), str(tuple(out.shape)))
     if not out.is_floating_point():
         _fail(f"{name} must return floating-point values.", "a float tensor", str(out.dtype))
-    if not torch.isfinite(out).all():
+    if not bool(torch.isfinite(out).all()):
         _fail(f"{name} returned NaN or inf values.", "finite values", "NaN/inf",
               hint="a division by a count of zero or a log of 0 gives NaN/inf.")
-    return out
+    return out.detach()
 
 
 def _as_number(name: str, value) -> float:
@@ -88,9 +94,10 @@ def _as_number(name: str, value) -> float:
         value = value.item()  # a tensor holding one number
     elif isinstance(value, np.ndarray) and value.size == 1:
         value = value.item()
+    elif isinstance(value, np.generic):
+        value = value.item()
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        _fail(f"{name} must return a Python float.", "a float (use `.item()` on a 0-d tensor)",
-              type(value).__name__)
+        _fail(f"{name} must return a Python float.", "a float (use `.item()` on a 0-d tensor)", _type_name(value))
     value = float(value)
     if not math.isfinite(value):
         _fail(f"{name} returned a value that is not finite.", "a finite float", str(value))
@@ -112,14 +119,16 @@ def _padded_ids(lengths: list[int], vocab_size: int, pad_id: int, generator: tor
     return ids.masked_fill(~mask, pad_id)
 
 
-def _diagnose(student_value, variants: dict[str, Callable], matches: Callable) -> str | None:
-    for mistake, variant in variants.items():
-        try:
-            if matches(student_value, variant()):
-                return mistake
-        except Exception:  # noqa: BLE001 -- a variant that cannot run on these inputs just does not match
-            continue
-    return None
+def _grader_step(label: str, action: Callable):
+    """Set-up the grader does in the kernel (a lent model, an optimizer, reading weights back)."""
+    try:
+        return action()
+    except StudentError as error:
+        fail(f"{label} could not be checked: the grader's test objects could not be used in your notebook "
+             f"({error.type_name}: {' '.join(error.message.split())[:160]}).",
+             hint="run every cell from the top (Kernel > Restart and Run All) without redefining torch or coursekit")
+    except ProbeBroken as error:
+        fail(f"{label} could not be checked: {error}.")
 
 
 # ---------------------------------------------------------------------------------------------------- pooling
@@ -136,50 +145,42 @@ def _pool_mistakes(x: torch.Tensor, mask: torch.Tensor) -> dict[str, Callable]:
     }
 
 
+def _unchanged(echoed, sent: torch.Tensor) -> bool:
+    return isinstance(echoed, torch.Tensor) and echoed.shape == sent.shape and echoed.dtype == sent.dtype and \
+        bool(torch.equal(echoed.to(sent.device), sent))
+
+
+@probed
 def check_masked_mean_pool(masked_mean_pool) -> None:
     """masked_mean_pool(x (B, T, d), mask (B, T) bool) -> (B, d): mean over the real positions only."""
-    _verify_integrity()
-    if not callable(masked_mean_pool):
-        _fail("masked_mean_pool must be a function.", "a callable", type(masked_mean_pool).__name__)
+    device = start_check()
+    expect_callable(masked_mean_pool, "masked_mean_pool")
     reference = _reference()
-    device = grading_device()
     generator = torch.Generator().manual_seed(707)
     for lengths, d in (([9, 5, 2, 7], 6), ([3, 3, 1], 4)):
         x = torch.randn(len(lengths), max(lengths), d, generator=generator).to(device)  # (B, T, d)
         mask = _lengths_mask(lengths, device)  # (B, T)
-        x_before, mask_before = x.clone(), mask.clone()
         shape = (len(lengths), d)
-        out = _call(f"masked_mean_pool(x {tuple(x.shape)}, mask {tuple(mask.shape)} bool)",
-                    masked_mean_pool, x, mask)
+        label = f"masked_mean_pool(x {tuple(x.shape)}, mask {tuple(mask.shape)} bool)"
+        echoed = call(label, masked_mean_pool, x, mask, _echo_args=True)  # (out, args after the call, kwargs)
+        if not (isinstance(echoed, tuple) and len(echoed) == 3 and isinstance(echoed[1], tuple)
+                and len(echoed[1]) == 2):
+            fail(f"{label} could not be checked: the kernel's reply was not understood.")
+        out, (x_after, mask_after), _ = echoed
         out = _check_tensor("masked_mean_pool", out, shape)
-        if not (torch.equal(x, x_before) and torch.equal(mask, mask_before)):
+        if not (_unchanged(x_after, x) and _unchanged(mask_after, mask)):
             _fail("masked_mean_pool changed its inputs in place.", "x and mask unchanged", "modified",
                   hint="use out-of-place operations (`x * m`, not `x.mul_(m)`).")
         expected = reference.masked_mean_pool(x, mask)
-        if not _close(out, expected, device):
-            mistake = _diagnose(out, _pool_mistakes(x, mask), lambda s, v: _close(s, v, device))
+        if not values_close(out, expected, device):
+            mistake = diagnose(out, lambda: _pool_mistakes(x, mask), device)
             _fail(f"masked_mean_pool(x {tuple(x.shape)}, mask {tuple(mask.shape)}) gives wrong values "
                   f"(real lengths per row: {lengths}).",
                   f"shape {shape}, the mean over the positions where mask is True",
-                  f"values differ by up to {(out.detach().float() - expected).abs().max().item():.3g}", mistake)
-    print("masked_mean_pool: ok")
+                  f"values differ by up to {max_difference(out.float(), expected):.3g}", mistake)
 
 
 # ---------------------------------------------------------------------------------------------------- model
-class _PooledCapture:
-    """Records the input of a model's `classifier` layer: the pooled representation (B, d_model)."""
-
-    def __init__(self, module: nn.Module):
-        self.value = None
-        self.handle = module.register_forward_pre_hook(self)
-
-    def __call__(self, module, args):
-        self.value = args[0].detach() if args and isinstance(args[0], torch.Tensor) else None
-
-    def remove(self):
-        self.handle.remove()
-
-
 def _classifier_mistakes(ref_model: nn.Module, ids: torch.Tensor, pad_id: int) -> dict[str, Callable]:
     reference = _reference()
 
@@ -189,47 +190,58 @@ def _classifier_mistakes(ref_model: nn.Module, ids: torch.Tensor, pad_id: int) -
         return ref_model.encoder(ids, (ids != mask_pad_id)[:, None, None, :])
 
     keep = ids != pad_id  # (B, T)
-    with torch.no_grad():
-        return {
-            "pooling includes padding: average only the real positions (mask_mean_pool with the padding mask)":
-                lambda: ref_model.classifier(encode(pad_id).mean(dim=1)),
-            "the encoder got no padding mask: real tokens attend to padding":
-                lambda: ref_model.classifier(reference.masked_mean_pool(encode(None), keep)),
-            "the padding id is hard-coded as 0: use the model's `pad_id`":
-                lambda: ref_model.classifier(reference.masked_mean_pool(encode(0), ids != 0)),
-            "returns probabilities: forward must return raw logits (F.cross_entropy applies the softmax itself)":
-                lambda: ref_model(ids).softmax(dim=-1),
-            "returns log-probabilities: forward must return raw logits (F.cross_entropy applies log_softmax)":
-                lambda: ref_model(ids).log_softmax(dim=-1),
-            "classifies the first position instead of the mean over the real positions":
-                lambda: ref_model.classifier(encode(pad_id)[:, 0]),
-            "max-pooling instead of mean-pooling":
-                lambda: ref_model.classifier(encode(pad_id).masked_fill(~keep[..., None], float("-inf")).amax(1)),
-        }
+    return {
+        "pooling includes padding: average only the real positions (mask_mean_pool with the padding mask)":
+            lambda: ref_model.classifier(encode(pad_id).mean(dim=1)),
+        "the encoder got no padding mask: real tokens attend to padding":
+            lambda: ref_model.classifier(reference.masked_mean_pool(encode(None), keep)),
+        "the padding id is hard-coded as 0: use the model's `pad_id`":
+            lambda: ref_model.classifier(reference.masked_mean_pool(encode(0), ids != 0)),
+        "returns probabilities: forward must return raw logits (F.cross_entropy applies the softmax itself)":
+            lambda: ref_model(ids).softmax(dim=-1),
+        "returns log-probabilities: forward must return raw logits (F.cross_entropy applies log_softmax)":
+            lambda: ref_model(ids).log_softmax(dim=-1),
+        "classifies the first position instead of the mean over the real positions":
+            lambda: ref_model.classifier(encode(pad_id)[:, 0]),
+        "max-pooling instead of mean-pooling":
+            lambda: ref_model.classifier(encode(pad_id).masked_fill(~keep[..., None], float("-inf")).amax(1)),
+    }
 
 
-def _build(cls, description: str, **kwargs) -> nn.Module:
-    model = _call(f"{description}", cls, **kwargs)
-    if not isinstance(model, nn.Module):
-        _fail("TransformerClassifier must be an nn.Module.", "an nn.Module instance", type(model).__name__)
-    return model
+def _linear_shape(info: dict, name: str) -> tuple[int, ...] | None:
+    """The weight shape (out, in) of submodule `name` when it is an nn.Linear (by its type name), else None."""
+    modules = {str(n): str(t) for n, t in info.get("modules", [])}
+    parameters = {str(n): tuple(s) for n, s, _dtype in info.get("parameters", [])}
+    if not modules.get(name, "").endswith("Linear") or f"{name}.weight" not in parameters:
+        return None
+    return parameters[f"{name}.weight"]
 
 
+def _shown(info: dict, name: str) -> str:
+    modules = {str(n): str(t) for n, t in info.get("modules", [])}
+    if name not in modules:
+        return "None"
+    shape = _linear_shape(info, name)
+    return f"{modules[name]}(in_features={shape[1]}, out_features={shape[0]})" if shape and len(shape) == 2 \
+        else modules[name]
+
+
+@probed
 def check_transformer_classifier(TransformerClassifier) -> None:
-    """Architecture equal to the reference (by weight copy), padding excluded, padding-invariant pooled vector."""
-    _verify_integrity()
-    if not (isinstance(TransformerClassifier, type) and issubclass(TransformerClassifier, nn.Module)):
+    """Architecture equal to the reference (by weight copy), padding excluded, padding-invariant logits."""
+    device = start_check()
+    info = kind_of(TransformerClassifier, "TransformerClassifier")
+    if not info.get("module_class"):
         _fail("TransformerClassifier must be a class deriving from nn.Module.", "class TransformerClassifier(nn.Module)",
-              repr(TransformerClassifier)[:80])
+              str(info.get("type", "?"))[:80])
     reference = _reference()
-    device = grading_device()
 
     # the contract's defaults: num_classes=5, d_model=64
-    default = _build(TransformerClassifier, "TransformerClassifier(vocab_size=30)", vocab_size=30)
-    if not isinstance(getattr(default, "classifier", None), nn.Linear) or default.classifier.out_features != 5 \
-            or default.classifier.in_features != 64:
+    default = construct(TransformerClassifier, "TransformerClassifier", vocab_size=30)
+    described = describe(default, "TransformerClassifier(vocab_size=30)")
+    if _linear_shape(described, "classifier") != (5, 64):
         _fail("TransformerClassifier(vocab_size=30) must use the defaults num_classes=5, d_model=64.",
-              "classifier = nn.Linear(64, 5)", repr(getattr(default, "classifier", None))[:80])
+              "classifier = nn.Linear(64, 5)", _shown(described, "classifier"))
 
     generator = torch.Generator().manual_seed(7007)
     cases = [
@@ -239,81 +251,109 @@ def check_transformer_classifier(TransformerClassifier) -> None:
     for config in cases:
         signature = ", ".join(f"{k}={v}" for k, v in config.items())
         description = f"TransformerClassifier({signature}, dropout=0.0)"
-        torch.manual_seed(11)
-        ref_model = reference.TransformerClassifier(**config, dropout=0.0).to(device).eval()
-        model = _build(TransformerClassifier, description, **config, dropout=0.0)
-        for name, kind in (("encoder", nn.Module), ("classifier", nn.Linear)):
-            if not isinstance(getattr(model, name, None), kind):
-                _fail(f"{description} has no submodule `{name}` of type {kind.__name__}.",
-                      f"self.{name} = {'Encoder(...)' if name == 'encoder' else 'nn.Linear(d_model, num_classes)'}",
-                      repr(getattr(model, name, None))[:80])
-        expected_keys, got_keys = set(ref_model.state_dict()), set(model.state_dict())
-        if expected_keys != got_keys:
-            missing, extra = sorted(expected_keys - got_keys)[:4], sorted(got_keys - expected_keys)[:4]
+        with seeded(11):
+            ref_model = reference.TransformerClassifier(**config, dropout=0.0).to(device).eval()
+        model = construct(TransformerClassifier, "TransformerClassifier", **config, dropout=0.0)
+        described = describe(model, description)
+        modules = {str(n): str(t) for n, t in described.get("modules", [])}
+        if "encoder" not in modules:
+            _fail(f"{description} has no submodule `encoder` of type Module.", "self.encoder = Encoder(...)", "None")
+        if _linear_shape(described, "classifier") is None:
+            _fail(f"{description} has no submodule `classifier` of type Linear.",
+                  "self.classifier = nn.Linear(d_model, num_classes)", _shown(described, "classifier"))
+        theirs = {str(n): tuple(s) for n, s, *_ in [*described.get("parameters", []), *described.get("buffers", [])]}
+        contract = {n: tuple(t.shape) for n, t in [*ref_model.named_parameters(), *ref_model.named_buffers()]}
+        if set(contract) != set(theirs):
+            missing, extra = sorted(set(contract) - set(theirs))[:4], sorted(set(theirs) - set(contract))[:4]
             _fail(f"{description}: the parameters do not match the contract's architecture.",
                   "encoder = Encoder(vocab_size, d_model, num_heads, d_ff, num_layers, max_len, dropout), "
                   "classifier = nn.Linear(d_model, num_classes)",
                   f"missing {missing}, unexpected {extra}")
-        for key, value in ref_model.state_dict().items():
-            if model.state_dict()[key].shape != value.shape:
-                _fail(f"{description}: parameter `{key}` has the wrong shape.", str(tuple(value.shape)),
-                      str(tuple(model.state_dict()[key].shape)))
-        model.load_state_dict(ref_model.state_dict())
-        model = model.to(device).eval()
+        for key, shape in contract.items():
+            if theirs[key] != shape:
+                _fail(f"{description}: parameter `{key}` has the wrong shape.", str(shape), str(theirs[key]))
+        call(f"{description}.to(device)", model.attr("to"), device)
+        try:  # the reference's whole state (parameters and buffers), by name
+            model.load_state({k: v.detach().clone() for k, v in ref_model.state_dict().items()})
+        except StudentError as error:
+            fail(f"{description}: could not load the grader's weights into your module.",
+                 details=[f"{error.type_name}: {' '.join(error.message.split())[:200]}"])
+        except ProbeBroken as error:
+            fail(f"{description} could not be checked: {error}.")
+        call(f"{description}.eval()", model.attr("eval"))
 
         lengths = [8, 5, 3]
         ids = _padded_ids(lengths, config["vocab_size"], config["pad_id"], generator).to(device)  # (B, T)
         longer = torch.cat([ids, torch.full((len(lengths), 4), config["pad_id"], device=device)], dim=1)  # (B, T+4)
         shape = (len(lengths), config["num_classes"])
-        capture = _PooledCapture(model.classifier)
-        try:
-            with torch.no_grad():
-                logits = _check_tensor("TransformerClassifier.forward", _call(
-                    f"{description}.forward(ids {tuple(ids.shape)})", model, ids), shape)
-                pooled = capture.value
-                logits_longer = _call(f"{description}.forward(ids {tuple(longer.shape)})", model, longer)
-                pooled_longer = capture.value
-                expected = ref_model(ids)
-        finally:
-            capture.remove()
-        if not _close(logits, expected, device):
-            with torch.no_grad():
-                mistake = _diagnose(logits, _classifier_mistakes(ref_model, ids, config["pad_id"]),
-                                    lambda s, v: _close(s, v, device))
+        logits = _check_tensor("TransformerClassifier.forward", call(
+            f"{description}.forward(ids {tuple(ids.shape)})", model, ids, _no_grad=True), shape)
+        logits_longer = _check_tensor("TransformerClassifier.forward", call(
+            f"{description}.forward(ids {tuple(longer.shape)})", model, longer, _no_grad=True), shape)
+        with torch.no_grad():
+            expected = ref_model(ids)
+        if not values_close(logits, expected, device):
+            mistake = diagnose(logits, lambda: _classifier_mistakes(ref_model, ids, config["pad_id"]), device)
             _fail(f"{description}: logits differ from the reference with the same weights "
                   f"(ids {tuple(ids.shape)} with real lengths {lengths}, pad_id={config['pad_id']}).",
                   f"logits of shape {shape}", "different values", mistake)
-        if pooled is not None and pooled_longer is not None and pooled.shape == pooled_longer.shape:
-            if not _close(pooled, pooled_longer, device):
-                _fail(f"{description}: the pooled representation changes when more padding is appended.",
-                      "the same pooled vector for ids and ids + extra padding", "different vectors",
-                      "pooling includes padding")
-        if not _close(logits_longer, logits, device):
+        if not values_close(logits_longer, logits, device):
             _fail(f"{description}: the logits change when more padding is appended.",
                   "padding to a longer length changes nothing", "different logits",
                   "padding positions are not excluded (padding mask in the encoder and in the pooling)")
-    print("TransformerClassifier: ok")
+
+
+# ---------------------------------------------------------------------------------------------------- lent model
+def _probe_state(seed: int) -> dict[str, torch.Tensor]:
+    """Weights of the lent model, generated here."""
+    from coursekit.probe_models import BagOfEmbeddingsClassifier
+
+    with seeded(seed):
+        return {k: v.detach().clone() for k, v in BagOfEmbeddingsClassifier(**PROBE_CONFIG).state_dict().items()}
+
+
+def _local_probe(state: dict, device) -> nn.Module:
+    """The lent model in the grader's process (for the reference's numbers)."""
+    from coursekit.probe_models import BagOfEmbeddingsClassifier
+
+    model = BagOfEmbeddingsClassifier(**PROBE_CONFIG)
+    model.load_state_dict(state)
+    return model.to(device)
+
+
+def _remote_probe(channel, state: dict, device, label: str, training: bool) -> RemoteObject:
+    """The lent model, built in the kernel with the grader's weights."""
+    def make():
+        model = _remote.new(channel, PROBE_MODEL, **PROBE_CONFIG)
+        model.attr("to")(device)
+        missing, unexpected = model.load_state(state)
+        if missing or unexpected:
+            raise ProbeBroken(f"the lent model did not take the grader's weights ({missing + unexpected})")
+        model.attr("train")(training)
+        return model
+
+    return _grader_step(label, make)
+
+
+def _forward_calls(model: RemoteObject) -> list[tuple[bool, bool]]:
+    """The lent model's record of its forward calls: (training, grad enabled). Only ever used to add a failure or
+    to explain one; something that is not a list of pairs of bools counts as no calls."""
+    try:
+        records = model.attr("calls").fetch()
+    except (StudentError, ProbeBroken):
+        return []
+    if not isinstance(records, (list, tuple)):
+        return []
+    return [(record[0], record[1]) for record in records
+            if isinstance(record, (list, tuple)) and len(record) == 2 and all(isinstance(v, bool) for v in record)]
 
 
 # ---------------------------------------------------------------------------------------------------- training
-class _ForwardRecorder:
-    """Records (model.training, grad enabled) for every forward call of a model."""
-
-    def __init__(self, model: nn.Module):
-        self.calls: list[tuple[bool, bool]] = []
-        self.handle = model.register_forward_pre_hook(self)
-
-    def __call__(self, module, args):
-        self.calls.append((module.training, torch.is_grad_enabled()))
-
-    def remove(self):
-        self.handle.remove()
-
-
 def _train_variant(model, batches, optimizer, device, loss_fn=None, zero_grad=True, step=True,
-                   result="mean"):
+                   result="mean", train=True):
     """One epoch of training written with a switchable mistake; returns the float the variant would return."""
-    model.train()
+    if train:
+        model.train()
     losses = []
     for ids, labels in batches:
         ids, labels = ids.to(device), labels.to(device)
@@ -328,6 +368,8 @@ def _train_variant(model, batches, optimizer, device, loss_fn=None, zero_grad=Tr
     return {"mean": sum(losses) / len(losses), "sum": sum(losses), "last": losses[-1], "first": losses[0]}[result]
 
 
+_FORGOT_TRAIN = "forgot model.train() (dropout stays off and the model does not learn as it should)"
+
 _TRAIN_MISTAKES = {
     "forgot optimizer.zero_grad(): gradients of earlier batches pile up": dict(zero_grad=False),
     "softmax before cross_entropy: F.cross_entropy takes raw logits (it applies log_softmax itself)":
@@ -341,13 +383,8 @@ _TRAIN_MISTAKES = {
     "returns the sum of the batch losses, not their mean": dict(result="sum"),
     "returns the last batch's loss, not the mean over the epoch": dict(result="last"),
     "returns the first batch's loss, not the mean over the epoch": dict(result="first"),
+    _FORGOT_TRAIN: dict(train=False),
 }
-
-
-def _small_model(seed: int, dropout: float, device) -> nn.Module:
-    torch.manual_seed(seed)
-    return _reference().TransformerClassifier(vocab_size=29, num_classes=5, d_model=16, num_heads=2, d_ff=24,
-                                              num_layers=1, max_len=16, dropout=dropout).to(device)
 
 
 def _batches(sizes_and_lengths, vocab_size: int, seed: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
@@ -360,81 +397,85 @@ def _batches(sizes_and_lengths, vocab_size: int, seed: int) -> list[tuple[torch.
     return batches
 
 
-def _parameters(model: nn.Module) -> list[torch.Tensor]:
-    return [p.detach().clone() for p in model.parameters()]
+def _same_weights(got, expected: dict[str, torch.Tensor], device) -> bool:
+    return isinstance(got, dict) and all(_weights_close(got.get(k), v, device) for k, v in expected.items())
 
 
-def _same_parameters(a: list[torch.Tensor], b: list[torch.Tensor], device) -> bool:
-    return all(_close(x, y, device, scale=10.0) for x, y in zip(a, b))
+def _loss_close(a: float, b: float) -> bool:
+    return abs(a - b) <= 1e-4 + 1e-4 * abs(b)
 
 
+@probed
 def check_train_one_epoch(train_one_epoch) -> None:
     """One epoch on fixed batches from identical weights and optimizer: same loss and weights as the reference."""
-    _verify_integrity()
-    if not callable(train_one_epoch):
-        _fail("train_one_epoch must be a function.", "a callable", type(train_one_epoch).__name__)
+    device = start_check()
+    expect_callable(train_one_epoch, "train_one_epoch")
     reference = _reference()
-    device = grading_device()
-    batches = _batches([[7, 4, 6, 2], [5, 5, 3, 1], [9, 8, 2, 6]], vocab_size=29, seed=17)
+    batches = _batches([[7, 4, 6, 2], [5, 5, 3, 1], [9, 8, 2, 6]], vocab_size=PROBE_CONFIG["vocab_size"], seed=17)
     description = "train_one_epoch(model, loader of 3 batches (ids (4, T), labels (4,)), SGD optimizer, device)"
+    state = _probe_state(seed=3)
 
-    def fresh(seed=3, dropout=0.0):
-        model = _small_model(seed, dropout, device).eval()  # given in eval mode on purpose
+    def fresh():
+        model = _local_probe(state, device).eval()  # given in eval mode on purpose
         return model, torch.optim.SGD(model.parameters(), lr=0.2, momentum=0.9)
 
-    model, optimizer = fresh()
+    # the student's run, in the kernel
+    model = _remote_probe(train_one_epoch.channel, state, device, description, training=False)
+    optimizer = _grader_step(description, lambda: _remote.new(
+        train_one_epoch.channel, "torch.optim.SGD", model.attr("parameters")(), lr=0.2, momentum=0.9))
+    losses = [_as_number("train_one_epoch", call(description, train_one_epoch, model, batches, optimizer, device,
+                                                 _seed=100 + epoch))
+              for epoch in range(2)]
+    weights = _grader_step(description, model.state)
+    records = _forward_calls(model)
+
+    # the reference's run, here
     ref_model, ref_optimizer = fresh()
-    recorder = _ForwardRecorder(model)
-    try:
-        losses = []
-        for epoch in range(2):
-            torch.manual_seed(100 + epoch)
-            losses.append(_as_number("train_one_epoch", _call(description, train_one_epoch, model, batches,
-                                                              optimizer, device)))
-    finally:
-        recorder.remove()
     ref_losses = []
     for epoch in range(2):
-        torch.manual_seed(100 + epoch)
-        ref_losses.append(float(reference.train_one_epoch(ref_model, batches, ref_optimizer, device)))
+        with seeded(100 + epoch):
+            ref_losses.append(float(reference.train_one_epoch(ref_model, batches, ref_optimizer, device)))
+    ref_weights = {k: v.detach().clone() for k, v in ref_model.state_dict().items()}
 
-    training_calls = [training for training, grad in recorder.calls if grad]  # forward passes that can learn
+    training_calls = [training for training, grad in records if grad]  # forward passes that can learn
     if len(training_calls) < 2 * len(batches):
         _fail(f"{description}: the model must run on every batch with gradients enabled.",
               f"at least {len(batches)} forward calls per epoch outside torch.no_grad()",
               f"{len(training_calls) / 2:g} per epoch", "training must not run under torch.no_grad()"
-              if len(recorder.calls) >= 2 * len(batches) else None)
+              if len(records) >= 2 * len(batches) else None)
     if not all(training_calls):
         _fail(f"{description}: the model ran in evaluation mode.", "model.train() before the loop",
-              "model.training == False during the forward pass",
-              "forgot model.train() (dropout stays off and the model does not learn as it should)")
+              "model.training == False during the forward pass", _FORGOT_TRAIN)
 
-    loss_ok = all(abs(a - b) <= 1e-4 + 1e-4 * abs(b) for a, b in zip(losses, ref_losses))
-    params_ok = _same_parameters(_parameters(model), _parameters(ref_model), device)
+    loss_ok = all(_loss_close(a, b) for a, b in zip(losses, ref_losses))
+    params_ok = _same_weights(weights, ref_weights, device)
     if not (loss_ok and params_ok):
-        student_params = _parameters(model)
-
         def run_variant(options):
             def run():
                 variant_model, variant_optimizer = fresh()
                 results = []
                 for epoch in range(2):
-                    torch.manual_seed(100 + epoch)
-                    results.append(_train_variant(variant_model, batches, variant_optimizer, device, **options))
-                return results, _parameters(variant_model)
+                    with seeded(100 + epoch):
+                        results.append(_train_variant(variant_model, batches, variant_optimizer, device, **options))
+                return results, {k: v.detach().clone() for k, v in variant_model.state_dict().items()}
             return run
 
-        def matches(student, variant):
-            variant_losses, variant_params = variant
-            same_losses = all(abs(a - b) <= 1e-4 + 1e-4 * abs(b) for a, b in zip(student[0], variant_losses))
+        def matches(variant_losses, variant_weights):
+            same_losses = all(_loss_close(a, b) for a, b in zip(losses, variant_losses))
             if loss_ok:  # the loss is right: only the weights can tell the mistake
-                return _same_parameters(student[1], variant_params, device)
+                return _same_weights(weights, variant_weights, device)
             if params_ok:  # the weights are right: only the returned value can tell
                 return same_losses
-            return same_losses and _same_parameters(student[1], variant_params, device)
+            return same_losses and _same_weights(weights, variant_weights, device)
 
-        variants = {name: run_variant(options) for name, options in _TRAIN_MISTAKES.items()}
-        mistake = _diagnose((losses, student_params), variants, matches)
+        mistake = None
+        for name, options in _TRAIN_MISTAKES.items():
+            try:
+                if matches(*run_variant(options)()):
+                    mistake = name
+                    break
+            except Exception:  # noqa: BLE001 -- a variant that cannot run on these inputs just does not match
+                continue
         if not params_ok:
             _fail(f"{description}: after training, the weights differ from the reference's "
                   "(same initial weights, same optimizer, same batches, two epochs).",
@@ -445,49 +486,59 @@ def check_train_one_epoch(train_one_epoch) -> None:
     if not losses[1] < losses[0]:
         _fail(f"{description}: the loss did not decrease over two epochs on the same batches.",
               "epoch 2 loss < epoch 1 loss", f"{losses[0]:.4f} then {losses[1]:.4f}")
-    print("train_one_epoch: ok")
 
 
 # ---------------------------------------------------------------------------------------------------- evaluation
+@probed
 def check_evaluate(evaluate) -> None:
     """The fraction of all examples whose argmax logit equals the label, in eval mode, without gradients."""
-    _verify_integrity()
-    if not callable(evaluate):
-        _fail("evaluate must be a function.", "a callable", type(evaluate).__name__)
-    device = grading_device()
-    model = _small_model(seed=5, dropout=0.3, device=device)
+    device = start_check()
+    expect_callable(evaluate, "evaluate")
+    state = _probe_state(seed=5)
+    model = _local_probe(state, device)
     sizes = [[6, 3, 5, 2, 6], [4, 4, 1], [7, 2, 3, 5, 1, 6, 4], [3]]  # batches of 5, 3, 7, 1 examples
-    batches = _batches(sizes, vocab_size=29, seed=23)
-    # labels: the model's own prediction for about half of the examples, another class for the rest
+    batches = _batches(sizes, vocab_size=PROBE_CONFIG["vocab_size"], seed=23)
+
+    def predict(ids, training: bool) -> torch.Tensor:
+        model.train(training)
+        with torch.no_grad():
+            return model(ids.to(device)).argmax(dim=-1).cpu()  # (B,)
+
+    # labels: the model's own prediction for about half of the examples, another class for the rest; where
+    # training mode (dropout on) predicts differently, the label is the eval-mode prediction, so that forgetting
+    # model.eval() always lowers the count
     generator = torch.Generator().manual_seed(31)
-    model.eval()
-    with torch.no_grad():
-        relabelled = []
-        for ids, _ in batches:
-            predictions = model(ids.to(device)).argmax(dim=-1).cpu()  # (B,)
-            hit = torch.rand(len(ids), generator=generator) < 0.5
-            labels = torch.where(hit, predictions, (predictions + 1 + torch.randint(0, 4, predictions.shape,
-                                                                                   generator=generator)) % 5)
-            relabelled.append((ids, labels))
-    correct = sum(int((model(ids.to(device)).argmax(-1).cpu() == y).sum()) for ids, y in relabelled)
+    relabelled, disagreements = [], 0
+    for ids, _ in batches:
+        predictions, in_training = predict(ids, False), predict(ids, True)
+        hit = torch.rand(len(ids), generator=generator) < 0.5
+        labels = torch.where(hit, predictions, (predictions + 1 + torch.randint(0, 4, predictions.shape,
+                                                                               generator=generator)) % 5)
+        differ = in_training != predictions
+        disagreements += int(differ.sum())
+        relabelled.append((ids, torch.where(differ, predictions, labels)))
+    assert disagreements > 0, "internal: training mode must change some predictions of the lent model"
+
+    def count(training: bool):
+        hits = [(predict(ids, training) == y) for ids, y in relabelled]
+        return sum(int(h.sum()) for h in hits), [float(h.float().mean()) for h in hits]
+
+    correct, batch_accuracies = count(False)
+    correct_training, _ = count(True)
     total = sum(len(y) for _, y in relabelled)
-    batch_accuracies = [float((model(ids.to(device)).argmax(-1).cpu() == y).float().mean()) for ids, y in relabelled]
     expected = correct / total
     reference_value = float(_reference().evaluate(model, relabelled, device))
     assert abs(reference_value - expected) < 1e-9, "internal: reference evaluate disagrees with a direct count"
 
-    model.train()  # given in training mode with dropout on purpose
     description = f"evaluate(model, loader of {len(sizes)} batches with {total} examples, device)"
-    recorder = _ForwardRecorder(model)
-    try:
-        torch.manual_seed(0)
-        value = _as_number("evaluate", _call(description, evaluate, model, relabelled, device))
-    finally:
-        recorder.remove()
-    if recorder.calls and any(training for training, _ in recorder.calls):
+    # given in training mode with dropout on purpose
+    remote = _remote_probe(evaluate.channel, state, device, description, training=True)
+    value = _as_number("evaluate", call(description, evaluate, remote, relabelled, device, _seed=0))
+    records = _forward_calls(remote)
+    if records and any(training for training, _ in records):
         _fail(f"{description}: the model ran in training mode (dropout on).", "model.eval() before the loop",
               "model.training == True", "forgot model.eval()")
-    if recorder.calls and any(grad for _, grad in recorder.calls):
+    if records and any(grad for _, grad in records):
         _fail(f"{description}: gradients were recorded during evaluation.", "with torch.no_grad(): ...",
               "gradients enabled", "forgot torch.no_grad() (evaluation builds no graph)")
     if abs(value - expected) > 1e-6:
@@ -498,66 +549,98 @@ def check_evaluate(evaluate) -> None:
                 sum(batch_accuracies) / len(batch_accuracies)),
             "returns the error rate (1 - accuracy)": 1 - expected,
             "divides by the number of batches instead of the number of examples": correct / len(sizes),
+            "forgot model.eval(): the model ran in training mode (dropout on)": correct_training / total,
         }
         mistake = next((name for name, v in candidates.items() if abs(value - v) <= 1e-6), None)
         _fail(f"{description}: wrong accuracy.", f"{expected:.4f} (fraction of all examples predicted right)",
               f"{value:.4f}", mistake)
-    print("evaluate: ok")
 
 
 # ---------------------------------------------------------------------------------------------------- trained model
-def _model_max_len(model: nn.Module) -> int | None:
-    pe = getattr(getattr(getattr(model, "encoder", None), "pos_encoding", None), "pe", None)
-    return int(pe.shape[0]) if isinstance(pe, torch.Tensor) else None
+def _model_max_len(described: dict) -> int | None:
+    """max_len of the model's positional table `encoder.pos_encoding.pe` (max_len, d_model), from `describe()`."""
+    for name, shape in described.get("buffers", []):
+        if name == "encoder.pos_encoding.pe" and isinstance(shape, list) and shape and isinstance(shape[0], int):
+            return shape[0] if shape[0] > 0 else None
+    return None
 
 
-def trained_accuracy(model: nn.Module, vocab: dict[str, int], max_len: int | None = None,
+def _fetch(value, label: str):
+    """A handed-in value as data (a RemoteObject is fetched; anything else is already data)."""
+    if not isinstance(value, RemoteObject):
+        return value
+    try:
+        return value.fetch()
+    except StudentError as error:
+        fail(f"{label} could not be read: {error.type_name}: {' '.join(error.message.split())[:160]}")
+    except ProbeBroken as error:
+        fail(f"{label} could not be checked: {error}.")
+
+
+def trained_accuracy(model: RemoteObject, vocab: dict[str, int], max_len: int | None = None,
                      batch_size: int = 128, limit: int | None = None) -> float:
-    """Accuracy of `model` on the shipped synthetic test split, tokenised with coursekit.tokenize and `vocab`."""
+    """Accuracy of the handed-in `model` on the shipped synthetic test split, tokenised here with
+    coursekit.tokenize and `vocab` (data). Only ids are sent to the kernel; the labels stay here."""
     from coursekit import load_yelp, tokenize
 
+    label = "evaluating your trained model on the synthetic test set"
+    device = start_check()
     texts, labels = load_yelp("synthetic", split="test", limit=limit)
-    max_len = max_len or _model_max_len(model) or 256
+    described = describe(model, "your trained model")
+    max_len = max_len or _model_max_len(described) or 256
     unk = vocab.get("<unk>", 1)
     pad = vocab.get("<pad>", 0)
     sequences = [[vocab.get(token, unk) for token in tokenize(text)][:max_len] or [unk] for text in texts]
     order = sorted(range(len(sequences)), key=lambda i: len(sequences[i]))  # similar lengths together: fast
-    device = next(model.parameters()).device
-    was_training = model.training
-    model.eval()
+    was_training = bool(described.get("training"))
+    call(label, model.attr("to"), device)
+    call(label, model.attr("eval"))
     correct = 0
     try:
-        with torch.no_grad():
-            for start in range(0, len(order), batch_size):
-                chunk = order[start:start + batch_size]
-                width = max(len(sequences[i]) for i in chunk)
-                ids = torch.full((len(chunk), width), pad, dtype=torch.long)
-                for row, i in enumerate(chunk):
-                    ids[row, :len(sequences[i])] = torch.tensor(sequences[i])
-                logits = model(ids.to(device))  # (B, num_classes)
-                truth = torch.tensor([labels[i] for i in chunk], device=logits.device)
-                correct += int((logits.argmax(dim=-1) == truth).sum())
+        for start in range(0, len(order), batch_size):
+            chunk = order[start:start + batch_size]
+            width = max(len(sequences[i]) for i in chunk)
+            ids = torch.full((len(chunk), width), pad, dtype=torch.long)
+            for row, i in enumerate(chunk):
+                ids[row, :len(sequences[i])] = torch.tensor(sequences[i])
+            logits = call(label, model, ids.to(device), _no_grad=True)  # (B, num_classes)
+            if not isinstance(logits, torch.Tensor) or logits.dim() != 2 or logits.shape[0] != len(chunk) \
+                    or logits.shape[1] < 1:
+                _fail(f"{label}: the model must return logits of shape (B, num_classes).",
+                      f"a tensor of shape ({len(chunk)}, 5)",
+                      str(tuple(logits.shape)) if isinstance(logits, torch.Tensor) else _type_name(logits))
+            truth = torch.tensor([labels[i] for i in chunk])
+            correct += int((logits.detach().argmax(dim=-1).cpu() == truth).sum())
     finally:
-        model.train(was_training)
+        try:
+            model.attr("train")(was_training)
+        except (StudentError, ProbeBroken):
+            pass
     return correct / len(order)
 
 
-def check_trained_classifier(model, vocab, max_len: int | None = None) -> None:
+@probed
+def check_trained_classifier(model, vocab, max_len=None) -> None:
     """The notebook's trained model must beat the bar on the held-out synthetic test set."""
-    _verify_integrity()
-    if not isinstance(model, nn.Module):
-        _fail("check_trained_classifier needs your trained model.", "an nn.Module", type(model).__name__)
-    if not isinstance(vocab, dict) or vocab.get("<pad>") != 0 or "<unk>" not in vocab:
+    start_check()
+    info = kind_of(model, "model")
+    if not info.get("module"):
+        _fail("check_trained_classifier needs your trained model.", "an nn.Module", str(info.get("type", "?")))
+    vocab = _fetch(vocab, "the vocabulary")
+    if not isinstance(vocab, dict) or vocab.get("<pad>") != 0 or "<unk>" not in vocab \
+            or not all(isinstance(k, str) and isinstance(v, int) and not isinstance(v, bool)
+                       for k, v in vocab.items()):
         _fail("check_trained_classifier needs the vocabulary the model was trained with.",
-              "a dict token -> id with '<pad>': 0 and '<unk>'", type(vocab).__name__)
-    if not any(True for _ in model.parameters()):
-        _fail("The trained model has no parameters.", "a TransformerClassifier", type(model).__name__)
-    accuracy = _call("evaluating your trained model on the synthetic test set", trained_accuracy, model, vocab,
-                     max_len)
+              "a dict token -> id with '<pad>': 0 and '<unk>'", _type_name(vocab))
+    max_len = _fetch(max_len, "max_len")
+    if isinstance(max_len, bool) or not isinstance(max_len, numbers.Integral) or max_len <= 0:
+        max_len = None  # not given (or unusable): the model's own positional table decides
+    if not describe(model, "your trained model").get("parameters"):
+        _fail("The trained model has no parameters.", "a TransformerClassifier", str(info.get("type", "?")))
+    accuracy = trained_accuracy(model, vocab, int(max_len) if max_len else None)
     if accuracy < TRAINED_MIN_ACCURACY:
         _fail("Your trained classifier is not accurate enough on the held-out synthetic test set.",
               f"accuracy >= {TRAINED_MIN_ACCURACY:.2f} (always guessing one class gives {MAJORITY_ACCURACY:.2f})",
               f"{accuracy:.3f}",
               hint="run the training cells again after the checks of the exercises above pass; "
                    "keep the notebook's settings (learning rate, epochs, MAX_LEN).")
-    print(f"trained classifier: ok (test accuracy {accuracy:.3f})")

@@ -1,6 +1,13 @@
 """The hidden checks of notebook 07: the reference and differently written correct answers pass; every diagnosed
-mistake fails with its diagnosis named; an untrained model fails the trained-model check."""
+mistake fails with its diagnosis named; an untrained model fails the trained-model check.
+
+The checks run on `RemoteObject`s: called with ordinary objects here, `@probed` hands them in to the in-process
+kernel side, so every call goes through the same JSON round trip as in grading. The last tests inspect those
+requests: forged forward-call records never make a check pass, and the test labels never enter the kernel.
+"""
 from __future__ import annotations
+
+import json
 
 import pytest
 import torch
@@ -8,7 +15,9 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 import solutions
+from autograder.checks import _remote
 from autograder.checks import classifier as checks
+from coursekit import probe
 from solutions.attention import make_padding_mask
 from solutions.encoder import Encoder
 
@@ -322,3 +331,130 @@ def test_reference_pipeline_in_grading_budget_passes_the_trained_check():
     spec.loader.exec_module(bench)
     result = bench.train_reference(budget="grading", seed=0)
     checks.check_trained_classifier(result["model"], result["vocab"], max_len=result["max_len"])
+
+
+# ------------------------------------------------------------------------------------------ forged records
+def train_in_eval_mode_forging_records(model, loader, optimizer, device):
+    """Trains, but in eval mode (forgot model.train()), then rewrites the model's record of its forward calls."""
+    losses = []
+    for ids, labels in loader:
+        loss = F.cross_entropy(model(ids.to(device)), labels.to(device))
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        losses.append(loss.item())
+    model.calls[:] = [(True, True)] * len(model.calls)
+    return sum(losses) / len(losses)
+
+
+def no_training_forging_records(model, loader, optimizer, device):
+    """Does no work: forges a training record for every batch and returns a loss that decreases."""
+    model.calls.extend([(True, True)] * len(loader))
+    return 3.0 / len(model.calls)
+
+
+def test_forged_forward_records_do_not_pass_train_one_epoch():
+    fails_with(checks.check_train_one_epoch, train_in_eval_mode_forging_records, "weights differ",
+               "likely mistake", "forgot model.train()")
+    fails_with(checks.check_train_one_epoch, no_training_forging_records, "weights differ")
+
+    def cleared(model, loader, optimizer, device):  # correct training, record list emptied: still a failure
+        value = solutions.train_one_epoch(model, loader, optimizer, device)
+        model.calls.clear()
+        return value
+    fails_with(checks.check_train_one_epoch, cleared, "every batch with gradients enabled")
+
+
+def test_forged_forward_records_do_not_pass_evaluate():
+    def train_mode_forging(model, loader, device):  # forgot model.eval(), hides it in the record
+        correct, total = 0, 0
+        with torch.no_grad():
+            for ids, labels in loader:
+                correct += int((model(ids.to(device)).argmax(-1) == labels.to(device)).sum())
+                total += len(labels)
+        model.calls[:] = [(False, False)] * len(model.calls)
+        return correct / total
+    fails_with(checks.check_evaluate, train_mode_forging, "wrong accuracy", "likely mistake", "forgot model.eval()")
+
+
+# ------------------------------------------------------------------------------------------ what crosses the wire
+class RecordingChannel(_remote.LoopbackChannel):
+    """The in-process kernel side, keeping a copy of every request the grader sends."""
+
+    def __init__(self):
+        self.requests = []
+
+    def request(self, request):
+        self.requests.append(json.loads(json.dumps(request)))
+        return super().request(request)
+
+
+@pytest.fixture
+def recorded():
+    """hand_in(objects) -> (channel, RemoteObjects on a RecordingChannel); forgets what was handed in afterwards."""
+    names = []
+
+    def hand_in(*objects, **named):
+        remote, remote_named = _remote.hand_in_locally(objects, named, "recorded")
+        names.append(remote[0].target["subject"])
+        channel = RecordingChannel()
+        rebind = lambda r: _remote.RemoteObject(channel, r.target)  # noqa: E731
+        return channel, tuple(rebind(r) for r in remote), {k: rebind(v) for k, v in remote_named.items()}
+
+    yield hand_in
+    for name in names:
+        probe._State.subjects.pop(name, None)
+    probe._State.handles.clear()
+
+
+def sent_values(request):
+    """Every argument value of a request, decoded (objects in the kernel become ("object", target))."""
+    values = [probe.decode(a, lambda info: ("object", info)) for a in request.get("args", [])]
+    values += [probe.decode(v, lambda info: ("object", info)) for v in request.get("kwargs", {}).values()]
+    flat = []
+
+    def walk(value):
+        flat.append(value)
+        if isinstance(value, (list, tuple)) and value[:1] != ("object",):
+            for item in value:
+                walk(item)
+        elif isinstance(value, dict):
+            for item in value.values():
+                walk(item)
+    for value in values:
+        walk(value)
+    return flat
+
+
+def test_trained_check_sends_only_ids_never_labels(recorded):
+    vocab = small_vocab()
+    torch.manual_seed(0)
+    model = solutions.TransformerClassifier(len(vocab), d_model=16, num_heads=2, d_ff=32, num_layers=1, max_len=32)
+    channel, (remote_model, remote_vocab), _ = recorded(model, vocab)  # no max_len: the model's table decides
+    with pytest.raises(AssertionError, match="not accurate enough"):
+        checks.check_trained_classifier(remote_model, remote_vocab)
+    assert {r["op"] for r in channel.requests} <= {"describe", "get", "call"}
+    rows, widths = 0, []
+    for request in channel.requests:
+        for value in sent_values(request):
+            if isinstance(value, torch.Tensor):  # only (B, T) ids: a label tensor would be 1-D
+                assert value.dim() == 2 and value.dtype == torch.long, (request["op"], value.shape, value.dtype)
+                assert int(value.max()) < len(vocab)
+                rows += value.shape[0]
+                widths.append(value.shape[1])
+            assert not (isinstance(value, list) and len(value) > 1 and all(isinstance(v, int) for v in value))
+    assert rows == 2000  # the whole test split, as ids
+    assert max(widths) <= 32  # truncated to the model's max_len, read from describe()
+
+
+def test_train_and_evaluate_lend_only_public_objects(recorded):
+    channel, (remote_fn,), _ = recorded(solutions.train_one_epoch)
+    checks.check_train_one_epoch(remote_fn)
+    made = {r["target"]["new"] for r in channel.requests if "new" in r["target"]}
+    assert made == {checks.PROBE_MODEL, "torch.optim.SGD"}
+    assert "solutions" not in json.dumps(channel.requests)
+
+    channel, (remote_fn,), _ = recorded(solutions.evaluate)
+    checks.check_evaluate(remote_fn)
+    assert {r["target"]["new"] for r in channel.requests if "new" in r["target"]} == {checks.PROBE_MODEL}
+    assert "solutions" not in json.dumps(channel.requests)
