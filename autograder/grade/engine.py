@@ -13,6 +13,17 @@ nbgrader parity (autograder.grade.nbgrader_rules, nbgrader's own code): before g
 through nbgrader's Autograde.init_assignment (roster check honouring `Autograde.create_student`, timestamp,
 timestamp.txt and the assignment's files into autograded/); after grading, nbgrader's AssignLatePenalties
 prices late work with the configured plugin. A refused student is reported in `GradeSummary.refused`.
+
+A submission never reaches outside its folder (autograder.submission_files): before nbgrader sees it, the folder
+course/submitted/<student>/<assignment>/ is scanned without following anything; a link (the folder itself, the
+student's folder, a notebook or any other file), a hard link, a FIFO, socket or device, or a notebook over
+MAX_NOTEBOOK_BYTES makes that submission fail with a message naming the file (every notebook scores 0, status
+"error", the reason in its notes and on stderr), and the batch goes on. An unreadable timestamp.txt counts as no
+timestamp (no late penalty) and the notebooks are flagged for review ("timestamp-unreadable"). Any other failure
+while preparing one submission costs that submission only, in the same way.
+
+provided.py of a course assignment (04-07) is always generated here from solutions/ (the grader is trusted),
+whatever the release or course/source hold, so grading never depends on whether it was released to students.
 """
 from __future__ import annotations
 
@@ -28,10 +39,13 @@ from pathlib import Path
 import sqlalchemy as sa
 from nbgrader.api import Gradebook, MissingEntry
 
+from autograder import submission_files
 from autograder.coursedir import NOTEBOOK_IGNORE, course_id, default_db_url
 from autograder.grade.gradebook import RunsTable, notebook_cells, record_result
 from autograder.grade.nbgrader_rules import StudentRefused, SubmissionRules
 from autograder.grade.sandbox import Limits
+from autograder.provided import PROVIDED_FILENAME, build_provided_source, provided_topics
+from autograder.submission_files import RefusedFile, read_regular
 
 MAX_EXTRA_FILE_BYTES = 50 * 1024 * 1024
 
@@ -61,7 +75,10 @@ class GradeSummary:
 
 
 def assignment_files(course_dir: Path, assignment: str) -> dict[str, bytes]:
-    """The assignment's files other than notebooks (provided.py, data), as nbgrader's autograde copies them."""
+    """The assignment's files other than notebooks (provided.py, data), as nbgrader's autograde copies them.
+
+    A course assignment with a provided module (04-07) always gets provided.py freshly generated from solutions/
+    (never released to students while gated, so never taken from the release or trusted from course/source)."""
     source = Path(course_dir) / "source" / assignment
     files: dict[str, bytes] = {}
     total = 0
@@ -74,7 +91,32 @@ def assignment_files(course_dir: Path, assignment: str) -> dict[str, bytes]:
         if total > MAX_EXTRA_FILE_BYTES:
             raise GradingError(f"files of {assignment} exceed {MAX_EXTRA_FILE_BYTES} bytes; keep data out of source/")
         files[rel.as_posix()] = path.read_bytes()
+    try:
+        needs_provided = bool(provided_topics(assignment))
+    except ValueError:  # not named like a course assignment (NN_name): its own files only
+        needs_provided = False
+    if needs_provided:
+        files[PROVIDED_FILENAME] = build_provided_source(assignment).encode("utf-8")
     return files
+
+
+def submission_problems(folder: Path, notebooks) -> list[str]:
+    """Why the submission in `folder` must not be graded (links, special files, oversized notebooks), or []."""
+    problems = []
+    student_dir = folder.parent
+    if student_dir.is_symlink():
+        return [f"{student_dir.name}/ is a symbolic link: refused (grade never follows links)"]
+    for rel, reason in submission_files.scan_tree(folder):
+        where = folder.name if rel == "." else f"{folder.name}/{rel}"
+        problems.append(f"{where}: {reason}")
+    if problems:
+        return problems
+    for notebook in notebooks:
+        path = folder / f"{notebook}.ipynb"
+        if path.is_file() and path.stat().st_size > submission_files.MAX_NOTEBOOK_BYTES:
+            problems.append(f"{notebook}.ipynb: " + submission_files.too_large(
+                path.stat().st_size, submission_files.MAX_NOTEBOOK_BYTES, "notebook"))
+    return problems
 
 
 def content_hash(nb_bytes: bytes | None, cells: dict, files: dict[str, bytes], limits: Limits) -> str:
@@ -95,6 +137,8 @@ class Plan:
     timestamps: dict  # student -> submission time (None without timestamp.txt)
     admitted: list[str]  # students that passed nbgrader's init_assignment (graded or skipped)
     refused: list[tuple[str, str]]  # (student, nbgrader's reason)
+    failed: list[dict] = dataclasses.field(default_factory=list)  # results decided here: submissions refused
+    problems: list[tuple[str, str]] = dataclasses.field(default_factory=list)  # (student, message) to report
 
 
 def build_jobs(course_dir: Path, db_url: str, assignment: str, students=None, force=False,
@@ -116,7 +160,8 @@ def build_jobs(course_dir: Path, db_url: str, assignment: str, students=None, fo
     files = assignment_files(course_dir, assignment)
     submitted = course_dir / "submitted"
     wanted = set(students) if students else None
-    student_dirs = sorted(p for p in submitted.glob(f"*/{assignment}") if p.is_dir()) if submitted.is_dir() else []
+    student_dirs = sorted(p / assignment for p in submitted.iterdir()
+                          if os.path.lexists(p / assignment)) if submitted.is_dir() else []
     runs = RunsTable(db_url)
     plan = Plan([], [], {}, [], [])
     jobs, skipped = plan.jobs, plan.skipped
@@ -125,16 +170,41 @@ def build_jobs(course_dir: Path, db_url: str, assignment: str, students=None, fo
             student = folder.parent.name
             if (wanted is not None and student not in wanted) or rules.excluded(student):
                 continue
+            base = {"assignment": assignment, "student": student, "course_id": cid, "content_hash": None}
+            problems = submission_problems(folder, list(cells))
+            if problems:
+                _fail_submission(plan, base, cells, "refused: " + "; ".join(problems[:5]))
+                continue
             try:
+                stamp_problem = rules.timestamp_problem(assignment, student)
                 rules.admit(assignment, student, list(cells))
+                stamp = rules.timestamp(assignment, student)
             except StudentRefused as exc:
                 plan.refused.append((student, str(exc)))
                 continue
+            except Exception as exc:  # noqa: BLE001 - one broken submission never stops the batch
+                _fail_submission(plan, base, cells, f"could not be prepared for grading: {type(exc).__name__}: {exc}")
+                continue
+            flags = []
+            if stamp_problem:
+                message = (f"{stamp_problem}: graded with the submission time unknown (no late penalty); "
+                           "check when it was submitted")
+                flags.append({"code": "timestamp-unreadable", "severity": "review", "cell": "timestamp.txt",
+                              "message": message})
+                plan.problems.append((student, message))
+            notebooks = {}
+            try:
+                for notebook in cells:
+                    path = folder / f"{notebook}.ipynb"
+                    notebooks[notebook] = (read_regular(path, submission_files.MAX_NOTEBOOK_BYTES, "notebook")
+                                           if os.path.lexists(path) else None)
+            except RefusedFile as exc:  # changed since the scan
+                _fail_submission(plan, base, cells, f"refused: {notebook}.ipynb: {exc}")
+                continue
             plan.admitted.append(student)
-            plan.timestamps[student] = rules.timestamp(assignment, student)
+            plan.timestamps[student] = stamp
             for notebook, nb_cells in cells.items():
-                path = folder / f"{notebook}.ipynb"
-                nb_bytes = path.read_bytes() if path.is_file() else None
+                nb_bytes = notebooks[notebook]
                 digest = content_hash(nb_bytes, nb_cells, files, limits)
                 previous = runs.get(assignment, notebook, student)
                 if not force and previous and previous["content_hash"] == digest and \
@@ -147,6 +217,7 @@ def build_jobs(course_dir: Path, db_url: str, assignment: str, students=None, fo
                     "nb_json": nb_bytes.decode("utf-8", errors="replace") if nb_bytes is not None else None,
                     "cells": nb_cells, "kernelspec": nb_cells["kernelspec"], "files": files,
                     "limits": limits.to_dict(), "gpu": "auto", "alembic_version": alembic_version,
+                    "coordinator_flags": flags,
                 })
     finally:
         runs.dispose()
@@ -157,6 +228,16 @@ def build_jobs(course_dir: Path, db_url: str, assignment: str, students=None, fo
     return plan
 
 
+def _fail_submission(plan: Plan, base: dict, cells: dict, message: str) -> None:
+    """Every notebook of one submission fails with `message` (recorded without a worker; the batch goes on)."""
+    from autograder.grade.worker import error_result
+
+    plan.problems.append((base["student"], message))
+    for notebook, nb_cells in cells.items():
+        job = dict(base, notebook=notebook, cells=nb_cells, key=f"{base['assignment']}/{base['student']}/{notebook}")
+        plan.failed.append(error_result(job, message))
+
+
 def assign_late_penalties(rules: SubmissionRules, course_dir: Path, plan: Plan, assignment: str) -> None:
     """nbgrader's AssignLatePenalties on every submitted notebook of the admitted students (graded or unchanged:
     a new timestamp on the same content still changes the penalty)."""
@@ -164,7 +245,11 @@ def assign_late_penalties(rules: SubmissionRules, course_dir: Path, plan: Plan, 
     for student in plan.admitted:
         for notebook in notebooks:
             if (Path(course_dir) / "submitted" / student / assignment / f"{notebook}.ipynb").is_file():
-                rules.late_penalties(assignment, student, notebook)
+                try:
+                    rules.late_penalties(assignment, student, notebook)
+                except Exception as exc:  # noqa: BLE001 - one student's penalty never stops the others'
+                    print(f"autograder grade: {assignment}/{student}: late penalty not applied: "
+                          f"{type(exc).__name__}: {exc}", file=sys.stderr)
 
 
 @contextlib.contextmanager
@@ -222,6 +307,11 @@ def grade_many(course_dir, assignments: list[str], *, db_url: str | None = None,
         summaries[assignment] = GradeSummary(assignment, [], plan.skipped, plan.refused)
         jobs.extend(plan.jobs)
         timestamps.update({(assignment, s): t for s, t in plan.timestamps.items()})
+        for student, message in plan.problems:
+            print(f"autograder grade: {assignment}/{student}: {message}", file=sys.stderr)
+    decided = [result for plan in plans.values() for result in plan.failed]
+    if decided:
+        record_decided(course_dir, db_url, decided, summaries)
     if jobs:
         run_jobs(course_dir, db_url, jobs, timestamps, summaries, workers, scheduler, progress, assignments)
     for assignment, plan in plans.items():  # after the coordinator's session is closed
@@ -229,6 +319,18 @@ def grade_many(course_dir, assignments: list[str], *, db_url: str | None = None,
     for summary in summaries.values():
         summary.graded.sort(key=lambda r: (r["student"], r["notebook"]))
     return list(summaries.values())
+
+
+def record_decided(course_dir: Path, db_url: str, results: list[dict], summaries: dict) -> None:
+    """Record results decided by the coordinator (refused submissions) as the workers' results are recorded."""
+    runs = RunsTable(db_url)
+    try:
+        with Gradebook(db_url, course_id(course_dir)) as gb:
+            for result in results:
+                write_graded_notebook(course_dir, result)
+                summaries[result["assignment"]].graded.append(record_result(gb, runs, result))
+    finally:
+        runs.dispose()
 
 
 def run_jobs(course_dir: Path, db_url: str, jobs: list[dict], timestamps: dict, summaries: dict,
@@ -254,6 +356,7 @@ def run_jobs(course_dir: Path, db_url: str, jobs: list[dict], timestamps: dict, 
                     result = future.result()
                 except Exception as exc:  # noqa: BLE001 - a lost worker costs only this submission
                     result = error_result(job, f"the grading worker failed: {type(exc).__name__}: {exc}")
+                result["flags"] = list(result.get("flags") or []) + list(job.get("coordinator_flags") or [])
                 write_graded_notebook(course_dir, result)
                 row = record_result(gb, runs, result, timestamps.get((result["assignment"], result["student"])))
                 summaries[result["assignment"]].graded.append(row)

@@ -14,9 +14,17 @@ Grading itself runs on the workers; what nbgrader does around it, per (student, 
 
 Both open nbgrader's Gradebook in this (the coordinator's) process only, never while the coordinator's own
 gradebook session is writing.
+
+timestamp.txt is read by `read_timestamp` (never through a link, at most 1 KiB, nbgrader's parse_utc): nbgrader's
+own CourseDirectory.get_existing_timestamp calls `self.fail` on a string it cannot parse, a method
+CourseDirectory does not have, so one garbage timestamp used to stop the whole batch with an AttributeError. Here
+an unreadable timestamp means "submission time unknown" (as with no timestamp.txt): the submission is graded
+without a late penalty and the engine flags it for review with the reason (`timestamp_problem`).
 """
 from __future__ import annotations
 
+import datetime
+import os
 import shutil
 import warnings
 from pathlib import Path
@@ -25,8 +33,10 @@ import nbformat
 from nbgrader.converters import Autograde
 from nbgrader.converters.base import NbGraderException
 from nbgrader.preprocessors import AssignLatePenalties
+from nbgrader.utils import parse_utc
 
 from autograder.coursedir import nbgrader_coursedir
+from autograder.submission_files import MAX_TIMESTAMP_BYTES, RefusedFile, read_regular
 
 warnings.filterwarnings("ignore", module="nbgrader.api")  # SQLAlchemy autoflush chatter when submissions are added
 
@@ -35,10 +45,35 @@ class StudentRefused(RuntimeError):
     """nbgrader would not grade this student (not on the roster while Autograde.create_student is False)."""
 
 
+def read_timestamp(folder: Path | str) -> tuple[datetime.datetime | None, str | None]:
+    """(submission time as nbgrader stores it, or None; why timestamp.txt could not be used, or None).
+
+    No timestamp.txt, or an empty one, is (None, None), as in nbgrader; anything unreadable is (None, reason)."""
+    path = Path(folder) / "timestamp.txt"
+    if not os.path.lexists(path):
+        return None, None
+    try:
+        text = read_regular(path, MAX_TIMESTAMP_BYTES, "timestamp.txt").decode("utf-8").strip()
+    except (RefusedFile, UnicodeDecodeError) as exc:
+        return None, f"timestamp.txt unreadable ({exc})"
+    if not text:
+        return None, None
+    try:
+        stamp = parse_utc(text)
+    except Exception as exc:  # noqa: BLE001 - dateutil raises ParserError, OverflowError, TypeError...
+        return None, f"timestamp.txt holds {text[:60]!r}, not a date ({type(exc).__name__})"
+    if not isinstance(stamp, datetime.datetime):
+        return None, f"timestamp.txt holds {text[:60]!r}, not a date"
+    return stamp, None
+
+
 class SubmissionRules:
     def __init__(self, course_dir: Path, db_url: str):
         self.config, self.coursedir = nbgrader_coursedir(Path(course_dir), db_url)
         self.db_url = db_url
+        # nbgrader's init_assignment reads the timestamp through this method; its own version crashes the batch
+        # on a bad timestamp (self.fail does not exist) and would open a FIFO or follow a link
+        self.coursedir.get_existing_timestamp = lambda dest_path: read_timestamp(dest_path)[0]
         self.autograde = Autograde(coursedir=self.coursedir, config=self.config)
 
     @property
@@ -54,7 +89,12 @@ class SubmissionRules:
         return Path(self.coursedir.format_path(self.coursedir.submitted_directory, student, assignment))
 
     def timestamp(self, assignment: str, student: str):
-        return self.coursedir.get_existing_timestamp(str(self.submitted_folder(assignment, student)))
+        """The submission time (None: no timestamp.txt, or an unreadable one; see timestamp_problem)."""
+        return read_timestamp(self.submitted_folder(assignment, student))[0]
+
+    def timestamp_problem(self, assignment: str, student: str) -> str | None:
+        """Why the submission's timestamp.txt could not be used, or None."""
+        return read_timestamp(self.submitted_folder(assignment, student))[1]
 
     def admit(self, assignment: str, student: str, notebooks: list[str]) -> None:
         """nbgrader's Autograde.init_assignment for one submission; raises StudentRefused when nbgrader would.
