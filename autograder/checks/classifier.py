@@ -232,8 +232,8 @@ def check_transformer_classifier(TransformerClassifier) -> None:
     device = start_check()
     info = kind_of(TransformerClassifier, "TransformerClassifier")
     if not info.get("module_class"):
-        _fail("TransformerClassifier must be a class deriving from nn.Module.", "class TransformerClassifier(nn.Module)",
-              str(info.get("type", "?"))[:80])
+        _fail("TransformerClassifier must be a class deriving from nn.Module.",
+              "class TransformerClassifier(nn.Module)", str(info.get("type", "?"))[:80])
     reference = _reference()
 
     # the contract's defaults: num_classes=5, d_model=64
@@ -626,9 +626,9 @@ def check_trained_classifier(model, vocab, max_len=None) -> None:
     info = kind_of(model, "model")
     if not info.get("module"):
         _fail("check_trained_classifier needs your trained model.", "an nn.Module", str(info.get("type", "?")))
-    vocab = _fetch(vocab, "the vocabulary")
+    vocab = _fetch(vocab, "the vocabulary")  # data: token -> id
     if not isinstance(vocab, dict) or vocab.get("<pad>") != 0 or "<unk>" not in vocab \
-            or not all(isinstance(k, str) and isinstance(v, int) and not isinstance(v, bool)
+            or not all(isinstance(k, str) and isinstance(v, numbers.Integral) and not isinstance(v, bool)
                        for k, v in vocab.items()):
         _fail("check_trained_classifier needs the vocabulary the model was trained with.",
               "a dict token -> id with '<pad>': 0 and '<unk>'", _type_name(vocab))

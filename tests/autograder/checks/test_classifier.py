@@ -249,6 +249,18 @@ def test_train_one_epoch_mode_and_type_messages():
     checks.check_train_one_epoch(make_trainer(result="tensor"))  # a NumPy 0-d value is a number: accepted
 
 
+def test_train_one_epoch_and_evaluate_stubs_and_non_functions():
+    def train_stub(model, loader, optimizer, device):
+        raise NotImplementedError()
+
+    def evaluate_stub(model, loader, device):
+        raise NotImplementedError()
+    fails_with(checks.check_train_one_epoch, train_stub, "not implemented yet", "NotImplementedError")
+    fails_with(checks.check_evaluate, evaluate_stub, "not implemented yet", "NotImplementedError")
+    fails_with(checks.check_train_one_epoch, 3, "must be a function")
+    fails_with(checks.check_evaluate, "evaluate", "must be a function")
+
+
 # ------------------------------------------------------------------------------------------ evaluate
 def evaluate_variant(model, loader, device):
     model.eval()
