@@ -60,13 +60,17 @@ class _State:
 def hand_in(check: str, *objects, **named) -> None:
     """Hand the student's `objects` to the grader's check `check` (a hidden grade cell's only line).
 
-    Outside the course grader (e.g. a plain `nbgrader autograde`) nothing could judge them: the cell fails, so
-    that such a run never gives points without a check.
+    In the course grader's kernel (COURSE_JUDGE=1) this only records them. Under a plain `nbgrader autograde`
+    nothing could judge them, so the cell fails there: such a run never gives points without a check. Anywhere
+    else (an instructor running the source notebook) it says where the check will happen.
     """
     _State.subjects[check] = (objects, named)
-    if os.environ.get(JUDGE_ENV) != "1":
+    if os.environ.get(JUDGE_ENV) == "1":
+        return
+    if os.environ.get("NBGRADER_EXECUTION") == "autograde":
         raise RuntimeError(f"`{check}` is graded by the course grader (`autograder grade`), which checks the handed-in "
                            "objects from outside this notebook; a plain nbgrader autograde cannot grade this cell.")
+    print(f"handed in for the check `{check}`: `autograder grade` runs it from outside the notebook")
 
 
 # --------------------------------------------------------------------------------------------------- wire format

@@ -196,14 +196,17 @@ def greedy_decode(model: Transformer, src_ids, max_len: int, bos_id: int = 2, eo
     """Generate up to max_len tokens per source, always taking the most likely next token.
 
     Returns (B, <= max_len) int64 tokens without the leading bos_id; after a sequence's eos_id come pad_ids.
+    Any model with the Transformer's decoding interface (`pad_id`, `encode`, `decode`) works; the key/value cache
+    is used for the course's `Transformer` only.
     """
     if max_len < 0:
         raise ValueError(f"max_len must be >= 0, got {max_len}")
     if bos_id == model.pad_id:
         raise ValueError(f"bos_id ({bos_id}) must differ from the model's pad_id: padding is masked out")
-    positions = model.decoder.pos_encoding.pe.size(0)
-    if max_len > positions:
-        raise ValueError(f"max_len {max_len} is longer than the decoder's positional table ({positions})")
+    use_cache = use_cache and isinstance(model, Transformer)  # any model with encode/decode: the plain loop
+    table = getattr(getattr(getattr(model, "decoder", None), "pos_encoding", None), "pe", None)
+    if table is not None and max_len > table.size(0):
+        raise ValueError(f"max_len {max_len} is longer than the decoder's positional table ({table.size(0)})")
     device = next(model.parameters()).device
     src_ids = src_ids.to(device)
     was_training = model.training
@@ -213,7 +216,7 @@ def greedy_decode(model: Transformer, src_ids, max_len: int, bos_id: int = 2, eo
         B = src_ids.size(0)
         ys = torch.full((B, 1), bos_id, dtype=torch.long, device=device)             # (B, 1): <bos>
         finished = torch.zeros(B, dtype=torch.bool, device=device)                   # (B,)
-        norm_first = not isinstance(model.decoder.norm, nn.Identity)
+        norm_first = use_cache and not isinstance(model.decoder.norm, nn.Identity)
         caches = _start_cache(model, memory) if use_cache else None
         for _ in range(max_len):
             if use_cache:

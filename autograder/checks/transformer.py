@@ -1,15 +1,18 @@
 """Hidden checks of notebook 06 (decoder block, decoder, the full Transformer, greedy decoding)."""
 from __future__ import annotations
 
+from autograder.checks._remote import new, probed
+
 import torch
 
 from autograder.checks import mistakes as M
 from autograder.checks._common import (
-    as_tensor, call, construct, expect_callable, expect_shape, expect_tensor, fail, prepare, randn, shape_of,
-    start_check,
+    as_tensor, call, construct, describe, diagnose, expect_callable, expect_shape, expect_tensor, fail, prepare,
+    randn, shape_of, start_check,
 )
 from autograder.checks.attention import padded_ids
 from autograder.checks.encoder import block_mistakes, reference_module, stack_mistakes
+from coursekit.probe_decoding import DecodingProbe
 
 B, T, S, H, D_HEAD, D_FF = 2, 5, 7, 3, 4, 20   # T (target) != S (source)
 D_MODEL = H * D_HEAD
@@ -57,6 +60,7 @@ def _mask_cases(tgt_mask, memory_mask, device):
             ("causal+padding tgt_mask and padding memory_mask", tgt_mask, memory_mask)]
 
 
+@probed
 def check_decoder_block(DecoderBlock) -> None:
     """DecoderBlock(d_model, num_heads, d_ff, dropout=0.0, norm_first=False).
 
@@ -85,6 +89,7 @@ def check_decoder_block(DecoderBlock) -> None:
                               norm_first, tm is not None, mm is not None))
 
 
+@probed
 def check_decoder(Decoder) -> None:
     """Decoder(vocab_size, d_model, num_heads, d_ff, num_layers, max_len=512, dropout=0.0, norm_first=False)."""
     device = start_check()
@@ -137,6 +142,7 @@ def _build_transformer(Transformer, device, norm_first, pad_id, seed):
     return module, ref
 
 
+@probed
 def check_transformer(Transformer) -> None:
     """Transformer(src_vocab_size, tgt_vocab_size, ...): encoder, decoder, generator; encode/decode/forward."""
     device = start_check()
@@ -155,12 +161,13 @@ def check_transformer(Transformer) -> None:
                       mistakes=_transformer_mistakes(ref, src_ids, tgt_ids, norm_first),
                       shape_hint="logits are (B, T_tgt, tgt_vocab_size)")
         # encode / decode separately
+        methods = describe(module, "Transformer", callables=["encode", "decode"]).get("callables", {})
         for method in ("encode", "decode"):
-            if not callable(getattr(module, method, None)):
+            if not methods.get(method):
                 fail(f"Transformer needs a method `{method}` as given in the exercise.")
         with torch.no_grad():
             memory, src_mask = ref.encode(src_ids)
-            got = call("Transformer.encode", module.encode, src_ids.clone(), tested=tested)
+            got = call("Transformer.encode", module.attr("encode"), src_ids.clone(), tested=tested)
         if not isinstance(got, tuple) or len(got) != 2:
             fail("Transformer.encode must return a tuple (memory, src_mask).", tested=tested)
         expect_tensor(got[0], memory, "the memory returned by encode", device, tested=tested,
@@ -175,64 +182,71 @@ def check_transformer(Transformer) -> None:
                                         (M.PAD_ID_HARDCODED, lambda: (src_ids != 0)[:, None, None, :])])
         with torch.no_grad():
             expected = ref.decode(tgt_ids, memory, src_mask)
-            got = call("Transformer.decode", module.decode, tgt_ids.clone(), memory.clone(), src_mask.clone(),
+            got = call("Transformer.decode", module.attr("decode"), tgt_ids.clone(), memory.clone(), src_mask.clone(),
                        tested=tested)
         expect_tensor(got, expected, "the logits returned by decode", device, tested=tested, where=keep_tgt,
                       mistakes=_transformer_mistakes(ref, src_ids, tgt_ids, norm_first))
 
 
 # -------------------------------------------------------------------------------------------------- greedy decode
-def _decoding_model(device, pad_id: int, bos_id: int, eos_id: int, max_len: int, want: str, start: int = 0):
-    """A small random pre-norm reference Transformer and sources whose greedy decoding exercises stopping and padding.
+def _decoding_model(device, pad_id: int, bos_id: int, eos_id: int, max_len: int, want: str):
+    """A random `DecodingProbe` and sources whose greedy decoding exercises stopping and padding.
 
     want="mixed": some sequences produce eos_id (not at the first step) and some never do, so the output has
     max_len columns with padding after each eos_id. want="all_early": every sequence produces eos_id, at different
     steps, before max_len, so decoding must stop early. Found by a deterministic search over seeds and eos biases
     (pad and bos are made unlikely as outputs); if none qualifies, the last candidate is used: the comparison with
-    the reference stays valid, it only exercises less. `start` is where the search begins (the candidate that
-    qualified on CPU when the check was written), so that the search usually ends at once.
+    the reference stays valid, it only exercises less.
     """
     reference = _reference()
     src_ids = padded_ids([S, 4, 6], S, vocab=SRC_VOCAB, pad_id=pad_id, seed=87, device=device)
-    candidates = [(seed, bias) for seed in range(10) for bias in (0.0, 1.0, 2.0, 3.0)]
-    for seed, bias in candidates[start:] + candidates[:start]:
-        with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(100 + seed)
-            model = reference.Transformer(SRC_VOCAB, TGT_VOCAB, d_model=D_MODEL, num_heads=H, d_ff=D_FF,
-                                          num_layers=NUM_LAYERS, max_len=MAX_LEN, dropout=0.0, pad_id=pad_id,
-                                          norm_first=True)
-            for name, parameter in model.named_parameters():
-                if "norm" not in name:
-                    parameter.data.normal_(0.0, 1.0 if ("embedding" in name or "generator" in name) else 0.6)
-        model.generator.bias.data[[pad_id, bos_id]] = -30.0
-        model.to(device).eval()
-        model.generator.bias.data[eos_id] += bias
-        out = reference.greedy_decode(model, src_ids, max_len, bos_id=bos_id, eos_id=eos_id)
-        is_eos = out == eos_id
-        has_eos, first = is_eos.any(dim=1), is_eos.float().argmax(dim=1)
-        if want == "mixed" and bool(has_eos.any()) and not bool(has_eos.all()) and int(first.max()) > 0:
-            return model, src_ids
-        if want == "all_early" and bool(has_eos.all()) and out.size(1) < max_len and \
-                int(first.min()) != int(first.max()):
-            return model, src_ids
+    for seed in range(40):
+        for bias in (0.0, 1.0, 2.0, 3.0):
+            generator = torch.Generator().manual_seed(100 + seed)
+            model = DecodingProbe(SRC_VOCAB, TGT_VOCAB, d_model=D_MODEL, max_len=MAX_LEN, pad_id=pad_id)
+            with torch.no_grad():
+                for parameter in model.parameters():
+                    parameter.copy_(torch.randn(parameter.shape, generator=generator) * 1.5)
+                model.generator.bias[[pad_id, bos_id]] = -30.0
+                model.generator.bias[eos_id] += bias
+            model.to(device).eval()
+            out = reference.greedy_decode(model, src_ids, max_len, bos_id=bos_id, eos_id=eos_id, use_cache=False)
+            is_eos = out == eos_id
+            has_eos, first = is_eos.any(dim=1), is_eos.float().argmax(dim=1)
+            if want == "mixed" and bool(has_eos.any()) and not bool(has_eos.all()) and int(first.max()) > 0:
+                return model, src_ids
+            if want == "all_early" and bool(has_eos.all()) and out.size(1) < max_len and \
+                    int(first.min()) != int(first.max()):
+                return model, src_ids
     return model, src_ids
 
 
+def _in_kernel(greedy_decode, model: DecodingProbe, device):
+    """The same DecodingProbe, built in the student's kernel with the grader's weights."""
+    theirs = new(greedy_decode.channel, "coursekit.probe_decoding.DecodingProbe", SRC_VOCAB, TGT_VOCAB,
+                 d_model=D_MODEL, max_len=MAX_LEN, pad_id=model.pad_id)
+    theirs.load_state(model.state_dict())
+    theirs.attr("to")(device)
+    theirs.attr("eval")()
+    return theirs
+
+
+@probed
 def check_greedy_decode(greedy_decode) -> None:
     """greedy_decode(model, src_ids, max_len, bos_id=2, eos_id=3) -> LongTensor (B, <= max_len)."""
     device = start_check()
     expect_callable(greedy_decode, "greedy_decode")
     reference = _reference()
-    for pad_id, bos_id, eos_id, max_len, want, start in ((0, 2, 3, 8, "mixed", 2), (0, 2, 3, 12, "all_early", 7),
-                                                         (5, 4, 6, 9, "mixed", 11)):
-        model, src_ids = _decoding_model(device, pad_id, bos_id, eos_id, max_len, want, start)
+    for pad_id, bos_id, eos_id, max_len, want in ((0, 2, 3, 8, "mixed"), (0, 2, 3, 12, "all_early"),
+                                                  (5, 4, 6, 9, "mixed")):
+        model, src_ids = _decoding_model(device, pad_id, bos_id, eos_id, max_len, want)
         kwargs = {} if (bos_id, eos_id) == (2, 3) else {"bos_id": bos_id, "eos_id": eos_id}
-        tested = f"a Transformer with pad_id={pad_id}, src_ids {shape_of(src_ids)}, max_len={max_len}" \
+        tested = f"a seq2seq model with pad_id={pad_id}, src_ids {shape_of(src_ids)}, max_len={max_len}" \
                  + (f", bos_id={bos_id}, eos_id={eos_id}" if kwargs else "")
         expected = reference.greedy_decode(model, src_ids, max_len, bos_id=bos_id, eos_id=eos_id, use_cache=False)
-        got = call("greedy_decode", greedy_decode, model, src_ids.clone(), max_len, tested=tested, **kwargs)
+        theirs = _in_kernel(greedy_decode, model, device)
+        got = call("greedy_decode", greedy_decode, theirs, src_ids.clone(), max_len, tested=tested, **kwargs)
         got = as_tensor(got, "greedy_decode's result", tested)
-        model.eval()
         if got.dtype != torch.long:
             fail(f"greedy_decode must return int64 (torch.long) token ids, got {got.dtype}.", tested=tested)
 
@@ -247,7 +261,6 @@ def check_greedy_decode(greedy_decode) -> None:
                     (M.GREEDY_NO_EOS, lambda: run(keep_eos=False))]
 
         if tuple(got.shape) != tuple(expected.shape):
-            from autograder.checks._common import diagnose
             mistake = diagnose(got.to(device), mistakes, device, exact=True)
             fail("greedy_decode's result has the wrong shape.", tested=tested, mistake=mistake,
                  details=[f"expected shape {tuple(expected.shape)} = (B, generated length), got {tuple(got.shape)}"])

@@ -3,7 +3,8 @@
 The worker needs no shared filesystem and never touches the course's gradebook. It rebuilds the one notebook's
 cell records (sent by the coordinator) in a private SQLite gradebook, and runs nbgrader's own autograde steps
 against it: sanitize (ClearOutput, DeduplicateIds, OverwriteKernelspec, OverwriteCells with missing cells
-added back, CheckCellMetadata), then execute (our SandboxedExecute), IgnorePattern, LimitOutput,
+added back, CheckCellMetadata), then execute (our JudgedExecute: the sandbox runs the cells, the hidden checks judge
+`hand_in` grade cells from this process, see judge.py), IgnorePattern, LimitOutput,
 SaveAutoGrades (nbgrader's ClearMetadataPreprocessor is disabled by default, so it is left out). The scores it
 reads back go to the coordinator, the only writer.
 
@@ -29,7 +30,8 @@ from nbgrader.preprocessors import (CheckCellMetadata, ClearOutput, DeduplicateI
 
 import autograder.coursedir  # noqa: F401  (puts alembic on PATH for nbgrader's Gradebook)
 from autograder.grade import integrity
-from autograder.grade.execute import SandboxedExecute, error_output
+from autograder.grade.execute import error_output
+from autograder.grade.judge import JudgedExecute
 from autograder.grade.sandbox import Limits, kernel_manager_class, kernel_spec
 
 warnings.filterwarnings("ignore", module="nbgrader.api")  # SQLAlchemy autoflush chatter on every grade
@@ -85,7 +87,7 @@ def build_gradebook(db_url: str, job: dict) -> None:
         gb.update_or_create_submission(a, student)
 
 
-def run_notebook(nb, resources: dict, limits: Limits, gpu: str | None):
+def run_notebook(nb, resources: dict, limits: Limits, gpu: str | None, executor_class=None):
     """Execute `nb` in the sandbox; returns (executed nb, notes). Restarts after a dead kernel (see module doc)."""
     spec = kernel_spec(limits, gpu=gpu)
     deadline = time.monotonic() + limits.notebook_timeout
@@ -95,7 +97,7 @@ def run_notebook(nb, resources: dict, limits: Limits, gpu: str | None):
     attempt = 0
     while attempt <= limits.kernel_restarts:
         attempt_nb = nbformat.from_dict(nb)  # fresh copy: outputs of a failed attempt are discarded
-        executor = SandboxedExecute(limits=limits, deadline=deadline, skip_cells=skip,
+        executor = (executor_class or JudgedExecute)(limits=limits, deadline=deadline, skip_cells=skip,
                                     kernel_manager_class=kernel_manager_class(spec))
         try:
             attempt_nb, resources = executor.preprocess(attempt_nb, resources)

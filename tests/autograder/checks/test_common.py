@@ -8,6 +8,13 @@ from torch import nn
 import solutions
 from autograder.checks import _common
 from autograder.checks import multi_head as multi_head_checks
+from autograder.checks._remote import hand_in_locally
+
+
+def remote(obj):
+    """`obj` as a hidden check sees it: handed in to a (here in-process) kernel side."""
+    (handle,), _ = hand_in_locally((obj,), {})
+    return handle
 
 
 def test_copy_parameters_names_the_missing_submodule():
@@ -17,7 +24,7 @@ def test_copy_parameters_names_the_missing_submodule():
             self.query = nn.Linear(12, 12)
 
     with pytest.raises(AssertionError, match="expected submodule `w_q`"):
-        _common.copy_parameters(Student(), solutions.MultiHeadAttention(12, 3), "MultiHeadAttention")
+        _common.copy_parameters(remote(Student()), solutions.MultiHeadAttention(12, 3), "MultiHeadAttention")
 
 
 def test_copy_parameters_reports_wrong_shapes_and_copies_values():
@@ -25,18 +32,18 @@ def test_copy_parameters_reports_wrong_shapes_and_copies_values():
     wrong = solutions.MultiHeadAttention(12, 3)
     wrong.w_o = nn.Linear(12, 6)
     with pytest.raises(AssertionError, match=r"`w_o.weight` has the wrong shape"):
-        _common.copy_parameters(wrong, reference, "MultiHeadAttention")
+        _common.copy_parameters(remote(wrong), reference, "MultiHeadAttention")
     student = solutions.MultiHeadAttention(12, 3)
-    _common.copy_parameters(student, reference, "MultiHeadAttention")
+    _common.copy_parameters(remote(student), reference, "MultiHeadAttention")
     for (name, a), (_, b) in zip(student.named_parameters(), reference.named_parameters()):
         assert torch.equal(a, b), name
 
 
 def test_call_turns_errors_into_messages_with_hints():
     with pytest.raises(AssertionError, match="not implemented yet"):
-        _common.call("f", lambda: (_ for _ in ()).throw(NotImplementedError()))
+        _common.call("f", remote(lambda: (_ for _ in ()).throw(NotImplementedError())))
     with pytest.raises(AssertionError, match=r"f raised an error\.(.|\n)*ZeroDivisionError"):
-        _common.call("f", lambda: 1 / 0)
+        _common.call("f", remote(lambda: 1 / 0))
 
 
 def test_checks_leave_the_callers_random_state_alone():

@@ -65,12 +65,16 @@ def test_greedy_search_finds_the_intended_decodings():
     import torch
 
     device = torch.device("cpu")
-    model, src = checks._decoding_model(device, 0, 2, 3, 8, "mixed", 2)
+    model, src = checks._decoding_model(device, 0, 2, 3, 8, "mixed")
     out = solutions.greedy_decode(model, src, 8)
     assert out.shape[1] == 8 and (out == 3).any(1).any() and not (out == 3).any(1).all()
-    model, src = checks._decoding_model(device, 0, 2, 3, 12, "all_early", 7)
+    model, src = checks._decoding_model(device, 0, 2, 3, 12, "all_early")
     out = solutions.greedy_decode(model, src, 12)
-    assert out.shape[1] < 12 and (out == 3).any(1).all()
+    first = (out == 3).float().argmax(1)
+    assert out.shape[1] < 12 and (out == 3).any(1).all() and first.min() != first.max()
+    model, src = checks._decoding_model(device, 5, 4, 6, 9, "mixed")
+    out = solutions.greedy_decode(model, src, 9, bos_id=4, eos_id=6)
+    assert out.shape[1] == 9 and (out == 6).any(1).any() and not (out == 6).any(1).all() and (out == 5).any()
 
 
 def test_transformer_without_encode_method():

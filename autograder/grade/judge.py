@@ -1,0 +1,173 @@
+"""The trusted step of grading: hidden checks judge a submission from OUTSIDE its kernel.
+
+A hidden grade cell of the course contains only
+
+    from coursekit.probe import hand_in
+    hand_in("multi_head_attention", MultiHeadAttention)
+
+`JudgedExecute` runs every cell as nbgrader's Execute does (through `SandboxedExecute`: jail, limits, timeouts).
+When it reaches a grade cell whose source (restored from the gradebook by nbgrader's OverwriteCells, so the
+instructor's, never the student's) calls `hand_in`, it runs the matching check of `autograder.checks` here, in
+the grader's process. The check probes the handed-in objects through a `KernelChannel`: each probe is one small
+snippet executed in the same kernel (`coursekit.probe.step`), whose reply comes back as one display output of
+type `coursekit.probe.MIME`. The check compares the replies with the reference, diagnoses the mistake and
+returns a verdict; the cell's outputs are then REPLACED by the verdict: nothing, or one error output with the
+check's message (what was tested, what differs, the likely mistake, the hint, the student's own lines). nbgrader's
+SaveAutoGrades scores the cell from those outputs, as for any grade cell.
+
+So the student's process holds no check, no reference and no expected value, and nothing it does to itself
+(patching, hooks, exception handlers, frame walking, grading detection, printing) reaches the verdict or the
+feedback: it can only change the data it hands back. Grade cells without `hand_in` (none in this course) keep
+nbgrader's usual in-kernel verdict.
+"""
+from __future__ import annotations
+
+import ast
+import base64
+import json
+import logging
+import time
+
+import nbformat
+from nbclient import NotebookClient
+from nbclient.exceptions import CellTimeoutError
+
+from autograder.checks._remote import Channel, ProbeBroken, RemoteObject
+from autograder.grade.execute import SandboxedExecute, error_output
+from coursekit.probe import MIME
+
+log = logging.getLogger(__name__)
+
+MAX_PROBE_OUTPUT_BYTES = 256 * 1024**2  # everything one probe may print or display (replies included)
+
+
+# --------------------------------------------------------------------------------------------- the grade cell
+def handed_in(source: str) -> list[tuple[str, list[int], list[str]]]:
+    """The `hand_in(...)` calls of a grade cell: [(check name, positional indices, keyword names)]."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return []
+    calls = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and getattr(node.func, "id", getattr(node.func, "attr", None)) == "hand_in" \
+                and node.args and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str):
+            calls.append((node.args[0].value, list(range(len(node.args) - 1)),
+                          [k.arg for k in node.keywords if k.arg]))
+    return calls
+
+
+def check_function(name: str):
+    """autograder.checks.check_<name>, or None when the course has no such check."""
+    import autograder.checks as checks
+
+    try:
+        return getattr(checks, f"check_{name}")
+    except AttributeError:
+        return None
+
+
+def verdict(channel: Channel, calls) -> str | None:
+    """Run each handed-in check; None when all pass, else the first failure's message for the student."""
+    for name, positions, keywords in calls:
+        check = check_function(name)
+        if check is None:
+            return f"The grader has no check named {name!r}: tell your instructor."
+        objects = [RemoteObject(channel, {"subject": name, "index": i}) for i in positions]
+        named = {k: RemoteObject(channel, {"subject": name, "key": k}) for k in keywords}
+        try:
+            check(*objects, **named)
+        except AssertionError as failure:
+            return str(failure) or "The check failed."
+        except ProbeBroken as broken:
+            return f"Your code could not be checked: {broken}."
+        except Exception:  # noqa: BLE001 -- a bug of ours must not look like the student's fault, nor crash the batch
+            log.exception("check %s failed with an internal error", name)
+            return ("The grader could not finish this check because of an internal error (not a problem in your "
+                    "answer): your instructor has been told.")
+    return None
+
+
+def verdict_outputs(message: str | None) -> list:
+    """The grade cell's outputs: none when the checks passed, else one error output with the message only."""
+    if message is None:
+        return []
+    output = error_output("AssertionError", message)
+    output.traceback = ["AssertionError: " + message.splitlines()[0], *message.splitlines()[1:]]
+    return [output]
+
+
+# ---------------------------------------------------------------------------------------------- the channel
+class KernelChannel(Channel):
+    """Requests to coursekit.probe in the kernel that runs the submission, one snippet each."""
+
+    def __init__(self, executor: "JudgedExecute", index: int, deadline: float):
+        self.executor = executor
+        self.index = index
+        self.deadline = deadline
+
+    def request(self, request: dict) -> dict:
+        remaining = self.deadline - time.monotonic()
+        if remaining <= 0:
+            raise ProbeBroken("the time for this check ran out")
+        payload = base64.b64encode(json.dumps(request).encode()).decode("ascii")
+        cell = nbformat.v4.new_code_cell(f"__import__('coursekit.probe', fromlist=['step']).step('{payload}')")
+        return self.executor.probe(cell, self.index, remaining, request.get("id"))
+
+
+# --------------------------------------------------------------------------------------------- the executor
+class JudgedExecute(SandboxedExecute):
+    """SandboxedExecute whose hand_in grade cells are judged by the hidden checks in this process."""
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self._probing = False
+        self._probe_bytes = 0
+
+    def preprocess_cell(self, cell, resources, index):
+        cell, resources = super().preprocess_cell(cell, resources, index)
+        meta = cell.metadata.get("nbgrader", {})
+        if cell.cell_type != "code" or not meta.get("grade") or meta.get("solution"):
+            return cell, resources
+        calls = handed_in(cell.source)
+        if not calls:
+            return cell, resources
+        if any(o.get("ename") in ("KernelDied", "NotebookTimeout") for o in cell.outputs):
+            return cell, resources  # the cell did not run: it keeps the note saying why
+        deadline = min(time.monotonic() + self.limits.cell_timeout, self.deadline)
+        message = verdict(KernelChannel(self, index, deadline), calls)
+        cell.outputs = verdict_outputs(message)
+        return cell, resources
+
+    def probe(self, cell, index: int, timeout: float, request_id) -> dict:
+        """Execute one probe snippet; returns the reply it displayed (the one answering `request_id`)."""
+        saved_timeout, graded_cell = self.timeout, self.nb.cells[index]
+        self.timeout = max(1, int(timeout))
+        self._probing, self._probe_bytes = True, 0
+        try:
+            NotebookClient.execute_cell(self, cell, index, store_history=False)
+        except CellTimeoutError:
+            raise ProbeBroken(f"it did not finish within {int(timeout)} s") from None
+        finally:
+            self._probing = False
+            self.timeout = saved_timeout
+            self.nb.cells[index] = graded_cell  # nbclient stores the executed cell at `index`: put the grade cell back
+        for output in cell.outputs:
+            if output.get("output_type") != "display_data":
+                continue
+            reply = output.get("data", {}).get(MIME)
+            if isinstance(reply, dict) and reply.get("id") == request_id:
+                return reply
+        errors = [o for o in cell.outputs if o.get("output_type") == "error"]
+        if errors:
+            raise ProbeBroken(f"the kernel stopped it ({errors[-1].get('ename', 'an error')})")
+        raise ProbeBroken("it returned no answer")
+
+    def output(self, outs, msg, display_id, cell_index):
+        if not self._probing:
+            return super().output(outs, msg, display_id, cell_index)
+        content = msg.get("content", {})
+        self._probe_bytes += len(json.dumps(content))
+        if self._probe_bytes > MAX_PROBE_OUTPUT_BYTES:
+            return None  # a flood while probing: dropped (the reply is then missing and the check fails)
+        return NotebookClient.output(self, outs, msg, display_id, cell_index)
