@@ -39,6 +39,8 @@ GUARANTEE = 30  # every match this long is found (window = GUARANTEE - NOISE + 1
 THRESHOLD = 0.6  # share of a student's own (non-boilerplate) code found in the other's
 MIN_OVERLAP = 60  # filtered characters two students must share to be reported at all
 
+MAX_TABLE, MAX_DETAILS = 500, 50  # rows of the pairs table, pairs shown side by side (the CSV has every pair)
+
 CSV_COLUMNS = ["student_a", "student_b", "similarity", "similarity_a", "similarity_b", "overlap", "reported"]
 
 
@@ -254,11 +256,13 @@ def pairs_table(result: Result, link: str = "") -> str:
         return (f"<p>No pair above {100 * result.threshold:.0f}% among {len(result.students)} students "
                 f"(highest: {100 * result.pairs[0].similarity:.0f}%).</p>" if result.pairs else
                 f"<p>No shared code among {len(result.students)} students.</p>")
-    rows = ["<table class='sortable'><thead><tr><th>#</th><th>student A</th><th>student B</th>"
+    rows = [] if len(reported) <= MAX_TABLE else [
+        f"<p>The {MAX_TABLE} most similar of {len(reported)} pairs; similarity.csv lists them all.</p>"]
+    rows += ["<table class='sortable'><thead><tr><th>#</th><th>student A</th><th>student B</th>"
             "<th>similarity</th><th>A in B</th><th>B in A</th><th>shared characters</th></tr></thead><tbody>"]
-    for rank, p in enumerate(reported, 1):
-        anchor = f"{link}#pair-{rank}"
-        rows.append(f"<tr><td><a href='{esc(anchor)}'>{rank}</a></td><td>{esc(p.a)}</td><td>{esc(p.b)}</td>"
+    for rank, p in enumerate(reported[:MAX_TABLE], 1):
+        number = f"<a href='{esc(link)}#pair-{rank}'>{rank}</a>" if rank <= MAX_DETAILS else str(rank)
+        rows.append(f"<tr><td>{number}</td><td>{esc(p.a)}</td><td>{esc(p.b)}</td>"
                     f"<td>{100 * p.similarity:.0f}%</td><td>{100 * p.similarity_a:.0f}%</td>"
                     f"<td>{100 * p.similarity_b:.0f}%</td><td>{p.overlap}</td></tr>")
     rows.append("</tbody></table>")
@@ -278,14 +282,18 @@ def render(result: Result, png: bytes | None) -> str:
     if png:
         parts.append("<h2>The class</h2><img alt='Similarity heat map' "
                      f"src='data:image/png;base64,{base64.b64encode(png).decode()}'>")
-    for rank, p in enumerate(result.reported, 1):
+    if len(result.reported) > MAX_DETAILS:
+        parts.append(f"<p>Matched regions of the {MAX_DETAILS} most similar pairs:</p>")
+    for rank, p in enumerate(result.reported[:MAX_DETAILS], 1):
         parts.append(f"<h3 id='pair-{rank}'>{rank}. {esc(p.a)} and {esc(p.b)}: {100 * p.similarity:.0f}%</h3>"
                      "<div class='side'>"
                      f"<div><b>{esc(p.a)}</b> ({100 * p.similarity_a:.0f}% of it matched)"
                      f"<pre>{_highlighted(result.documents[p.a], p.slices_a)}</pre></div>"
                      f"<div><b>{esc(p.b)}</b> ({100 * p.similarity_b:.0f}% of it matched)"
                      f"<pre>{_highlighted(result.documents[p.b], p.slices_b)}</pre></div></div>")
-    parts.append("</body></html>")
+    from autograder.report import SORT_SCRIPT
+
+    parts.append(SORT_SCRIPT + "</body></html>")
     return "\n".join(parts)
 
 
