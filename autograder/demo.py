@@ -3,10 +3,17 @@
 demo_output/ (or --output) holds a fresh copy of course/source and nbgrader_config.py, so the instructor's own
 gradebook is never touched; each run starts that folder afresh (idempotent). Steps: release -> build the
 students (autograder.sample_class.demo_students) -> collect -> grade in parallel -> feedback -> export ->
-report, then a summary table and the paths of the report and the CSV.
+report, then a summary table and the paths of the CSV, the feedback and, last, the course page.
+
+The class holds one pair of copied solutions: `hostile` hands in `mistake_mask`'s answers with variables renamed
+and other comments (`copy_solutions`; hostile is held for review, so its score stays 0). Every demo student is an
+edit of the reference, so the course page's similarity check ignores the reference solution too
+(`include_reference`), and what remains is what the students wrote themselves: the copied pair is found wherever
+mistake_mask's edits apply.
 """
 from __future__ import annotations
 
+import re
 import shutil
 import time
 from pathlib import Path
@@ -56,7 +63,7 @@ def run_demo(assignments=None, students: int = 6, output: Path | None = None, wo
     for assignment in assignments:
         source_nb = nbformat.read(course / "source" / assignment / f"{assignment}.ipynb", as_version=4)
         release_nb = nbformat.read(course / "release" / assignment / f"{assignment}.ipynb", as_version=4)
-        for student, (text, note) in demo_students(source_nb, release_nb, students).items():
+        for student, (text, note) in with_copied_pair(demo_students(source_nb, release_nb, students)).items():
             target = inbox / student / assignment / f"{assignment}.ipynb"
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_text(text)
@@ -77,16 +84,55 @@ def run_demo(assignments=None, students: int = 6, output: Path | None = None, wo
 
     print("[6/6] report")
     pages = [write_report(course, a) for a in assignments]
-    course_page = write_report(course)
+    course_page = write_report(course, include_reference=True)
 
     print()
     print(summary_table(summaries, what_they_did))
     print()
     print(f"demo finished in {time.monotonic() - started:.0f} s")
-    print(f"  report:   {course_page}  (per assignment: {', '.join(str(p) for p in pages)})")
     print(f"  grades:   {csv_path}")
     print(f"  feedback: {feedback_count} HTML file(s) under {course / 'feedback'}")
+    print(f"  copied:   {copied_work(course, assignments)}")
+    print(f"  per assignment: {', '.join(str(p) for p in pages)}")
+    print(f"  report:   {course_page}")
     return 0
+
+
+COPIED_PAIR = ("mistake_mask", "hostile")  # (original, copy)
+RENAMES = {"scores": "logits", "blocked": "hidden", "d_k": "key_dim", "d_head": "width", "positions": "where"}
+
+
+def copy_solutions(original: str, copy: str) -> str:
+    """`copy`'s notebook with the solution cells of `original`, variables renamed and trailing comments changed."""
+    source, target = nbformat.reads(original, as_version=4), nbformat.reads(copy, as_version=4)
+    solution = [c for c in source.cells if c.metadata.get("nbgrader", {}).get("solution")]
+    cells = [c for c in target.cells if c.metadata.get("nbgrader", {}).get("solution")]
+    for theirs, mine in zip(solution, cells):
+        text = theirs.source
+        for old, new in RENAMES.items():
+            text = re.sub(rf"(?<![.\w]){old}\b", new, text)
+        mine.source = re.sub(r"(\S)  +#(?!##)[^\n]*", r"\1  # my notes", text)
+    return nbformat.writes(target)
+
+
+def with_copied_pair(students: dict) -> dict:
+    original, copy = COPIED_PAIR
+    text, note = students[copy]
+    return {**students, copy: (copy_solutions(students[original][0], text), f"{note}; copied {original}'s answers")}
+
+
+def copied_work(course: Path, assignments) -> str:
+    """The reported pairs of the similarity check, per assignment, from its CSV."""
+    import csv
+
+    found = []
+    for assignment in assignments:
+        path = course / "reports" / assignment / "similarity.csv"
+        if path.exists():
+            with open(path, newline="") as fh:
+                found += [f"{r['student_a']} ~ {r['student_b']} {100 * float(r['similarity']):.0f}% ({assignment})"
+                          for r in csv.DictReader(fh) if r["reported"] == "True"]
+    return "; ".join(found) or "no pair above the threshold"
 
 
 def summary_table(summaries, what_they_did) -> str:
