@@ -185,3 +185,38 @@ def write_provided_module(assignment: str, dest_dir: Path | str,
     tmp.write_text(text, encoding="utf-8")
     tmp.replace(target)  # atomic: a half-written provided.py is never seen
     return target
+
+
+def reference_fingerprints(solutions_dir: Path | str | None = None, topics=TOPICS) -> dict[str, set[str]]:
+    """"solutions/<topic>.py:<name>" -> the significant lines of that API function's or class's body (stripped,
+    at least 20 characters, no comments or docstrings): what any copy of the reference would contain.
+
+    Used by the leak tests (exercises/, the student image's build context, a student's home on the hub)."""
+    solutions_dir = Path(solutions_dir) if solutions_dir is not None else SOLUTIONS_DIR
+    prints: dict[str, set[str]] = {}
+    for topic in topics:
+        path = solutions_dir / f"{topic}.py"
+        if not path.is_file():
+            continue
+        source = path.read_text(encoding="utf-8")
+        lines = source.splitlines()
+        docstrings = set()
+        for node in ast.walk(ast.parse(source)):
+            if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str):
+                docstrings.update(range(node.lineno, node.end_lineno + 1))
+        for node in ast.parse(source).body:
+            if isinstance(node, (ast.FunctionDef, ast.ClassDef)) and node.name in API_NAMES[topic]:
+                body = {lines[n - 1].strip() for n in range(node.body[0].lineno, node.end_lineno + 1)
+                        if n not in docstrings}
+                significant = {line for line in body if len(line) >= 20 and not line.startswith("#")}
+                if len(significant) >= 3:
+                    prints[f"solutions/{topic}.py:{node.name}"] = significant
+    return prints
+
+
+def reference_found_in(text: str, fingerprints: dict[str, set[str]] | None = None, share: float = 0.6) -> list[str]:
+    """The reference functions/classes most of whose body lines (`share`, at least 3) appear in `text`."""
+    fingerprints = reference_fingerprints() if fingerprints is None else fingerprints
+    present = {line.strip() for line in text.splitlines()}
+    return sorted(name for name, lines in fingerprints.items()
+                  if len(lines & present) >= max(3, share * len(lines)))

@@ -12,7 +12,8 @@ import torch
 
 import solutions
 from autograder.provided import (
-    API_NAMES, TOPICS, _defined_names, build_provided_source, provided_topics, topic_of, withheld_names,
+    API_NAMES, TOPICS, _defined_names, build_provided_source, covered_assignments, provided_topics, topic_of,
+    withheld_names,
     write_provided_module,
 )
 
@@ -121,3 +122,20 @@ def test_missing_destination_loses_nothing(tmp_path):
     with pytest.raises(FileNotFoundError):
         write_provided_module("05_encoder", tmp_path / "absent")
     assert not (tmp_path / "absent").exists()
+
+
+def test_covered_assignments_name_the_course_folders():
+    names = ["01_tokens_and_embeddings", "02_positional_encoding", "03_attention", "04_multi_head_attention"]
+    assert covered_assignments("04_multi_head_attention", names) == names[:3]
+    assert covered_assignments("03_attention", names) == []
+    assert covered_assignments("05_encoder", ["03_attention"]) == [
+        "01_embeddings", "02_positional", "03_attention", "04_multi_head"]
+
+
+def test_reference_detector_ignores_stubs_and_finds_copies():
+    from autograder.provided import reference_found_in
+
+    stub = "def scaled_dot_product_attention(q, k, v, mask=None):\n    raise NotImplementedError()\n"
+    assert reference_found_in(stub) == []
+    source = (Path(solutions.__file__).parent / "attention.py").read_text()
+    assert "solutions/attention.py:scaled_dot_product_attention" in reference_found_in(source)

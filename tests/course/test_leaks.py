@@ -1,20 +1,29 @@
-"""Nothing of the reference or of the hidden tests reaches students through exercises/."""
+"""Nothing of the reference or of the hidden tests reaches students through exercises/ or the student image.
+
+provided.py (the reference of every earlier notebook, 04-07) is never committed and never in the student image's
+build context; a release holds it only once the notebooks it covers are past due (tests/autograder/test_release.py),
+so exercises/ as committed, and a fresh gated release, hold none.
+"""
 from __future__ import annotations
 
 import ast
 import re
+import shlex
+import subprocess
 from pathlib import Path
 
 import nbformat
 import pytest
 
-from autograder.provided import PROVIDED_FILENAME, _defined_names, withheld_names
+from autograder.provided import (PROVIDED_FILENAME, _defined_names, covered_assignments, reference_fingerprints,
+                                 reference_found_in, withheld_names, write_provided_module)
 from autograder.release import find_assignments
 
 REPO = Path(__file__).resolve().parents[2]
 ASSIGNMENTS = find_assignments(REPO / "course")
 EXERCISES = REPO / "exercises"
 SOURCE = REPO / "course" / "source"
+DOCKER = REPO / "deploy" / "docker"
 
 FORBIDDEN_TEXT = ("### BEGIN SOLUTION", "### END SOLUTION", "### BEGIN HIDDEN TESTS", "### END HIDDEN TESTS",
                   "autograder.checks", "import autograder", "from autograder")
@@ -94,15 +103,120 @@ def test_released_grade_cells_hold_no_test_code(assignment):
         assert not code, f"grade cell {cell.metadata['nbgrader']['grade_id']} still holds code: {code}"
 
 
-@pytest.mark.parametrize("assignment", ASSIGNMENTS)
-def test_provided_module_holds_only_earlier_components(assignment):
-    provided = EXERCISES / assignment / PROVIDED_FILENAME
-    if not provided.exists():
-        pytest.skip(f"{assignment} has no provided module")
-    text = provided.read_text(encoding="utf-8")
+@pytest.mark.parametrize("assignment", [a for a in ASSIGNMENTS if covered_assignments(a)])
+def test_generated_provided_module_holds_only_earlier_components(assignment, tmp_path):
+    text = write_provided_module(assignment, tmp_path).read_text(encoding="utf-8")
     ast.parse(text)
     defined = _defined_names(text)
     leaked = defined & withheld_names(assignment)
     assert not leaked, f"provided.py of {assignment} defines its own or later exercises: {sorted(leaked)}"
     for name in withheld_names(assignment):
         assert not re.search(rf"^\s*(def|class)\s+{name}\b", text, re.M), f"{name} is defined in provided.py"
+
+
+# --- provided.py: never committed, never in the student image, withheld by a gated release ----------------------
+
+def _git(*args) -> list[str] | None:
+    try:
+        out = subprocess.run(["git", *args], cwd=REPO, capture_output=True, text=True, check=True, timeout=60)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout.splitlines()
+
+
+def test_no_provided_module_is_committed():
+    tracked = _git("ls-files", "--", "exercises", "course")
+    if tracked is None:
+        pytest.skip("not a git checkout")
+    assert not [f for f in tracked if Path(f).name == PROVIDED_FILENAME], "provided.py must never be committed"
+    ignored = _git("check-ignore", "--no-index", *(f"{folder}/{a}/{PROVIDED_FILENAME}" for a in ASSIGNMENTS
+                                                   for folder in ("exercises", "course/source")))
+    assert ignored is not None and len(ignored) == 2 * len(ASSIGNMENTS), ".gitignore must cover every provided.py"
+
+
+def test_fresh_gated_release_holds_no_provided_module(course_copy):
+    """A release with no due date in the gradebook (every assignment open) hands out no provided.py."""
+    for assignment in ASSIGNMENTS:
+        for folder in (course_copy / "exercises" / assignment, course_copy / "release" / assignment):
+            assert not (folder / PROVIDED_FILENAME).exists(), f"{folder} holds provided.py while gated"
+        if covered_assignments(assignment):  # the instructor's side keeps it for running the source notebooks
+            assert (course_copy / "source" / assignment / PROVIDED_FILENAME).is_file()
+
+
+def _dockerignore_patterns(name: str) -> list[tuple[bool, re.Pattern]]:
+    patterns = []
+    for line in (DOCKER / f"{name}.dockerignore").read_text().splitlines():
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        negate = line.startswith("!")
+        glob = line.lstrip("!").strip("/")
+        regex = ""
+        i = 0
+        while i < len(glob):
+            if glob.startswith("**/", i):
+                regex, i = regex + "(?:.*/)?", i + 3
+            elif glob.startswith("**", i):
+                regex, i = regex + ".*", i + 2
+            elif glob[i] == "*":
+                regex, i = regex + "[^/]*", i + 1
+            elif glob[i] == "?":
+                regex, i = regex + "[^/]", i + 1
+            else:
+                regex, i = regex + re.escape(glob[i]), i + 1
+        patterns.append((negate, re.compile(regex + "(?:/.*)?$")))  # a matched folder excludes what it holds
+    return patterns
+
+
+def _docker_ignored(rel: str, patterns) -> bool:
+    ignored = False
+    for negate, pattern in patterns:
+        if pattern.match(rel):
+            ignored = not negate
+    return ignored
+
+
+def student_image_context() -> list[Path]:
+    """Every file that deploy/docker/Dockerfile.student COPYs from the build context (its .dockerignore applied)."""
+    patterns = _dockerignore_patterns("Dockerfile.student")
+    sources = []
+    for raw in (DOCKER / "Dockerfile.student").read_text().splitlines():
+        if raw.strip().startswith("COPY "):
+            *srcs, _ = shlex.split(raw.strip()[5:])
+            sources += [src for src in srcs if not src.startswith("--")]
+    assert "exercises/" in sources, "the student image copies exercises/"
+    files = []
+    for src in sources:
+        base = REPO / src
+        for path in ([base] if base.is_file() else sorted(base.rglob("*"))):
+            rel = path.relative_to(REPO).as_posix()
+            if path.is_file() and not _docker_ignored(rel, patterns):
+                files.append(path)
+    return files
+
+
+def test_student_image_context_holds_no_provided_module_and_no_reference():
+    patterns = _dockerignore_patterns("Dockerfile.student")
+    for assignment in ASSIGNMENTS:  # even a local --provided force release stays out of the image
+        assert _docker_ignored(f"exercises/{assignment}/{PROVIDED_FILENAME}", patterns)
+    fingerprints = reference_fingerprints()
+    assert len(fingerprints) >= 10
+    files = student_image_context()
+    assert not [p for p in files if p.name == PROVIDED_FILENAME]
+    for path in files:
+        if path.suffix == ".ipynb":
+            text = "\n".join(cell.source for cell in nbformat.read(path, as_version=4).cells)
+        elif path.suffix in {".py", ".md", ".txt", ".json", ".toml", ".cfg", ".yaml", ".yml", ".sh", ""}:
+            text = path.read_text(encoding="utf-8", errors="replace")
+        else:
+            continue
+        found = reference_found_in(text, fingerprints)
+        assert not found, f"{path.relative_to(REPO)} holds reference code of {found}"
+
+
+def test_reference_detector_finds_a_provided_module(tmp_path):
+    """The scan above has teeth: the generated provided.py of 04 is found to hold 01-03's reference."""
+    text = write_provided_module("04_multi_head_attention", tmp_path).read_text()
+    found = reference_found_in(text)
+    assert "solutions/attention.py:scaled_dot_product_attention" in found
+    assert not [name for name in found if name.startswith("solutions/multi_head.py")]

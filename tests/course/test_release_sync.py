@@ -1,4 +1,8 @@
-"""exercises/ is exactly what nbgrader generates from course/source today (regenerated into a temp copy)."""
+"""exercises/ is exactly what nbgrader generates from course/source today (regenerated into a temp copy).
+
+The fresh release is gated (a new gradebook: no due dates), so it holds no provided.py, like the committed
+exercises/; a local provided.py (a --provided force release) is gitignored and not compared.
+"""
 from __future__ import annotations
 
 from pathlib import Path
@@ -6,6 +10,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
+from autograder.provided import PROVIDED_FILENAME
 from autograder.release import find_assignments
 
 REPO = Path(__file__).resolve().parents[2]
@@ -16,7 +21,7 @@ SKIP_NAMES = {"__pycache__", ".ipynb_checkpoints"}
 
 def _files(folder: Path) -> set[str]:
     return {str(p.relative_to(folder)) for p in folder.rglob("*")
-            if p.is_file() and not SKIP_NAMES & set(p.parts) and p.suffix != ".pyc"}
+            if p.is_file() and not SKIP_NAMES & set(p.parts) and p.suffix != ".pyc" and p.name != PROVIDED_FILENAME}
 
 
 def _comparable(path: Path) -> dict:
@@ -41,6 +46,7 @@ def test_exercises_match_a_fresh_release(assignment, course_copy):
     assert committed.is_dir(), (f"exercises/{assignment} is missing: run autograder.release.release("
                                 f"['{assignment}']) (or `make release`)")
     assert _files(committed) == _files(fresh), "the released files differ from a fresh release"
+    assert not (fresh / PROVIDED_FILENAME).exists(), "a gated release with no due dates must hold no provided.py"
     for name in sorted(_files(fresh)):
         if name.endswith(".ipynb"):
             assert _comparable(committed / name) == _comparable(fresh / name), (
