@@ -97,6 +97,23 @@ HOSTILE_CELLS = {
     "monkeypatch": "import numpy, torch\nnumpy.allclose = lambda *a, **k: True\n"
                    "torch.allclose = lambda *a, **k: True\nimport builtins\nbuiltins.check_normalize = None",
     "import_solutions": "import inspect\nimport solutions\nprint(inspect.getsource(solutions))",
+    # the jail's faults (issue #11): each is contained, the rest of the notebook and the batch go on
+    "ignore_sigint": "import signal\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\nwhile True:\n    pass",
+    "sleep_children": "import subprocess\nfor _ in range(20):\n    subprocess.Popen(['sleep', '424242'], "
+                      "start_new_session=True)",
+    "fork_bomb": "import os, time\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n"
+                 "        time.sleep(60)",
+    "memory_children": "import subprocess, sys, time\n"
+                       "code = 'import numpy, time; a = numpy.ones(1024**3 // 8); time.sleep(60)'\n"
+                       "children = [subprocess.Popen([sys.executable, '-c', code]) for _ in range(4)]\n"
+                       "time.sleep(5)\nprint('children', [c.poll() for c in children])",
+    "fill_disk": "open('provided.py', 'w').write('OFFSET = 1')\nchunk = b'x' * 1024**2\n"
+                 "try:\n    with open('/tmp/big', 'wb') as fh:\n        for _ in range(2048):\n"
+                 "            fh.write(chunk)\nexcept OSError as exc:\n    print('disk full:', exc)",
+}
+# cells added after the hostile one (kind -> cells): many cells that each stay under the per-cell output cap
+HOSTILE_EXTRA_CELLS = {
+    "output_flood": ["print('y' * 60000)"] * 12 + ["raise ValueError('z' * 60000)"] * 12,
 }
 
 
@@ -127,6 +144,12 @@ def synthetic_submission(course_root: Path, kind: str) -> str:
         position = next(i for i, c in enumerate(nb.cells)
                         if c.metadata.get("nbgrader", {}).get("grade_id") == "test_squares_hidden") + 1
         nb.cells.insert(position, new_code_cell(HOSTILE_CELLS[kind]))
+        return nbformat.writes(nb)
+    if kind in HOSTILE_EXTRA_CELLS:
+        nb = filled()
+        position = next(i for i, c in enumerate(nb.cells)
+                        if c.metadata.get("nbgrader", {}).get("grade_id") == "test_squares_hidden") + 1
+        nb.cells[position:position] = [new_code_cell(source) for source in HOSTILE_EXTRA_CELLS[kind]]
         return nbformat.writes(nb)
     if kind == "loop_in_solution":  # both tests of squares hang: each is interrupted at the cell time limit
         return nbformat.writes(filled(squares="while True:\n        pass"))

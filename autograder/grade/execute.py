@@ -2,19 +2,29 @@
 
 - per-cell timeout, shrunk so no cell runs past the whole-notebook deadline; cells left when the deadline has
   passed are not run and get an error output saying so (their grade cells then score 0);
-- output cap per cell: output beyond `Limits.output_bytes` is dropped and a note says how much;
+- a timed-out cell is interrupted (SIGINT, through the control channel); when it has not stopped after
+  `Limits.interrupt_grace` seconds (a loop that ignores SIGINT, a hung C call), the whole submission is killed
+  (SIGKILL of the jail and of its cgroup): that cell and every later cell lose, with an error output saying why;
+- output cap per cell (`Limits.output_bytes`) and for the whole notebook (`Limits.notebook_output_bytes`): output
+  beyond them is dropped and a note says how much. Error outputs are always kept (nbgrader scores a grade cell
+  by its error output), but past the notebook's cap they are shrunk to their name and a short message;
+  display updates count too;
 - a cell listed in `skip_cells` (it killed the kernel on an earlier attempt) is not run; it gets an error output.
 The caller (`worker.run_notebook`) catches a dead kernel, adds the cell to `skip_cells` and runs again.
 """
 from __future__ import annotations
 
+import asyncio
 import json
 import math
 import time
 
+from jupyter_core.utils import ensure_async
 from nbclient.exceptions import CellTimeoutError
 from nbformat.notebooknode import NotebookNode
 from nbgrader.preprocessors import Execute
+
+SHORT_ERROR = 500  # characters of an error's message kept once the notebook's output cap is reached
 
 
 def error_output(ename: str, message: str) -> NotebookNode:
@@ -22,8 +32,21 @@ def error_output(ename: str, message: str) -> NotebookNode:
                         traceback=[f"\x1b[0;31m{ename}\x1b[0m: {message}"])
 
 
+class SubmissionKilled(CellTimeoutError):
+    """A timed-out cell did not stop when interrupted: the submission was killed."""
+
+
+def _size(content: dict) -> int:
+    if "text" in content:
+        return len(content["text"])
+    if "traceback" in content:
+        return len(json.dumps(content.get("traceback", []))) + len(str(content.get("evalue", "")))
+    return len(json.dumps(content.get("data", {})))
+
+
 class SandboxedExecute(Execute):
-    """Execute with a notebook deadline, an output cap and cells to skip."""
+    """Execute with a notebook deadline, output caps, a hard stop for cells that ignore interrupts, and cells to
+    skip. Subclasses (the judge) run extra code in the same kernel through `self.kc`."""
 
     def __init__(self, *, limits, deadline: float, skip_cells: set[int], **kwargs):
         super().__init__(timeout=max(1, int(limits.cell_timeout)), startup_timeout=int(limits.startup_timeout),
@@ -34,12 +57,20 @@ class SandboxedExecute(Execute):
         self.skip_cells = skip_cells
         self.current_index: int | None = None
         self.notes: list[str] = []
+        self.killed: str | None = None  # why the submission was killed, once it was
         self._output_bytes: dict[int, int] = {}
         self._dropped_bytes: dict[int, int] = {}
+        self._total_bytes = 0
+        self._notebook_cap_hit = False
+
+    # -- cells --------------------------------------------------------------------------------------------------
 
     def preprocess_cell(self, cell, resources, index):
         self.current_index = index
         if cell.cell_type != "code":
+            return cell, resources
+        if self.killed is not None:
+            cell.outputs = [error_output("SubmissionKilled", f"Not run: {self.killed}")]
             return cell, resources
         if index in self.skip_cells:
             cell.outputs = [error_output(
@@ -55,23 +86,82 @@ class SandboxedExecute(Execute):
         self.timeout = max(1, math.ceil(min(self.limits.cell_timeout, remaining)))  # never stops short of the deadline
         try:
             cell, resources = super().preprocess_cell(cell, resources, index)
+        except SubmissionKilled as exc:
+            cell.outputs.append(error_output("CellTimeoutError", str(exc)))
+            self.notes.append(f"cell {index}: {exc}")
         except CellTimeoutError as exc:  # no reply at all (the interrupt did not help): the cell loses, we go on
             cell.outputs.append(error_output("CellTimeoutError", str(exc).splitlines()[0]))
         dropped = self._dropped_bytes.get(index, 0)
         if dropped:
             cell.outputs.append(NotebookNode(
                 output_type="stream", name="stderr",
-                text=f"\n[output truncated by the grader: {dropped} more bytes were not kept; "
-                     f"the limit is {self.limits.output_bytes} bytes per cell]\n"))
+                text=f"\n[output truncated by the grader: {dropped} more bytes were not kept; the limits are "
+                     f"{self.limits.output_bytes} bytes per cell and {self.limits.notebook_output_bytes} bytes "
+                     f"for the whole notebook]\n"))
             self.notes.append(f"cell {index}: output truncated ({dropped} bytes dropped)")
         return cell, resources
 
+    # -- timeouts -----------------------------------------------------------------------------------------------
+
+    async def _async_handle_timeout(self, timeout: int, cell: NotebookNode | None = None):
+        """Interrupt; if no reply comes within the grace period, kill the whole submission."""
+        self.log.error("Timeout waiting for execute reply (%is); interrupting the kernel", timeout)
+        try:
+            await ensure_async(self.km.interrupt_kernel())
+        except Exception as exc:  # noqa: BLE001 - a kernel that cannot even be interrupted is killed below
+            self.log.error("interrupt failed: %s", exc)
+        grace_end = time.monotonic() + max(0.0, float(self.limits.interrupt_grace))
+        while time.monotonic() < grace_end:
+            if await ensure_async(self.kc.shell_channel.msg_ready()):
+                return {"content": {**self.error_on_timeout, "status": "error"}}  # stopped: the cell loses
+            await asyncio.sleep(0.05)
+        self.killed = (f"a cell ran past the time limit ({timeout} s) and did not stop when interrupted, so the "
+                       f"submission was stopped (SIGKILL) and the cells after it were not run")
+        self.log.error("the kernel ignored the interrupt: killing the submission")
+        await self.kill_submission()
+        raise SubmissionKilled(f"This cell ran past the time limit ({timeout} s) and did not stop when "
+                               f"interrupted, so the submission was stopped (SIGKILL).")
+
+    async def kill_submission(self) -> None:
+        """SIGKILL the kernel's jail and everything in its cgroup, now."""
+        kill = getattr(self.km, "kill_submission", None)
+        if kill is not None:
+            kill()
+        try:
+            await ensure_async(self.km.shutdown_kernel(now=True))
+        except Exception as exc:  # noqa: BLE001 - already dead is fine
+            self.log.debug("shutdown after kill: %s", exc)
+
+    # -- output caps --------------------------------------------------------------------------------------------
+
+    def _drop(self, cell_index: int, size: int) -> None:
+        self._dropped_bytes[cell_index] = self._dropped_bytes.get(cell_index, 0) + size
+
     def output(self, outs, msg, display_id, cell_index):
         content = msg.get("content", {})
-        size = len(content["text"]) if "text" in content else len(json.dumps(content.get("data", {})))
+        size = _size(content)
         used = self._output_bytes.get(cell_index, 0)
-        if used + size > self.limits.output_bytes and msg.get("msg_type") != "error":
-            self._dropped_bytes[cell_index] = self._dropped_bytes.get(cell_index, 0) + size
+        over_cell = used + size > self.limits.output_bytes
+        over_notebook = self._total_bytes + size > self.limits.notebook_output_bytes
+        if msg.get("msg_type") == "error":
+            if over_notebook or over_cell:  # kept (it decides the score), but short
+                evalue = str(content.get("evalue", ""))
+                content["evalue"] = evalue[:SHORT_ERROR]
+                content["traceback"] = [f"{content.get('ename', 'Error')}: {content['evalue']}"]
+                self._drop(cell_index, max(0, size - _size(content)))
+                size = _size(content)
+        elif over_cell or over_notebook:
+            self._drop(cell_index, size)
             return None
         self._output_bytes[cell_index] = used + size
+        self._total_bytes += size
         return super().output(outs, msg, display_id, cell_index)
+
+    def _update_display_id(self, display_id, msg):
+        size = _size(msg.get("content", {}))
+        index = self.current_index if self.current_index is not None else -1
+        if self._total_bytes + size > self.limits.notebook_output_bytes or size > self.limits.output_bytes:
+            self._drop(index, size)
+            return None
+        self._total_bytes += size
+        return super()._update_display_id(display_id, msg)

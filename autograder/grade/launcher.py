@@ -1,8 +1,18 @@
-"""The first process of a grading kernel: set its limits, then become ipykernel.
+"""The first process of a grading kernel, OUTSIDE the jail: join the submission's cgroup, set the rlimits, then
+become bubblewrap, whose jail runs ipykernel (see jail.py). Nothing of `autograder` runs inside the jail.
 
-    python -P -s -m autograder.grade.launcher --memory-bytes N --rlimit as -- -f CONNECTION_FILE
+    python -s -P -m autograder.grade.launcher --memory-bytes N --rlimit as --disk-bytes N --processes N
+           [--cgroup DIR ...] [--ipc-dir DIR] [--gpu] [--keep-env NAME ...] -- -f CONNECTION_FILE
 
-resource limits survive os.execv, so everything the student's code does in the kernel runs under them.
+The working folder it is started in is the worker's copy of the submission folder. Resource limits survive
+execve, so every process of the submission runs under them:
+- RLIMIT_AS (or RLIMIT_DATA on a GPU machine: CUDA maps far more address space than it uses): per process, a
+  first line that makes one huge allocation fail with MemoryError instead of waking the OOM killer;
+- RLIMIT_FSIZE: no single file over the disk cap (a second line behind the size-limited tmpfs);
+- RLIMIT_CORE 0: a crash leaves no core file;
+- RLIMIT_NPROC: only when no cgroup could be made (the fallback; it counts per user, and the kernel ignores it
+  for uid 0).
+Without `--ipc-dir` (AUTOGRADER_UNSAFE_NO_JAIL=1), it becomes ipykernel directly, as before the jail.
 """
 from __future__ import annotations
 
@@ -11,22 +21,33 @@ import os
 import resource
 import sys
 
-# Run first in the kernel, before any student cell (see kernel_startup.py).
-STARTUP = "import autograder.grade.kernel_startup"
+# The kernel's first line: the notebook folder stays importable (`from provided import ...`), but LAST on
+# sys.path, so a file the notebook writes (numpy.py...) cannot shadow an installed package. No import needed.
+STARTUP = "__import__('sys').path.append('')"
 
 
-def apply_limits(memory_bytes: int, which: str) -> None:
+def apply_limits(memory_bytes: int, which: str, disk_bytes: int = 0, processes: int = 0) -> None:
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))  # a segfault leaves no multi-GB core file behind
     if memory_bytes > 0:
         kind = resource.RLIMIT_DATA if which == "data" else resource.RLIMIT_AS
         resource.setrlimit(kind, (memory_bytes, memory_bytes))
+    if disk_bytes > 0:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (disk_bytes, disk_bytes))
+    if processes > 0:
+        resource.setrlimit(resource.RLIMIT_NPROC, (processes, processes))
 
 
 def parse(argv: list[str]) -> argparse.Namespace:
-    """The launcher's arguments: memory_bytes, rlimit, kernel_args (what ipykernel gets, e.g. -f FILE)."""
+    """The launcher's arguments; kernel_args is what ipykernel gets (e.g. -f FILE)."""
     parser = argparse.ArgumentParser(prog="autograder.grade.launcher")
     parser.add_argument("--memory-bytes", type=int, default=0)
     parser.add_argument("--rlimit", choices=["as", "data"], default="as")
+    parser.add_argument("--disk-bytes", type=int, default=0)
+    parser.add_argument("--processes", type=int, default=0)
+    parser.add_argument("--cgroup", action="append", default=[], help="a folder of the submission's cgroup")
+    parser.add_argument("--ipc-dir", default=None, help="the kernel's socket folder; given: run in the jail")
+    parser.add_argument("--gpu", action="store_true")
+    parser.add_argument("--keep-env", action="append", default=[], help="a variable passed into the jail")
     parser.add_argument("kernel_args", nargs=argparse.REMAINDER)
     args = parser.parse_args(argv)
     args.kernel_args = [a for a in args.kernel_args if a != "--"]
@@ -38,11 +59,34 @@ def ipykernel_args(kernel_args: list[str]) -> list[str]:
     return [f"--IPKernelApp.exec_lines={STARTUP}", "--IPKernelApp.log_level=ERROR", *kernel_args]
 
 
+def kernel_command(kernel_args: list[str]) -> list[str]:
+    return [sys.executable, "-s", "-P", "-m", "ipykernel_launcher", *ipykernel_args(kernel_args)]
+
+
 def main(argv: list[str] | None = None) -> None:
     args = parse(sys.argv[1:] if argv is None else argv)
-    apply_limits(args.memory_bytes, args.rlimit)
-    os.execv(sys.executable, [sys.executable, "-P", "-s", "-m", "ipykernel_launcher",
-                              *ipykernel_args(args.kernel_args)])
+    for folder in args.cgroup:  # before anything else: every later process of the submission is counted
+        with open(os.path.join(folder, "cgroup.procs"), "w") as fh:
+            fh.write(str(os.getpid()))
+    if args.ipc_dir is None:  # AUTOGRADER_UNSAFE_NO_JAIL=1
+        apply_limits(args.memory_bytes, args.rlimit, args.disk_bytes, 0 if args.cgroup else args.processes)
+        os.execv(sys.executable, kernel_command(args.kernel_args))
+    import shutil
+
+    from autograder.grade import jail
+
+    bwrap = shutil.which("bwrap")  # the worker checked that it works (jail.bwrap_path); not probed again here
+    if bwrap is None:
+        raise SystemExit(f"autograder.grade.launcher: bwrap not found: {jail.INSTALL_HINT}")
+    env = {name: os.environ[name] for name in [*args.keep_env, *jail.PASSED_ENV] if name in os.environ}
+    env.update({k: v for k, v in os.environ.items() if k.startswith("JPY_")})
+    # not the worker's pid: inside the PID namespace the kernel's parent is PID 1 (bwrap's init), which ipykernel
+    # would take for an orphaned kernel. 1 means "no parent to watch" (--die-with-parent ties the jail to the worker)
+    env["JPY_PARENT_PID"] = "1"
+    argv = jail.bwrap_command(bwrap, kernel_cmd=kernel_command(args.kernel_args), ipc_dir=args.ipc_dir,
+                              notebook_src=os.getcwd(), disk_bytes=args.disk_bytes, env=env, gpu=args.gpu)
+    apply_limits(args.memory_bytes, args.rlimit, args.disk_bytes, 0 if args.cgroup else args.processes)
+    os.execv(bwrap, argv)
 
 
 if __name__ == "__main__":

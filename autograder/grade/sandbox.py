@@ -1,25 +1,33 @@
-"""Limits of one grading kernel, and the kernel spec that enforces them.
+"""Limits of one grading kernel, and the kernel spec and kernel manager that enforce them.
 
-The kernel starts as `python -P -s -m autograder.grade.launcher ...`, which sets the rlimits on its own process
-and then replaces itself with ipykernel (os.execv keeps the limits). `-P` keeps the kernel's working directory off
-the front of sys.path, and the launcher's startup line moves it to the END, so a file such as `autograder.py` or
-`solutions.py` written next to the notebook can never shadow the installed packages (the notebook can still
-`from provided import ...`).
+Each submission gets a new kernel in its own jail (jail.py: bubblewrap, its own PID namespace, no network, a
+minimal read-only view of the environment without `solutions` and `autograder`) and its own cgroup (cgroup.py:
+the TOTAL memory and number of processes of everything the submission starts). The kernel starts as
+`python -s -P -m autograder.grade.launcher ...` OUTSIDE the jail: it joins the cgroup, sets the rlimits and
+becomes bwrap, whose child becomes ipykernel. The grader talks to the kernel over Unix sockets (ipc transport)
+in a per-kernel folder. When the kernel stops (or is killed), the jail's PID namespace ends every process of
+the submission, and the kernel manager kills whatever the cgroup still holds and removes it.
 
 On a machine with GPUs the address-space cap is not used (CUDA maps far more virtual memory than it uses);
-the cap becomes a cap on the data segment instead (RLIMIT_DATA), and the worker pins the kernel to one GPU
-with CUDA_VISIBLE_DEVICES.
+the per-process cap becomes a cap on the data segment instead (RLIMIT_DATA), and the worker pins the kernel to
+one GPU with CUDA_VISIBLE_DEVICES.
+
+AUTOGRADER_UNSAFE_NO_JAIL=1 runs kernels as plain processes (rlimits and the cgroup still apply): only for a
+developer's own notebooks where bubblewrap is missing. (The per-worker kernel fork server of earlier versions is
+gone: one shared server cannot give each submission its own PID namespace and filesystem view.)
 """
 from __future__ import annotations
 
 import dataclasses
 import os
+import shutil
 import sys
-import uuid
+import tempfile
 
 from jupyter_client.kernelspec import KernelSpec
 from jupyter_client.manager import AsyncKernelManager
-from jupyter_client.provisioning import LocalProvisioner
+
+from autograder.grade import cgroup, jail
 
 GiB = 1024**3
 MiB = 1024**2
@@ -27,14 +35,18 @@ MiB = 1024**2
 
 @dataclasses.dataclass(frozen=True)
 class Limits:
-    """What one submission may use while it is graded."""
+    """What one submission may use while it is graded (totals are for the whole submission)."""
 
     cell_timeout: float = 120.0  # seconds for any one cell
     notebook_timeout: float = 600.0  # seconds for the whole notebook (cells left when it runs out are not run)
-    memory_bytes: int = 6 * GiB  # cap on the kernel process (0 = no cap)
+    memory_bytes: int = 6 * GiB  # total memory of the submission (cgroup), and the cap of any one process (0 = none)
     output_bytes: int = 1 * MiB  # per cell; the rest is dropped with a note
     kernel_restarts: int = 2  # a cell that kills the kernel is skipped and the notebook re-run, at most this often
     startup_timeout: float = 120.0  # seconds for the kernel to come up
+    notebook_output_bytes: int = 8 * MiB  # output of the whole notebook, errors included
+    disk_bytes: int = 1 * GiB  # everything the submission writes (/tmp and its notebook folder); largest file
+    processes: int = 512  # processes and threads of the submission at once (cgroup pids.max)
+    interrupt_grace: float = 5.0  # seconds a timed-out cell has to stop after SIGINT before the submission is killed
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
@@ -46,14 +58,9 @@ class Limits:
 
 def kernel_spec(limits: Limits, gpu: str | None = None, extra_env: dict | None = None) -> KernelSpec:
     """A python3 kernel spec whose kernel runs under `limits` (and on GPU `gpu`, when given)."""
-    rlimit = "data" if gpu is not None else "as"
-    argv = [
-        sys.executable, "-P", "-s", "-m", "autograder.grade.launcher",
-        "--memory-bytes", str(int(limits.memory_bytes)), "--rlimit", rlimit,
-        "--", "-f", "{connection_file}",
-    ]
     env = {
         "NBGRADER_EXECUTION": "autograde",
+        "COURSE_JUDGE": "1",  # the kernel-side probes of the judge (coursekit.probe) read it
         "MPLBACKEND": "Agg",
         "PYTHONHASHSEED": "0",
         "PYDEVD_DISABLE_FILE_VALIDATION": "1",
@@ -62,46 +69,83 @@ def kernel_spec(limits: Limits, gpu: str | None = None, extra_env: dict | None =
         "CUDA_VISIBLE_DEVICES": "" if gpu is None else str(gpu),
     }
     env.update(extra_env or {})
-    return KernelSpec(argv=argv, display_name="Python 3 (grading sandbox)", language="python", env=env,
-                      interrupt_mode="signal", metadata={})
+    argv = [
+        sys.executable, "-s", "-P", "-m", "autograder.grade.launcher",
+        "--memory-bytes", str(int(limits.memory_bytes)), "--rlimit", "data" if gpu is not None else "as",
+        "--disk-bytes", str(int(limits.disk_bytes)), "--processes", str(int(limits.processes)),
+        *(["--gpu"] if gpu is not None else []),
+        *[arg for name in sorted(env) for arg in ("--keep-env", name)],
+        "--", "-f", "{connection_file}",
+    ]
+    # interrupts go over the control channel: a signal to bwrap would not reach the kernel inside the jail
+    return KernelSpec(argv=argv, display_name="Python 3 (grading jail)", language="python", env=env,
+                      interrupt_mode="message", metadata={"limits": limits.to_dict()})
 
 
-class ForkedKernelProvisioner(LocalProvisioner):
-    """LocalProvisioner whose kernel is forked by this worker's fork server (autograder.grade.forkserver);
-    when the server is unavailable, the kernel is launched the plain way."""
-
-    async def launch_kernel(self, cmd: list[str], **kwargs):
-        from autograder.grade import forkserver
-
-        cwd = kwargs.get("cwd") or os.getcwd()
-        try:
-            process = forkserver.fork_kernel(dict(self.kernel_spec.env), cmd, env=kwargs.get("env") or {}, cwd=cwd)
-        except forkserver.ForkServerUnavailable as exc:
-            self.log.warning("%s; launching the kernel the plain way", exc)
-            return await super().launch_kernel(cmd, **kwargs)
-        self.process = process
-        self.pid = self.pgid = process.pid  # the kernel leads its own session and process group
-        self.cwd = cwd
-        return self.connection_info
-
-
-def kernel_manager_class(spec: KernelSpec, fork: bool | None = None) -> type:
-    """An AsyncKernelManager class that launches `spec` whatever kernel name the notebook asks for; its kernels
-    are forked from a fork server (`fork`, default: unless AUTOGRADER_FORK_KERNELS=0 or not on Linux)."""
-    from autograder.grade import forkserver
-
-    use_fork = forkserver.enabled() if fork is None else fork
+def kernel_manager_class(spec: KernelSpec, limits: Limits | None = None, jailed: bool | None = None) -> type:
+    """An AsyncKernelManager class that launches `spec` whatever kernel name the notebook asks for, each kernel in
+    its own jail and cgroup. `jailed` defaults to: unless AUTOGRADER_UNSAFE_NO_JAIL=1; a jail that cannot be made
+    raises jail.JailUnavailable here, before any student code runs."""
+    jailed = not jail.unsafe() if jailed is None else jailed
+    if jailed:
+        jail.bwrap_path()  # raises JailUnavailable (bwrap missing or unusable)
+    limits = limits or Limits.from_dict(spec.metadata.get("limits"))
 
     class SandboxKernelManager(AsyncKernelManager):
+        submission_cgroup: cgroup.Cgroup | None = None
+        ipc_dir: str | None = None
+
         @property
         def kernel_spec(self):  # noqa: D401 - property of jupyter_client's API
             return spec
 
         async def _async_pre_start_kernel(self, **kw):
-            if use_fork and self.provisioner is None:  # as jupyter_client would, with our provisioner class
-                self.kernel_id = self.kernel_id or kw.pop("kernel_id", None) or str(uuid.uuid4())
-                self.provisioner = ForkedKernelProvisioner(kernel_id=self.kernel_id, kernel_spec=spec, parent=self)
+            if jailed and self.ipc_dir is None:  # sockets in a folder bound into the jail (no network there)
+                self.ipc_dir = tempfile.mkdtemp(prefix="ag-ipc-")
+                os.chmod(self.ipc_dir, 0o700)
+                self.transport = "ipc"
+                self.connection_file = os.path.join(self.ipc_dir, "kernel.json")
+                self.ip = os.path.join(self.ipc_dir, "k")
+            if self.submission_cgroup is None:
+                self.submission_cgroup = cgroup.create(int(limits.memory_bytes), int(limits.processes))
             return await super()._async_pre_start_kernel(**kw)
+
+        def format_kernel_cmd(self, extra_arguments=None):
+            cmd = super().format_kernel_cmd(extra_arguments)
+            per_kernel = []
+            for folder in (self.submission_cgroup.dirs if self.submission_cgroup else []):
+                per_kernel += ["--cgroup", folder]
+            if self.ipc_dir:
+                per_kernel += ["--ipc-dir", self.ipc_dir]
+            at = cmd.index("--")
+            return cmd[:at] + per_kernel + cmd[at:]
+
+        def kill_submission(self) -> None:
+            """Every process of the submission ends now (the jail's namespace goes with its first process)."""
+            if self.provisioner is not None and getattr(self.provisioner, "process", None) is not None:
+                try:
+                    self.provisioner.process.kill()
+                except OSError:
+                    pass
+            if self.submission_cgroup is not None:
+                self.submission_cgroup.kill_all()
+
+        async def _async_kill_kernel(self, restart: bool = False) -> None:
+            self.kill_submission()
+            await super()._async_kill_kernel(restart=restart)
+
+        async def _async_cleanup_resources(self, restart: bool = False) -> None:
+            try:
+                await super()._async_cleanup_resources(restart=restart)
+            finally:
+                if self.submission_cgroup is not None:  # after the notebook: nothing of it survives
+                    self.submission_cgroup.remove()
+                    self.submission_cgroup = None
+                if self.ipc_dir is not None:
+                    shutil.rmtree(self.ipc_dir, ignore_errors=True)
+                    self.ipc_dir = None
+
+        cleanup_resources = _async_cleanup_resources  # nbclient calls this name
 
     return SandboxKernelManager
 

@@ -14,9 +14,10 @@ import pytest
 from autograder.grade.sandbox import GiB, Limits
 from autograder.sample_class import synthetic_course, synthetic_submission
 
-# Short limits keep the suite fast; the memory cap still stops a 20 GB allocation.
+# Short limits keep the suite fast; the memory cap still stops a 20 GB allocation (and 4 GB in four children).
 TEST_LIMITS = Limits(cell_timeout=8, notebook_timeout=40, memory_bytes=3 * GiB, output_bytes=64 * 1024,
-                     kernel_restarts=2, startup_timeout=90)
+                     kernel_restarts=2, startup_timeout=90, notebook_output_bytes=512 * 1024,
+                     disk_bytes=256 * 1024**2, processes=128, interrupt_grace=3)
 
 def write_submission(inbox: Path, course_root: Path, student: str, kind: str) -> Path:
     """inbox/<student>/ps1/ps1.ipynb holding a submission of `kind` (nbgrader layout)."""

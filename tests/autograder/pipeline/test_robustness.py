@@ -34,6 +34,13 @@ RUNNING_CASES = {
     "import_solutions": (0, {"imports-reference"}),  # held for review
     "wrong_kernelspec": (7, set()),
     "nbformat_v3": (7, set()),
+    # the jail (issue #11)
+    "ignore_sigint": (3, {"runtime-timeout"}),  # killed at the cell limit: normalize is never defined -> 0 of 4
+    "sleep_children": (7, set()),
+    "fork_bomb": (7, {"runtime-timeout"}),  # the process cap stops it; the interrupt stops the kernel's loop
+    "memory_children": (7, set()),  # the total memory cap kills children; the kernel goes on
+    "fill_disk": (7, set()),
+    "output_flood": (7, {"runtime-output"}),
 }
 HELD = {"monkeypatch", "import_solutions"}
 
@@ -149,3 +156,48 @@ def test_regrade_is_deterministic(batch):
     assert {r["student"]: r["score"] for r in summary.graded} == first
     assert {s: runs.get("ps1", "ps1", s)["messages"] for s in students} == before
     runs.dispose()
+
+
+def _graded_nb(batch, student):
+    import nbformat
+
+    return nbformat.read(batch["course"] / "autograded" / student / "ps1" / "ps1.ipynb", as_version=4)
+
+
+def _texts(nb) -> str:
+    return "".join(o.get("text", "") for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", []))
+
+
+def test_jail_faults_are_contained(batch):
+    """Issue #11: what the hostile students did, each contained by the jail, the batch going on."""
+    import os
+
+    # every process a submission started died with it (20 detached `sleep 424242`, the fork bomb's copies)
+    left = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as fh:
+                if b"424242" in fh.read():
+                    left.append(pid)
+        except OSError:
+            pass
+    assert left == []
+    # a loop that ignores SIGINT: killed at the cell limit, the rest of its notebook lost with a reason
+    sigint = _row(batch, "s_ignore_sigint")
+    assert "CellTimeoutError" in " ".join(sigint["notes"] + list(sigint["messages"].values())) or sigint["notes"]
+    assert "SubmissionKilled" in sigint["messages"]["test_normalize"]
+    # children holding 4 GiB together under a 3 GiB cap of the whole submission: some were killed (SIGKILL)
+    assert "-9" in _texts(_graded_nb(batch, "s_memory_children"))
+    # 2 GiB written: the private disk is full long before, and the submission's folder writes stay inside
+    assert "disk full" in _texts(_graded_nb(batch, "s_fill_disk"))
+    assert (batch["course"] / "source" / "ps1" / "provided.py").read_text() == "OFFSET = 0\n"
+    # 12 print cells and 12 error cells, each under the per-cell cap: the notebook's total cap holds
+    flood = _graded_nb(batch, "s_output_flood")
+    import json
+
+    size = sum(len(json.dumps(o)) for c in flood.cells if c.cell_type == "code" for o in c.get("outputs", []))
+    limits = batch["helpers"].TEST_LIMITS
+    assert size < limits.notebook_output_bytes + 64 * 1024, size
+    errors = [o for c in flood.cells if c.cell_type == "code" for o in c.get("outputs", [])
+              if o.get("output_type") == "error"]
+    assert len(errors) == 12 and all(o["ename"] == "ValueError" for o in errors)  # kept, shortened past the cap

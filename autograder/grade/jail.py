@@ -1,0 +1,180 @@
+"""The jail of a grading kernel: bubblewrap (`bwrap`) around ipykernel, one jail per submission.
+
+What the kernel sees (built at run time from `sys.prefix`, `sys.base_prefix` and where the packages resolve, so
+it works from any clone and for non-editable installs such as the Docker images):
+
+- read-only: /usr (and the /bin, /lib... links), a few files of /etc (loader cache, passwd, timezone), the
+  Python installation and the virtual environment, `coursekit` and the shipped data set (`data/`, or
+  $COURSE_DATA_DIR) when they live outside the environment;
+- hidden: `solutions` and `autograder`. In an editable install they are simply not bound (their folders sit
+  next to `coursekit` in the clone, whose root is not bound); in a normal install, an empty tmpfs is mounted
+  over their folders inside site-packages. The course folder, the gradebook, other submissions and the
+  repository's .git are never bound;
+- writable: one private tmpfs of `Limits.disk_bytes` at /tmp, which also holds the notebook folder
+  (/tmp/notebook, filled with a copy of the submission's folder when the jail starts: writes never reach
+  the original) and /dev/shm (a link to /tmp); plus the kernel's socket folder (see below);
+- new namespaces for everything (user, mount, PID, network, IPC, UTS, cgroup): no network at all, not even
+  loopback to the host; PID 1 of the jail is bwrap's init, and when the kernel exits (or bwrap is killed:
+  --die-with-parent) the PID namespace is torn down and every process the submission started dies with it;
+- no capabilities, no nested user namespaces (--disable-userns), a cleared environment (only the kernel
+  spec's variables and a few locale ones are passed: the worker's secrets such as $AUTOGRADER_DB never reach it).
+
+The kernel talks to the grader over Unix sockets (jupyter_client's `ipc` transport) in a per-kernel folder
+bound read-write at the same path; each file there is capped by RLIMIT_FSIZE and the folder is deleted after.
+
+With a GPU assigned, /dev/nvidia* are bound into the jail (untested here: the CI machines have no GPU).
+
+Where bwrap is missing or cannot create namespaces, grading refuses to start (`JailUnavailable`, naming the
+package to install) unless AUTOGRADER_UNSAFE_NO_JAIL=1 is set: then kernels run as plain processes under rlimits
+and a cgroup only, with the worker's full view of the filesystem (never for real students' work).
+"""
+from __future__ import annotations
+
+import functools
+import glob
+import importlib.util
+import logging
+import os
+import shutil
+import subprocess
+import sys
+
+log = logging.getLogger("autograder.grade")
+
+UNSAFE_ENV = "AUTOGRADER_UNSAFE_NO_JAIL"
+HIDDEN_PACKAGES = ("solutions", "autograder")
+NOTEBOOK_DIR = "/tmp/notebook"  # the notebook's working folder inside the jail
+SUBMISSION_DIR = "/run/submission"  # the worker's copy of the submission folder, read-only, copied from
+SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
+ETC_FILES = ("ld.so.cache", "ld.so.conf", "ld.so.conf.d", "localtime", "timezone", "passwd", "group",
+             "nsswitch.conf", "alternatives", "mime.types", "fonts")
+PASSED_ENV = ("LANG", "LC_ALL", "LC_CTYPE", "TZ")  # besides the kernel spec's variables and JPY_*
+INSTALL_HINT = ("install bubblewrap (Debian/Ubuntu: `apt-get install bubblewrap`; Fedora: `dnf install bubblewrap`)")
+
+
+class JailUnavailable(RuntimeError):
+    """Student code cannot be jailed here; grading must not start."""
+
+
+def unsafe() -> bool:
+    return os.environ.get(UNSAFE_ENV, "") not in ("", "0")
+
+
+@functools.lru_cache(maxsize=None)
+def _probe(bwrap: str) -> str | None:
+    """None when bwrap can make a jail here, else why not."""
+    try:
+        done = subprocess.run([bwrap, "--unshare-all", "--unshare-user", "--die-with-parent", "--ro-bind", "/", "/",
+                               "--proc", "/proc", "--dev", "/dev", "--", "true"],
+                              capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.SubprocessError) as exc:
+        return str(exc)
+    return None if done.returncode == 0 else (done.stderr.strip() or f"exit code {done.returncode}")
+
+
+def bwrap_path() -> str | None:
+    """The bwrap executable when it works here; raises JailUnavailable otherwise; None in the unsafe mode."""
+    if unsafe():
+        return None
+    found = shutil.which("bwrap")
+    if found is None:
+        raise JailUnavailable(
+            "bubblewrap (bwrap) is not installed: the grader runs student notebooks only inside its jail. "
+            f"To grade, {INSTALL_HINT}, or set {UNSAFE_ENV}=1 to run them without a jail (unsafe: only for your "
+            "own notebooks).")
+    problem = _probe(found)
+    if problem is not None:
+        raise JailUnavailable(
+            f"bubblewrap ({found}) cannot create a jail here: {problem}. It needs unprivileged user namespaces "
+            "(kernel.unprivileged_userns_clone=1, user.max_user_namespaces > 0; in Kubernetes a pod that may "
+            f"create them), or {UNSAFE_ENV}=1 to grade without a jail (unsafe).")
+    return found
+
+
+def _inside(path: str, roots) -> bool:
+    return any(path == r or path.startswith(r.rstrip("/") + "/") for r in roots)
+
+
+def _package_dirs(name: str) -> list[str]:
+    try:
+        spec = importlib.util.find_spec(name)
+    except (ImportError, ValueError):
+        return []
+    if spec is None:
+        return []
+    if spec.submodule_search_locations:
+        return [os.path.realpath(p) for p in spec.submodule_search_locations]
+    return [os.path.realpath(spec.origin)] if spec.origin else []
+
+
+@functools.lru_cache(maxsize=None)
+def view() -> tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...], str | None]:
+    """(read-only folders, folders to hide, PYTHONPATH entries, data folder) of the kernel's filesystem."""
+    ro: list[str] = []
+    for prefix in (sys.base_prefix, sys.base_exec_prefix, sys.prefix, sys.exec_prefix,
+                   os.path.dirname(os.path.dirname(os.path.realpath(sys.executable)))):
+        for path in {prefix, os.path.realpath(prefix)}:
+            if os.path.isdir(path) and not _inside(path, ro) and not _inside(path, SYSTEM_DIRS):
+                ro.append(path)
+    pythonpath: list[str] = []
+    data_dir = None
+    for folder in _package_dirs("coursekit"):
+        if not _inside(folder, ro):
+            # an editable install (the clone): bind the package alone, and put its parent first on sys.path so
+            # that a `coursekit.py` in the notebook folder cannot shadow it
+            ro.append(folder)
+            pythonpath.append(os.path.dirname(folder))
+        candidate = os.path.join(os.path.dirname(folder), "data")  # where coursekit.data looks for the data set
+        if os.path.isdir(candidate):
+            data_dir = candidate
+    if os.environ.get("COURSE_DATA_DIR") and os.path.isdir(os.environ["COURSE_DATA_DIR"]):
+        data_dir = os.path.realpath(os.environ["COURSE_DATA_DIR"])
+    if data_dir and not _inside(data_dir, ro):
+        ro.append(data_dir)
+    hide = [folder for name in HIDDEN_PACKAGES for folder in _package_dirs(name) if _inside(folder, ro)]
+    return tuple(ro), tuple(hide), tuple(pythonpath), data_dir
+
+
+def gpu_devices() -> list[str]:
+    """The NVIDIA device files to bind for a GPU kernel (all of them: CUDA_VISIBLE_DEVICES picks the GPU)."""
+    return sorted(glob.glob("/dev/nvidia*"))
+
+
+def bwrap_command(bwrap: str, *, kernel_cmd: list[str], ipc_dir: str, notebook_src: str, disk_bytes: int,
+                  env: dict[str, str], gpu: bool = False) -> list[str]:
+    """The argv that runs `kernel_cmd` (python -m ipykernel_launcher ...) in a new jail (see the module doc)."""
+    ro, hide, pythonpath, data_dir = view()
+    argv = [bwrap, "--unshare-all", "--unshare-user", "--disable-userns", "--die-with-parent", "--cap-drop", "ALL",
+            "--hostname", "jail", "--clearenv"]
+    # /tmp first: folders bound below may live under the host's /tmp (a clone or a venv there)
+    size = ["--size", str(int(disk_bytes))] if disk_bytes > 0 else []
+    argv += [*size, "--tmpfs", "/tmp", "--proc", "/proc", "--dev", "/dev"]
+    for path in SYSTEM_DIRS:
+        if os.path.islink(path):
+            argv += ["--symlink", os.readlink(path), path]
+        elif os.path.isdir(path):
+            argv += ["--ro-bind", path, path]
+    for name in ETC_FILES:
+        argv += ["--ro-bind-try", f"/etc/{name}", f"/etc/{name}"]
+    for path in ro:
+        argv += ["--ro-bind", path, path]
+    for path in hide:  # an empty, read-only folder over each hidden package
+        argv += ["--tmpfs", path, "--remount-ro", path]
+    if gpu:
+        for device in gpu_devices():
+            argv += ["--dev-bind-try", device, device]
+    argv += [*size, "--tmpfs", "/dev/shm",
+             "--ro-bind", notebook_src, SUBMISSION_DIR,
+             "--bind", ipc_dir, ipc_dir,
+             "--chdir", "/tmp"]
+    full_env = {"HOME": "/tmp", "TMPDIR": "/tmp", "MPLCONFIGDIR": "/tmp/.matplotlib",
+                "PATH": f"{os.path.dirname(sys.executable)}:/usr/local/bin:/usr/bin:/bin", **env}
+    if pythonpath:
+        full_env["PYTHONPATH"] = os.pathsep.join(pythonpath)
+    if data_dir and os.environ.get("COURSE_DATA_DIR"):
+        full_env["COURSE_DATA_DIR"] = data_dir
+    for key, value in sorted(full_env.items()):
+        argv += ["--setenv", key, value]
+    # copy the submission's folder into the private tmpfs, then become the kernel (PID 2 of the jail)
+    script = f'mkdir -p {NOTEBOOK_DIR} && cp -R {SUBMISSION_DIR}/. {NOTEBOOK_DIR}/ && cd {NOTEBOOK_DIR} && exec "$@"'
+    return [*argv, "--", "/bin/sh", "-c", script, "sh", *kernel_cmd]
