@@ -138,7 +138,8 @@ c.Spawner.server_token_scopes = [
 ]
 
 # --- what every single-user server sees -------------------------------------------------------------
-c.Spawner.environment = {"NBGRADER_EXCHANGE": EXCHANGE, "COURSE_ID": COURSE_ID}
+# OMP_NUM_THREADS=1: servers share the machine's cores; torch's default threads oversubscribe them (docs/benchmarks.md)
+c.Spawner.environment = {"NBGRADER_EXCHANGE": EXCHANGE, "COURSE_ID": COURSE_ID, "OMP_NUM_THREADS": "1"}
 c.Spawner.default_url = "/lab"
 
 # --- students and graders run in different Python environments --------------------------------------
