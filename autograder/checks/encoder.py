@@ -6,7 +6,9 @@ from autograder.checks._remote import probed
 import torch
 
 from autograder.checks import mistakes as M
-from autograder.checks._common import call, construct, expect_tensor, prepare, randn, shape_of, start_check
+from autograder.checks._common import (
+    call, construct, expect_raises, expect_tensor, prepare, randn, shape_of, start_check,
+)
 from autograder.checks.attention import padded_ids
 
 B, T, H, D_HEAD, D_FF = 2, 6, 3, 4, 20
@@ -134,3 +136,12 @@ def check_encoder(Encoder) -> None:
             expect_tensor(got, expected, "Encoder output", device, tested=tested, where=None if m is None else keep,
                           mistakes=stack_mistakes(lambda m=m, **f: M.encoder(ref, ids, m, **f), norm_first,
                                                   m is not None))
+    long_ids = padded_ids([MAX_LEN + 1, 3], MAX_LEN + 1, vocab=VOCAB, seed=74, device=device)
+    expect_longer_than_max_len(module, name, MAX_LEN, long_ids)
+
+
+def expect_longer_than_max_len(module, name: str, max_len: int, *inputs) -> None:
+    """max_len must reach the positional encoding: a sequence longer than max_len raises ValueError there."""
+    expect_raises(ValueError, f"{name} on ids {shape_of(inputs[0])}", module, *inputs,
+                  why=f"when the sequence is longer than max_len={max_len} (pass max_len on to "
+                      "PositionalEncoding(d_model, max_len, dropout), which raises it)")

@@ -27,6 +27,8 @@ SPLIT_NO_TRANSPOSE = "the heads are split with a reshape but without transposing
 SPLIT_INTERLEAVED = "head h takes every H-th feature instead of the block h*d_head:(h+1)*d_head"
 MERGE_NO_TRANSPOSE = "the heads are not merged back correctly: transpose (B, H, T, d_head) -> (B, T, H, d_head) " \
                      "before reshaping"
+MHA_INPUTS_MIXED = "the inputs are mixed up: w_q projects `query`, w_k projects `key` and w_v projects `value` " \
+                   "(key and value are different tensors in general)"
 NORM_SWAPPED = "pre-norm and post-norm are swapped (norm_first=False means x = norm(x + sublayer(x)))"
 MISSING_RESIDUAL_ATTN = "the residual connection around the attention sublayer is missing"
 MISSING_RESIDUAL_FFN = "the residual connection around the feed-forward sublayer is missing"
@@ -195,11 +197,22 @@ def merge(x, how="ok"):
     return x.transpose(1, 2).reshape(B, T, H * d_head)                                      # (B, T, H*d_head)
 
 
-def mha(attn, query, key, value, mask=None, *, split_how="ok", merge_how="ok", scale_width="d_head", **sdpa_flags):
+def mha(attn, query, key, value, mask=None, *, split_how="ok", merge_how="ok", scale_width="d_head", inputs="ok",
+        **sdpa_flags):
     """Multi-head attention with the weights of the reference module `attn`, and switches.
 
     scale_width: "d_head" (correct) or "d_model" (the sqrt(d_model) mistake).
+    inputs: "ok", or which inputs are mixed up: "kv_swapped" (w_k(value), w_v(key)), "value_from_key" (w_v(key)),
+    "key_from_value" (w_k(value)), "query_from_key" (w_q(key)).
     """
+    if inputs == "kv_swapped":
+        key, value = value, key
+    elif inputs == "value_from_key":
+        value = key
+    elif inputs == "key_from_value":
+        key = value
+    elif inputs == "query_from_key":
+        query = key
     H = attn.num_heads
     d_model = attn.w_q.weight.shape[0]
     q = split(attn.w_q(query), H, split_how)                                                # (B, H, T_q, d_head)

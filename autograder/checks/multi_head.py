@@ -67,17 +67,27 @@ def mha_mistakes(attn, query, key, value, mask, part: int):
             if mask is None and "mask" in next(iter(flags)):
                 continue
             out.append((name, lambda flags=flags: M.mha(attn, query, key, value, mask, **flags)[part]))
+        for inputs in ("kv_swapped", "value_from_key", "key_from_value", "query_from_key"):
+            out.append((M.MHA_INPUTS_MIXED, lambda inputs=inputs: M.mha(attn, query, key, value, mask,
+                                                                         inputs=inputs)[part]))
         return out
 
     return variants
 
 
 def attention_cases(device):
-    """(description, query, key, value, mask) for self-attention (no / padding / causal mask) and cross-attention."""
+    """(description, query, key, value, mask) for self-attention (no / padding / causal mask) and cross-attention.
+
+    Besides the usual calls (the same tensor as query, key and value; the same memory as key and value), query,
+    key and value are also three different tensors, so that an answer that mixes up its inputs (key and value
+    swapped, the query projected from the key...) gives different numbers.
+    """
     from solutions.attention import make_causal_mask, make_padding_mask
 
     x = randn(B, T, D_MODEL, seed=60, device=device)
     memory = randn(B, T_K, D_MODEL, seed=61, device=device)
+    x_key, x_value = randn(B, T, D_MODEL, seed=64, device=device), randn(B, T, D_MODEL, seed=65, device=device)
+    memory_value = randn(B, T_K, D_MODEL, seed=66, device=device)
     self_padding = make_padding_mask(padded_ids([T, 3], T, seed=62, device=device))          # (B, 1, 1, T)
     cross_padding = make_padding_mask(padded_ids([4, T_K], T_K, seed=63, device=device))     # (B, 1, 1, T_K)
     causal = make_causal_mask(T, device=device)                                              # (T, T)
@@ -87,6 +97,10 @@ def attention_cases(device):
         ("self-attention, causal mask", x, x, x, causal),
         ("cross-attention (T_q != T_k), no mask", x, memory, memory, None),
         ("cross-attention (T_q != T_k), padding mask", x, memory, memory, cross_padding),
+        ("query, key and value three different tensors, no mask", x, x_key, x_value, None),
+        ("query, key and value three different tensors, causal mask", x, x_key, x_value, causal),
+        ("cross-attention with different key and value tensors, padding mask", x, memory, memory_value,
+         cross_padding),
     ]
 
 

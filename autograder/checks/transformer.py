@@ -11,12 +11,13 @@ from autograder.checks._common import (
     randn, shape_of, start_check,
 )
 from autograder.checks.attention import padded_ids
-from autograder.checks.encoder import block_mistakes, reference_module, stack_mistakes
+from autograder.checks.encoder import block_mistakes, expect_longer_than_max_len, reference_module, stack_mistakes
 from coursekit.probe_decoding import DecodingProbe
 
 B, T, S, H, D_HEAD, D_FF = 2, 5, 7, 3, 4, 20   # T (target) != S (source)
 D_MODEL = H * D_HEAD
 SRC_VOCAB, TGT_VOCAB, NUM_LAYERS, MAX_LEN = 19, 13, 2, 32
+TRANSFORMER_LAYERS = 4                          # neither Transformer's default num_layers (2) nor H: it must matter
 DECODER_RESIDUALS = ("attn_residual", "cross_residual", "ffn_residual")
 
 
@@ -114,6 +115,8 @@ def check_decoder(Decoder) -> None:
                           mistakes=_decoder_mistakes(
                               lambda tm=tm, mm=mm, **f: M.decoder(ref, tgt_ids, memory, tm, mm, **f),
                               norm_first, tm is not None, mm is not None, stack=True))
+    long_ids = padded_ids([MAX_LEN + 1, 3], MAX_LEN + 1, vocab=TGT_VOCAB, seed=88, device=device)
+    expect_longer_than_max_len(module, name, MAX_LEN, long_ids, memory)
 
 
 def _transformer_mistakes(ref, src_ids, tgt_ids, norm_first):
@@ -134,8 +137,8 @@ def _transformer_mistakes(ref, src_ids, tgt_ids, norm_first):
 
 def _build_transformer(Transformer, device, norm_first, pad_id, seed):
     reference = _reference()
-    kwargs = dict(d_model=D_MODEL, num_heads=H, d_ff=D_FF, num_layers=NUM_LAYERS, max_len=MAX_LEN, dropout=0.0,
-                  pad_id=pad_id, norm_first=norm_first)
+    kwargs = dict(d_model=D_MODEL, num_heads=H, d_ff=D_FF, num_layers=TRANSFORMER_LAYERS, max_len=MAX_LEN,
+                  dropout=0.0, pad_id=pad_id, norm_first=norm_first)
     module = construct(Transformer, "Transformer", SRC_VOCAB, TGT_VOCAB, **kwargs)
     ref = reference_module(reference.Transformer, seed, SRC_VOCAB, TGT_VOCAB, **kwargs)
     prepare(module, ref, device, "Transformer")
@@ -186,6 +189,8 @@ def check_transformer(Transformer) -> None:
                        tested=tested)
         expect_tensor(got, expected, "the logits returned by decode", device, tested=tested, where=keep_tgt,
                       mistakes=_transformer_mistakes(ref, src_ids, tgt_ids, norm_first))
+    long_src = padded_ids([MAX_LEN + 1, 4], MAX_LEN + 1, vocab=SRC_VOCAB, pad_id=pad_id, seed=89, device=device)
+    expect_longer_than_max_len(module, name, MAX_LEN, long_src, tgt_ids)
 
 
 # -------------------------------------------------------------------------------------------------- greedy decode

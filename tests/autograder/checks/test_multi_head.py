@@ -49,6 +49,13 @@ def test_mha_mistakes_are_named(kind, diagnosis):
     V.fails_with(checks.check_multi_head_attention, V.mistake(V.MultiHeadAttentionBase, kind), diagnosis)
 
 
+@pytest.mark.parametrize("kind", ["kv_swapped", "value_from_key", "key_from_value", "query_from_key"])
+def test_mha_mixed_up_inputs_are_named(kind):
+    """key and value (and query) are different tensors in some probes: an answer that mixes them up fails."""
+    V.fails_with(checks.check_multi_head_attention, V.mistake(V.MultiHeadAttentionInputsMixed, kind),
+                 "MultiHeadAttention output", M.MHA_INPUTS_MIXED)
+
+
 def test_mha_structure_problems():
     V.fails_with(checks.check_multi_head_attention, V.mistake(V.MultiHeadAttentionBase, "renamed"),
                  "submodule `w_o`")

@@ -478,6 +478,23 @@ class MultiHeadAttentionBase(nn.Module):
         return out, weights.mean(1) if m == "averaged" else weights
 
 
+class MultiHeadAttentionInputsMixed(MultiHeadAttentionBase):
+    """Correct attention on mixed-up inputs (MISTAKE: kv_swapped, value_from_key, key_from_value, query_from_key);
+    invisible whenever the same tensor is passed as query, key and value."""
+
+    def forward(self, query, key, value, mask=None):
+        m = self.MISTAKE
+        if m == "kv_swapped":
+            key, value = value, key
+        elif m == "value_from_key":
+            value = key
+        elif m == "key_from_value":
+            key = value
+        elif m == "query_from_key" and query.shape == key.shape:   # a student who tested self-attention only
+            query = key
+        return super().forward(query, key, value, mask)
+
+
 class MultiHeadAttentionLoop(nn.Module):
     """One head at a time, slicing the projection outputs; the mask filled with -inf."""
 
