@@ -5,9 +5,9 @@
 
 Measured on the same submissions, each in a fresh copy of the course:
 1. plain sequential `nbgrader autograde` vs `autograder grade --workers 2` (goal: speed-up >= 1.8x), with kernels
-   forked by the fork server (the default) and launched the plain way (AUTOGRADER_FORK_KERNELS=0);
-2. per-submission overhead: our worker (`grade_job`, sandbox + scoring) vs bare execution of the same notebook
-   with nbclient, both sequential in this process (goal: <= 1.10x), again forked and plain;
+   in their jail (the default) and without it (AUTOGRADER_UNSAFE_NO_JAIL=1, for comparison only);
+2. per-submission overhead: our worker (`grade_job`, jail + limits + scoring) vs bare execution of the same
+   notebook with nbclient, both sequential in this process (goal: <= 1.10x), again jailed and not;
 3. a distributed run: a real `dask scheduler` and two `dask worker` processes on 127.0.0.1, through --scheduler.
 Run it on an otherwise idle machine: on a shared one the numbers are noise.
 """
@@ -94,17 +94,16 @@ def bare_nbclient_seconds(course: Path, assignment: str) -> list[float]:
     return times
 
 
-def worker_seconds(course: Path, assignment: str, fork: bool) -> list[float]:
-    from autograder.grade import forkserver
+def worker_seconds(course: Path, assignment: str, jailed: bool) -> list[float]:
     from autograder.grade.engine import build_jobs
     from autograder.grade.worker import grade_job
 
     jobs = build_jobs(course, f"sqlite:///{course / 'gradebook.db'}", assignment, force=True).jobs
-    previous = os.environ.get("AUTOGRADER_FORK_KERNELS")
-    os.environ["AUTOGRADER_FORK_KERNELS"] = "1" if fork else "0"
+    previous = os.environ.get("AUTOGRADER_UNSAFE_NO_JAIL")
+    os.environ["AUTOGRADER_UNSAFE_NO_JAIL"] = "0" if jailed else "1"
     try:
-        # warm-up: the worker process's one-time set-up (template gradebook, the fork server's imports) is not
-        # per submission; the end-to-end rows include it
+        # warm-up: the worker process's one-time set-up (template gradebook, the jail's checks) is not per
+        # submission; the end-to-end rows include it
         grade_job({**jobs[0], "gpu": None})
         times = []
         for job in jobs:
@@ -113,11 +112,10 @@ def worker_seconds(course: Path, assignment: str, fork: bool) -> list[float]:
             grade_job(job)
             times.append(time.perf_counter() - started)
     finally:
-        forkserver.shutdown_servers()
         if previous is None:
-            os.environ.pop("AUTOGRADER_FORK_KERNELS", None)
+            os.environ.pop("AUTOGRADER_UNSAFE_NO_JAIL", None)
         else:
-            os.environ["AUTOGRADER_FORK_KERNELS"] = previous
+            os.environ["AUTOGRADER_UNSAFE_NO_JAIL"] = previous
     return times
 
 
@@ -167,10 +165,10 @@ def main(argv=None) -> int:
                       "--course-dir", str(fresh_copy(course, "ours"))], course.parent)
         ours_plain = timed([sys.executable, "-m", "autograder", "grade", assignment, "--workers", "2", "--force",
                             "--course-dir", str(fresh_copy(course, "ours-plain"))], course.parent,
-                           {"AUTOGRADER_FORK_KERNELS": "0"})
+                           {"AUTOGRADER_UNSAFE_NO_JAIL": "1"})
         bare = bare_nbclient_seconds(course, assignment)
-        worker = worker_seconds(fresh_copy(course, "overhead"), assignment, fork=True)
-        worker_plain = worker_seconds(fresh_copy(course, "overhead-plain"), assignment, fork=False)
+        worker = worker_seconds(fresh_copy(course, "overhead"), assignment, jailed=True)
+        worker_plain = worker_seconds(fresh_copy(course, "overhead-plain"), assignment, jailed=False)
         distributed = distributed_seconds(fresh_copy(course, "distributed"), assignment)
     load = os.getloadavg()
     print(f"# Grading benchmark ({datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC)\n")
@@ -181,12 +179,12 @@ def main(argv=None) -> int:
     print(f"| plain sequential `nbgrader autograde` | {plain:.1f} | | |")
     print(f"| `autograder grade --workers 2` (incl. cluster start) | {ours:.1f} | {plain / ours:.2f}x faster "
           f"| >= 1.8x |")
-    print(f"| same, kernels launched the plain way (`AUTOGRADER_FORK_KERNELS=0`) | {ours_plain:.1f} | "
+    print(f"| same, without the jail (`AUTOGRADER_UNSAFE_NO_JAIL=1`) | {ours_plain:.1f} | "
           f"{plain / ours_plain:.2f}x faster | |")
     print(f"| bare nbclient, mean per notebook | {statistics.mean(bare):.2f} | | |")
     print(f"| our worker (`grade_job`), mean per notebook | {statistics.mean(worker):.2f} | "
           f"{statistics.mean(worker) / statistics.mean(bare):.2f}x | <= 1.10x |")
-    print(f"| our worker, kernels launched the plain way | {statistics.mean(worker_plain):.2f} | "
+    print(f"| our worker, without the jail | {statistics.mean(worker_plain):.2f} | "
           f"{statistics.mean(worker_plain) / statistics.mean(bare):.2f}x | <= 1.10x |")
     print(f"| `--scheduler` with 2 `dask worker` processes | {distributed:.1f} | {plain / distributed:.2f}x faster "
           f"| |")

@@ -2,13 +2,14 @@
 
 - `engine.py`          builds one job per submission, fans them out over Dask, writes results (the coordinator).
 - `worker.py`          what a Dask worker runs for one job: sanitize, execute in the sandbox, score.
-- `sandbox.py`         limits of a grading kernel (time, memory, output, GPU) and the kernel spec enforcing them.
-- `launcher.py`        the process a sandboxed kernel starts as: applies rlimits, then becomes ipykernel.
-- `forkserver.py`      one process per worker that imports torch & co. once and forks each kernel from there
-                       (same arguments and limits as the launcher; the launcher is the fallback).
-- `kernel_startup.py`  first code run in the kernel: installed packages can no longer be shadowed.
+- `sandbox.py`         limits of a submission (time, memory, processes, disk, output, GPU), the kernel spec and the
+                       kernel manager that start each kernel in its own jail and cgroup.
+- `jail.py`            the bubblewrap jail: what a kernel sees (no solutions/autograder, no network, own PIDs).
+- `cgroup.py`          one cgroup per submission: caps on its TOTAL memory and process count (or the fallback).
+- `launcher.py`        the process a kernel starts as, outside the jail: joins the cgroup, sets rlimits, execs bwrap.
+- `execute.py`         nbgrader's Execute with the limits: deadlines, SIGKILL after an ignored interrupt, output caps.
 - `integrity.py`       static scan of a submission for tampering.
 - `gradebook.py`       the single writer: nbgrader's gradebook plus our table of grading runs.
 
-Kept import-free: the kernel imports `autograder.grade.kernel_startup` and must stay fast.
+Kept import-free: the launcher imports `autograder.grade.launcher` for every kernel and must stay fast.
 """
