@@ -9,6 +9,7 @@ notebooks 01-06 and requires each check to reject each of them:
     replace      one argument replaced by another (value := key: the value input ignored ...)
     default      an optional argument dropped, i.e. the call made with its default (no mask, no pad_id, the
                  default bos_id/eos_id, norm_first=False, max_len=512 ...)
+    ignore       a required argument ignored: passed as None (Transformer.decode without its src_mask)
     transpose    the last two dims of an output tensor transposed (the checks use shapes where this matters,
                  including square ones: causal masks, self-attention weights)
     swap_outputs the two returned values in swapped order
@@ -53,6 +54,7 @@ class Spec:
     swap: tuple = ()
     replace: tuple = ()
     defaults: tuple = ()
+    ignore: tuple = ()
     transpose: tuple = ()
     swap_outputs: bool = False
     reverse: bool = False
@@ -73,6 +75,8 @@ class Mutation:
             what = f"{names[0]}:={names[1]}"
         elif self.kind == "default":
             what = f"default {names[0]}"
+        elif self.kind == "ignore":
+            what = f"{names[0]}:=None"
         elif self.kind == "transpose":
             what = "transpose output" + ("" if self.names == (None,) else f"[{names[0]}]")
         else:
@@ -151,7 +155,7 @@ SUBJECTS = {
                                                 "norm_first")),
                      "forward": Spec(swap=(("src_ids", "tgt_ids"),), transpose=(None,)),
                      "encode": Spec(transpose=(0, 1), swap_outputs=True),
-                     "decode": Spec(transpose=(None,))}),
+                     "decode": Spec(ignore=("src_mask",), transpose=(None,))}),
     "greedy_decode": (transformer.check_greedy_decode, solutions.greedy_decode,
                       {"call": Spec(swap=(("max_len", "bos_id", "eos_id"),), defaults=("bos_id", "eos_id"),
                                     transpose=(None,))}),
@@ -181,6 +185,7 @@ def mutations(spec: Spec, where: str) -> list[Mutation]:
     for group in spec.replace:
         out += [Mutation(where, "replace", pair) for pair in itertools.permutations(group, 2)]
     out += [Mutation(where, "default", (name,)) for name in spec.defaults]
+    out += [Mutation(where, "ignore", (name,)) for name in spec.ignore]
     out += [Mutation(where, "transpose", (index,)) for index in spec.transpose]
     if spec.swap_outputs:
         out.append(Mutation(where, "swap_outputs"))
@@ -191,7 +196,7 @@ def mutations(spec: Spec, where: str) -> list[Mutation]:
 
 # ----------------------------------------------------------------------------------------------- the mutants
 def _mutate_arguments(signature: inspect.Signature, mutation: Mutation, args, kwargs):
-    if mutation.kind not in ("swap", "replace", "default"):
+    if mutation.kind not in ("swap", "replace", "default", "ignore"):
         return args, kwargs
     bound = signature.bind(*args, **kwargs)
     bound.apply_defaults()
@@ -202,14 +207,22 @@ def _mutate_arguments(signature: inspect.Signature, mutation: Mutation, args, kw
     elif mutation.kind == "replace":
         target, source = mutation.names
         arguments[target] = arguments[source]
+    elif mutation.kind == "ignore":
+        name, = mutation.names
+        arguments[name] = None
     else:
         name, = mutation.names
         arguments[name] = signature.parameters[name].default
     return bound.args, bound.kwargs
 
 
+class MutationError(Exception):
+    """The mutation does not apply to what the reference returned (a mistake in SUBJECTS, not in the check)."""
+
+
 def _transposed(x):
-    assert isinstance(x, torch.Tensor) and x.dim() >= 2, f"cannot transpose a {type(x).__name__}"
+    if not isinstance(x, torch.Tensor) or x.dim() < 2:
+        raise MutationError(f"cannot transpose a {type(x).__name__}")
     return x.transpose(-2, -1)
 
 
@@ -222,9 +235,13 @@ def _mutate_output(result, mutation: Mutation):
         items[index] = _transposed(items[index])
         return tuple(items)
     if mutation.kind == "swap_outputs":
+        if not isinstance(result, tuple) or len(result) != 2:
+            raise MutationError(f"cannot swap the outputs of a {type(result).__name__}")
         first, second = result
         return second, first
     if mutation.kind == "reverse":
+        if not isinstance(result, list):
+            raise MutationError(f"cannot reverse a {type(result).__name__}")
         return list(reversed(result))
     return result
 
@@ -262,8 +279,9 @@ def _cases():
 def test_mutant_fails_its_check(api, mutation):
     check, reference, _specs = SUBJECTS[api]
     mutant = make_mutant(reference, [mutation])
-    with pytest.raises(AssertionError):
+    with pytest.raises(AssertionError) as failure:
         check(mutant)
+    assert "MutationError" not in str(failure.value), f"the mutation itself is broken: {failure.value}"
 
 
 @pytest.mark.parametrize("api", list(SUBJECTS))
