@@ -40,6 +40,7 @@ EXPONENT_COLUMN = "wrong exponent: use 2i/d_model with i the pair index (columns
 EXPONENT_NO_TWO = "wrong exponent: the frequency is 1 / 10000**(2i/d_model), the factor 2 is missing"
 HALVES = "sin and cos are placed in two halves instead of alternating columns (sin at 2i, cos at 2i+1)"
 POSITIONS_FROM_BATCH = "positions are taken from the batch axis (dim 0) instead of the sequence axis (dim 1)"
+DROPOUT_IGNORED = "dropout is not applied: forward returns dropout(x + pe[:T]) (it only acts in training mode)"
 POSITIONS_NOT_ADDED_TO_X = "the input x is not added (forward must return x + positions)"
 CROSS_FROM_DECODER = "cross-attention takes its keys/values from the decoder (x) instead of the encoder memory"
 MASKS_SWAPPED = "tgt_mask and memory_mask are swapped between self- and cross-attention"

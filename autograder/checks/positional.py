@@ -7,8 +7,8 @@ import torch
 
 from autograder.checks import mistakes as M
 from autograder.checks._common import (
-    as_tensor, call, construct, describe, expect_callable, expect_raises, expect_tensor, fail, prepare, randn,
-    start_check,
+    as_tensor, call, construct, describe, expect_callable, expect_raises, expect_shape, expect_tensor, fail, prepare,
+    randn, start_check, values_close,
 )
 
 
@@ -85,6 +85,35 @@ def check_positional_encoding(PositionalEncoding) -> None:
     long_x = randn(B, max_len + 1, d_model, seed=6, device=device)
     expect_raises(ValueError, f"PositionalEncoding (max_len={max_len}) on x {tuple(long_x.shape)}", module, long_x,
                   why="when the sequence is longer than max_len")
+    _check_positional_dropout(PositionalEncoding, x, expected, device, d_model, max_len)
+
+
+def _check_positional_dropout(PositionalEncoding, x, expected, device, d_model: int, max_len: int, p: float = 0.5):
+    """dropout is an argument too: in training mode every entry of dropout(x + pe[:T]) is 0 or (x + pe[:T]) / (1 - p),
+    about a fraction p of them 0; in eval mode dropout does nothing. (Any dropout implementation passes.)"""
+    name = f"PositionalEncoding({d_model}, max_len={max_len}, dropout={p})"
+    module = construct(PositionalEncoding, "PositionalEncoding", d_model, max_len=max_len, dropout=p)
+    call(f"{name}.to(device)", module.attr("to"), device)
+    call(f"{name}.train()", module.attr("train"))
+    tested = f"{name} in training mode on x {tuple(x.shape)}"
+    got = as_tensor(call("PositionalEncoding.forward", module, x.clone(), _seed=3, _no_grad=True, tested=tested),
+                    "PositionalEncoding output", tested)
+    expect_shape(got, expected.shape, "PositionalEncoding output", tested)
+    got = got.to(expected.device)
+    dropped = got == 0
+    kept_close = values_close(got[~dropped], (expected / (1 - p))[~dropped], device)
+    fraction = float(dropped.float().mean())
+    if not kept_close or not 0.25 <= fraction <= 0.75:
+        mistake = M.DROPOUT_IGNORED if values_close(got, expected, device) else None
+        fail("PositionalEncoding: dropout(x + pe[:T]) is wrong in training mode.", tested=tested,
+             details=[f"expected about {p:.0%} of the entries zeroed and the others (x + pe[:T]) / (1 - p); "
+                      f"got {fraction:.0%} zeroed" + ("" if kept_close else ", and other values differ")],
+             mistake=mistake, hint="self.dropout = nn.Dropout(dropout) in __init__, then return self.dropout(x + ...)")
+    call(f"{name}.eval()", module.attr("eval"))
+    tested = f"{name} in eval mode on x {tuple(x.shape)}"
+    got = call("PositionalEncoding.forward", module, x.clone(), _no_grad=True, tested=tested)
+    expect_tensor(got, expected, "PositionalEncoding output", device, tested=tested,
+                  note="dropout must do nothing in eval mode: use nn.Dropout, or F.dropout(..., training=self.training)")
 
 
 @probed

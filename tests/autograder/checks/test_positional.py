@@ -40,7 +40,8 @@ def test_sinusoidal_nan_is_reported():
     V.fails_with(checks.check_sinusoidal_positional_encoding, with_nan, "NaN or inf")
 
 
-@pytest.mark.parametrize("cls", [solutions.PositionalEncoding, V.PositionalEncodingNumpy, V.PositionalEncodingWrong])
+@pytest.mark.parametrize("cls", [solutions.PositionalEncoding, V.PositionalEncodingNumpy, V.PositionalEncodingWrong,
+                                 V.PositionalEncodingFunctionalDropout])
 def test_positional_encoding_correct_answers_pass(cls):
     checks.check_positional_encoding(cls)
 
@@ -52,6 +53,13 @@ def test_positional_encoding_mistakes():
                  "must be a buffer")
     V.fails_with(checks.check_positional_encoding, V.mistake(V.PositionalEncodingWrong, "no_error"),
                  "ValueError", "longer than max_len")
+
+
+@pytest.mark.parametrize("kind, fragments", [
+    ("ignored", ("training mode", M.DROPOUT_IGNORED)), ("always", ("eval mode", "training=self.training")),
+    ("before", ("training mode", "other values differ"))])
+def test_positional_encoding_dropout_matters(kind, fragments):
+    V.fails_with(checks.check_positional_encoding, V.mistake(V.PositionalEncodingDropoutWrong, kind), *fragments)
 
 
 @pytest.mark.parametrize("cls", [solutions.LearnedPositionalEmbedding, V.LearnedPositionalEmbeddingWeight,

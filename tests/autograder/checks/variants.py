@@ -297,6 +297,36 @@ class PositionalEncodingWrong(nn.Module):
         return self.dropout(x + self.pe[: x.size(1)])
 
 
+class PositionalEncodingFunctionalDropout(nn.Module):
+    """F.dropout with training=self.training instead of an nn.Dropout submodule."""
+
+    def __init__(self, d_model, max_len=512, dropout=0.0):
+        super().__init__()
+        self.p = dropout
+        self.register_buffer("pe", pe_exp_log(max_len, d_model))
+
+    def forward(self, x):
+        if x.size(1) > self.pe.size(0):
+            raise ValueError("too long")
+        return F.dropout(x + self.pe[: x.size(1)], self.p, training=self.training)
+
+
+class PositionalEncodingDropoutWrong(PositionalEncodingFunctionalDropout):
+    """MISTAKE: "ignored" (no dropout at all), "always" (dropout in eval mode too), "before" (dropout on x only)."""
+
+    MISTAKE = None
+
+    def forward(self, x):
+        if x.size(1) > self.pe.size(0):
+            raise ValueError("too long")
+        table = self.pe[: x.size(1)]
+        if self.MISTAKE == "ignored":
+            return x + table
+        if self.MISTAKE == "always":
+            return F.dropout(x + table, self.p, training=True)
+        return F.dropout(x, self.p, training=self.training) + table
+
+
 class LearnedPositionalEmbeddingWeight(nn.Module):
     def __init__(self, max_len, d_model):
         super().__init__()
