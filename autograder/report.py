@@ -150,8 +150,7 @@ def matrix_png(data: dict) -> bytes | None:
     return _figure_png(lambda ax: (sns.heatmap(values, vmin=0, vmax=100, cmap="RdYlGn", annot=annotate, fmt=".0f",
                                                xticklabels=assignments, yticklabels=labels, ax=ax,
                                                linewidths=0.5, cbar_kws={"label": "score (% of max)"}),
-                                   ax.set(title="Scores per student and assignment (% after late penalty; "
-                                                "blank: nothing submitted)")),
+                                   ax.set(title="Score (% of max, after late penalty)")),
                        size=(max(7.0, 2.5 + 1.2 * len(assignments)), height))
 
 
@@ -346,7 +345,8 @@ def mistakes_section(data: dict, examples: dict | None) -> str:
     mistakes = top_mistakes(data["runs"])
     if not mistakes:
         return ""
-    parts = ["<table class='sortable'><thead><tr><th>grade cell</th><th>diagnosed mistake</th><th>submissions</th>"
+    parts = ["<h2>Most common mistakes" + (", with an example" if examples is not None else "") + "</h2>",
+             "<table class='sortable'><thead><tr><th>grade cell</th><th>diagnosed mistake</th><th>submissions</th>"
              + ("<th>example (anonymised)</th>" if examples is not None else "") + "</tr></thead><tbody>"]
     for (cell, text), n in mistakes:
         example = ""
@@ -395,6 +395,7 @@ def render(data: dict, pngs: dict[str, bytes], title: str, examples: dict | None
         parts.append("<h2 id='matrix-section'>The class</h2>")
         if "matrix.png" in pngs:
             parts.append(_img(pngs["matrix.png"], "Scores per student and assignment"))
+            parts.append("<p>Scores in % of the maximum after late penalties; blank: nothing submitted.</p>")
         parts.append(matrix_table(data))
         parts.append(f"<h2 id='late'>Late submissions ({len(data['late'])})</h2>" + late_table(data))
         parts.append(f"<div id='held'>{flagged_section(data['runs'], only_held=True)}</div>")

@@ -13,9 +13,11 @@ the release (e.g. `provided.py`, the earlier notebooks' components). `include_re
 solution (the source notebook's solution cells) to it, for exercises with essentially one way to write them
 (and for the demo, whose students are all edits of the reference).
 
-A pair's similarity is copydetect's: the share of a student's fingerprinted code found in the other's (after
-removing boilerplate), taken for the student with the higher share; a pair is reported when that share reaches
-`threshold` and the two share at least `min_overlap` filtered characters. Output in
+A pair's similarity is measured on each student's own code: the filtered characters outside every k-gram of the
+starter code. The share of a student's own code that lies in fingerprints (winnowed k-grams) found in the other's
+is computed for both; the pair's similarity is the higher share, and a pair is reported when it reaches
+`threshold` and the two share at least `min_overlap` characters of their own code (so that two students who
+both wrote the same one-line answer are not reported). Output in
 `<course>/reports/<assignment>/`: `similarity.html` (ranked pairs with the matched regions side by side, a heat
 map of the class, one self-contained page), `similarity.csv` (every pair with any overlap) and
 `similarity.png` (the heat map).
@@ -86,21 +88,63 @@ class Result:
 
 # ------------------------------------------------------------------------------------------------- fingerprints
 def _fingerprint(text: str, window: int, noise: int = NOISE, boilerplate: set | None = None):
+    """copydetect's CodeFingerprint of `text`, plus `own`: which filtered characters are the student's own (not
+    inside any k-gram of the boilerplate). Fingerprints of the boilerplate are dropped."""
     from copydetect import CodeFingerprint
-    from copydetect.utils import get_token_coverage
+    from copydetect.utils import hashed_kgrams
 
     logging.getLogger().disabled, was = True, logging.getLogger().disabled  # "not tokenized" chatter on empty text
     try:
         fp = CodeFingerprint("solution.py", noise, window, filter=True, language="python", fp=io.StringIO(text))
     finally:
         logging.getLogger().disabled = was
+    size = len(fp.filtered_code)
+    fp.own = np.ones(size, dtype=bool)
     if boilerplate:
         # removed here rather than by copydetect's np.intersect1d(assume_unique=True), which also drops a
         # fingerprint that merely repeats inside the student's own code
         fp.hashes = {h for h in fp.hashes if h not in boilerplate}
         fp.hash_idx = {h: i for h, i in fp.hash_idx.items() if h not in boilerplate}
-        fp.token_coverage = get_token_coverage(fp.hash_idx, fp.k, len(fp.filtered_code))
+        if size >= noise:
+            grams = hashed_kgrams(fp.filtered_code, noise)
+            given = np.fromiter((h in boilerplate for h in grams.tolist()), dtype=bool, count=len(grams))
+            fp.own = ~_covered(np.nonzero(given)[0], noise, size)
     return fp
+
+
+def _covered(starts, k: int, size: int) -> np.ndarray:
+    """Characters covered by the k-grams starting at `starts`."""
+    starts = np.asarray(starts, dtype=np.int64)
+    marks = np.zeros(size + 1, dtype=np.int64)
+    np.add.at(marks, starts, 1)
+    np.add.at(marks, np.minimum(starts + k, size), -1)
+    return np.cumsum(marks)[:size] > 0
+
+
+def _raw_slices(mask: np.ndarray, offsets: np.ndarray) -> np.ndarray:
+    """Runs of True in the filtered code -> (2, N) start/end positions in the raw code (copydetect's mapping)."""
+    edges = np.diff(np.concatenate([[0], mask.astype(np.int8), [0]]))
+    slices = np.array([np.nonzero(edges == 1)[0], np.nonzero(edges == -1)[0]], dtype=np.int64)
+    if len(offsets) and slices.shape[1]:
+        slices = slices + offsets[:, 1][np.clip(np.searchsorted(offsets[:, 0], slices), 0, offsets.shape[0] - 1)]
+    return slices
+
+
+def compare_pair(fa, fb):
+    """(share of a's own code found in b, share of b's in a, shared own characters, slices a, slices b) or None."""
+    from copydetect.utils import find_fingerprint_overlap
+
+    idx_a, idx_b = find_fingerprint_overlap(fa.hashes, fb.hashes, fa.hash_idx, fb.hash_idx)
+    if len(idx_a) == 0:
+        return None
+    matched_a = _covered(idx_a, fa.k, len(fa.filtered_code)) & fa.own
+    matched_b = _covered(idx_b, fb.k, len(fb.filtered_code)) & fb.own
+    own_a, own_b = int(fa.own.sum()), int(fb.own.sum())
+    got_a, got_b = int(matched_a.sum()), int(matched_b.sum())
+    if not got_a or not got_b:
+        return None
+    return (got_a / own_a, got_b / own_b, min(got_a, got_b), _raw_slices(matched_a, fa.offsets),
+            _raw_slices(matched_b, fb.offsets))
 
 
 def boilerplate_hashes(texts, noise: int = NOISE) -> set:
@@ -115,8 +159,6 @@ def boilerplate_hashes(texts, noise: int = NOISE) -> set:
 def compare_documents(documents: dict[str, str], boilerplate=(), *, assignment: str = "", threshold: float = THRESHOLD,
                       min_overlap: int = MIN_OVERLAP, noise: int = NOISE, guarantee: int = GUARANTEE) -> Result:
     """Every pair of `documents` (student -> code) compared, `boilerplate` (code texts) ignored."""
-    from copydetect.detector import compare_files
-
     window = guarantee - noise + 1
     ignored = boilerplate_hashes(boilerplate, noise)
     students = sorted(documents)
@@ -131,9 +173,10 @@ def compare_documents(documents: dict[str, str], boilerplate=(), *, assignment: 
     pairs = []
     for i, j in candidates:
         a, b = students[i], students[j]
-        overlap, (sim_a, sim_b), (slices_a, slices_b) = compare_files(prints[a], prints[b])
-        if overlap > 0:
-            pairs.append(Pair(a, b, float(sim_a), float(sim_b), int(overlap), slices_a, slices_b))
+        found = compare_pair(prints[a], prints[b])
+        if found:
+            sim_a, sim_b, overlap, slices_a, slices_b = found
+            pairs.append(Pair(a, b, sim_a, sim_b, overlap, slices_a, slices_b))
     pairs.sort(key=lambda p: (-p.similarity, -p.overlap, p.a, p.b))
     return Result(assignment, students, dict(documents), pairs, threshold, min_overlap)
 
@@ -259,7 +302,7 @@ def pairs_table(result: Result, link: str = "") -> str:
     rows = [] if len(reported) <= MAX_TABLE else [
         f"<p>The {MAX_TABLE} most similar of {len(reported)} pairs; similarity.csv lists them all.</p>"]
     rows += ["<table class='sortable'><thead><tr><th>#</th><th>student A</th><th>student B</th>"
-            "<th>similarity</th><th>A in B</th><th>B in A</th><th>shared characters</th></tr></thead><tbody>"]
+            "<th>similarity</th><th>A in B</th><th>B in A</th><th>shared own characters</th></tr></thead><tbody>"]
     for rank, p in enumerate(reported[:MAX_TABLE], 1):
         number = f"<a href='{esc(link)}#pair-{rank}'>{rank}</a>" if rank <= MAX_DETAILS else str(rank)
         rows.append(f"<tr><td>{number}</td><td>{esc(p.a)}</td><td>{esc(p.b)}</td>"
@@ -276,8 +319,10 @@ def render(result: Result, png: bytes | None) -> str:
              f"<h1>Similarity of solution code: {esc(result.assignment)}</h1>",
              f"<p>{len(result.students)} students compared pairwise on their solution cells with copydetect "
              f"(winnowing fingerprints); the released notebook and provided code are ignored. Reported: pairs "
-             f"where at least {100 * result.threshold:.0f}% of one student's own code is found in the other's "
-             f"({result.min_overlap}+ shared characters). This page only reports: grades are unchanged.</p>",
+             f"where at least {100 * result.threshold:.0f}% of one student's own code (what was not given) is found in "
+             f"the other's "
+             f"(sharing {result.min_overlap}+ characters of their own code, names and comments left out). Matched own "
+             f"code is highlighted. This page only reports: grades are unchanged.</p>",
              f"<h2>Pairs above the threshold ({len(result.reported)})</h2>", pairs_table(result)]
     if png:
         parts.append("<h2>The class</h2><img alt='Similarity heat map' "

@@ -148,10 +148,9 @@ def test_held_and_manual_grading(graded):
 def test_copied_work_section(graded):
     page = graded["page"]
     section = page[page.index("id='similarity'"):page.index("id='figures'")]
-    # ann and fay (the renamed copy) come first; the others share the one-line reference answers of this tiny
-    # course, which winnowing cannot tell apart from copying
+    # ann and fay (the renamed copy) come first
     first = re.search(r"<tr><td><a href='[^']*#pair-1'>1</a></td><td>(\w+)</td><td>(\w+)</td><td>(\d+)%", section)
-    assert first.groups() == ("ann", "fay", "100")
+    assert first.groups()[:2] == ("ann", "fay") and int(first.group(3)) >= 90
     assert (graded["course"] / "reports" / SYNTHETIC_ASSIGNMENT / "similarity.html").exists()
     assert "../ps1/similarity.html" in section
 

@@ -1,0 +1,131 @@
+"""The instructor's pages in Chromium: the course report, an assignment report, a similarity page, a feedback page.
+
+A small class of the synthetic course is graded for real (collect -> grade -> feedback -> report -> similarity):
+ann (right), ben (two mistakes), cat (monkeypatches: held), fay (ann's code, renamed). Each page is
+opened from disk (file://, as an instructor opens a mailed report) with every request off the machine refused:
+it must show every image (complete, naturalWidth > 0) and log no console error. Screenshots go to
+build/browser-screenshots/<session>/ (git-ignored test artefacts).
+
+The feedback page is nbgrader's: its template asks cdnjs for MathJax. Offline that one request fails (math then
+shows as TeX); the test names it as the only request allowed to fail, so any other outside dependency fails it.
+"""
+from __future__ import annotations
+
+import re
+
+import nbformat
+import pytest
+
+from autograder.cli import main
+from autograder.grade.engine import grade
+from autograder.grade.sandbox import GiB, Limits
+from autograder.sample_class import SYNTHETIC_ASSIGNMENT as PS1
+from autograder.sample_class import synthetic_course, synthetic_submission
+
+LIMITS = Limits(cell_timeout=30, notebook_timeout=120, memory_bytes=3 * GiB, startup_timeout=120)
+MATHJAX = re.compile(r"^https://cdnjs\.cloudflare\.com/ajax/libs/mathjax/")
+NORMALIZE = '''total = 0.0
+    for value in x:
+        total = total + value
+    if total == 0:
+        raise ValueError("cannot normalize a vector that sums to zero")
+    weights = np.array([value / total for value in x])
+    return weights'''
+
+
+def _edited(text: str, normalize: str) -> str:
+    nb = nbformat.reads(text, as_version=4)
+    for cell in nb.cells:
+        if cell.metadata.get("nbgrader", {}).get("grade_id") == "normalize":
+            cell.source = re.sub(r"return x / x\.sum\(\)", normalize, cell.source)
+    return nbformat.writes(nb)
+
+
+@pytest.fixture(scope="module")
+def pages(tmp_path_factory, chromium_path):
+    root = tmp_path_factory.mktemp("instructor-pages")
+    course = synthetic_course(root / "course")
+    solution = synthetic_submission(course, "solution")
+    texts = {"ann": _edited(solution, NORMALIZE), "ben": synthetic_submission(course, "mistake"),
+             "cat": synthetic_submission(course, "monkeypatch"),
+             "fay": _edited(solution, NORMALIZE.replace("total", "s").replace("value", "v"))}
+    for student, text in texts.items():
+        (root / "inbox" / student / PS1).mkdir(parents=True)
+        (root / "inbox" / student / PS1 / f"{PS1}.ipynb").write_text(text)
+    args = ["--course-dir", str(course)]
+    assert main(["collect", str(root / "inbox"), *args]) == 0
+    grade(course, PS1, workers=2, limits=LIMITS)
+    assert main(["feedback", PS1, *args]) == 0
+    assert main(["report", PS1, *args]) == 0
+    assert main(["report", *args]) == 0  # the course page; it writes the similarity page too
+    reports = course / "reports"
+    return {"course": reports / "course" / "index.html", "assignment": reports / PS1 / "index.html",
+            "similarity": reports / PS1 / "similarity.html",
+            "feedback": course / "feedback" / "ben" / PS1 / f"{PS1}.html"}
+
+
+@pytest.fixture
+def page(browser):
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    tab = context.new_page()
+    tab.errors, tab.failed = [], []
+    tab.on("console", lambda m: tab.errors.append((m.text, (m.location or {}).get("url", "")))
+           if m.type == "error" else None)
+    tab.on("pageerror", lambda e: tab.errors.append((str(e), "")))
+
+    def offline(route):  # nothing leaves the machine: a page that needs the network shows it here
+        tab.failed.append(route.request.url)
+        route.abort()
+    tab.route(re.compile(r"^https?://"), offline)
+    yield tab
+    context.close()
+
+
+def _open(page, path, screenshot_dir, name):
+    assert path.exists(), path
+    page.goto(path.as_uri(), wait_until="load")
+    page.wait_for_load_state("networkidle")
+    page.screenshot(path=str(screenshot_dir / f"{name}.png"), full_page=True)
+    images = page.evaluate("Array.from(document.images).map(i => [i.alt, i.complete, i.naturalWidth])")
+    broken = [alt for alt, complete, width in images if not complete or width == 0]
+    assert not broken, f"{name}: images not shown: {broken}"
+    return images
+
+
+@pytest.mark.parametrize("name, min_images", [("course", 3), ("assignment", 4), ("similarity", 1)])
+def test_report_pages_show_every_image_without_errors(pages, page, screenshot_dir, name, min_images):
+    images = _open(page, pages[name], screenshot_dir, f"{name}_report")
+    assert len(images) >= min_images
+    assert page.errors == [] and page.failed == []
+
+
+def test_course_page_content_and_sorting(pages, page, screenshot_dir):
+    _open(page, pages["course"], screenshot_dir, "course_report_sorted")
+    for heading in ("The class", "Late submissions", "Held for review (1)", "Waiting for manual grading",
+                    "Copied work"):
+        assert page.get_by_role("heading", name=re.compile(re.escape(heading))).count() >= 1, heading
+    first_column = "Array.from(document.querySelectorAll('#matrix tbody tr')).map(r => r.cells[0].textContent)"
+    assert page.evaluate(first_column) == ["ann", "ben", "cat", "fay"]
+    total = page.locator("#matrix thead th").nth(2)  # the total column: click sorts ascending, then descending
+    total.click()
+    ascending = page.evaluate(first_column)
+    total.click()
+    descending = page.evaluate(first_column)
+    assert ascending[0] in ("cat", "ben") and descending[-1] in ("cat", "ben") and descending[0] in ("ann", "fay")
+    page.screenshot(path=str(screenshot_dir / "course_report_sorted.png"), full_page=True)
+    assert page.errors == []
+
+
+def test_similarity_page_shows_the_pair_side_by_side(pages, page, screenshot_dir):
+    _open(page, pages["similarity"], screenshot_dir, "similarity_page")
+    assert re.match(r"1\. ann and fay: (9\d|100)%", page.locator("h3#pair-1").inner_text())
+    assert page.locator("h3#pair-1 + .side pre").count() == 2
+    assert page.locator("h3#pair-1 + .side mark").count() >= 2
+
+
+def test_feedback_page(pages, page, screenshot_dir):
+    _open(page, pages["feedback"], screenshot_dir, "feedback_page")
+    assert "Likely mistake: divided by the maximum instead of the sum" in page.inner_text("body")  # ben's mistake
+    assert all(MATHJAX.match(url) for url in page.failed), page.failed
+    errors = [(text, url) for text, url in page.errors if not MATHJAX.match(url)]
+    assert errors == [], errors
