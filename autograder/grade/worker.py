@@ -32,6 +32,7 @@ import autograder.coursedir  # noqa: F401  (puts alembic on PATH for nbgrader's 
 from autograder.grade import integrity
 from autograder.grade.execute import error_output
 from autograder.grade.judge import JudgedExecute
+from autograder.grade.scrub import scrub_notebook
 from autograder.grade.sandbox import Limits, kernel_manager_class, kernel_spec
 
 warnings.filterwarnings("ignore", module="nbgrader.api")  # SQLAlchemy autoflush chatter on every grade
@@ -238,6 +239,7 @@ def grade_job(job: dict) -> dict:
                          OverwriteCells(add_missing_cells=True), CheckCellMetadata()):
                 nb, resources = step.preprocess(nb, resources)
             nb, notes = run_notebook(nb, resources, limits, assigned_gpu(job.get("gpu")))
+            scrub_notebook(nb, {run_dir: "<submission>", db_dir: "<grader-tmp>"})
             for step in (IgnorePattern(), LimitOutput(), SaveAutoGrades()):
                 nb, resources = step.preprocess(nb, resources)
             with Gradebook(db_url, job.get("course_id", "default_course")) as gb:
