@@ -1,8 +1,8 @@
 """Shared set-up of the course tests: one temporary copy of the course per session, released and graded once.
 
 The tests are parametrized over every assignment folder in course/source, so new notebooks are covered as soon as
-they exist. The expensive steps (nbgrader autograde, full notebook runs) are cached for the whole session, and one
-nbgrader autograde run grades both "students" of an assignment (the reference and the unmodified release).
+they exist. The expensive steps (grading, full notebook runs) are cached for the whole session, and one
+`autograder grade` run grades both "students" of an assignment (the reference and the unmodified release).
 """
 from __future__ import annotations
 
@@ -35,7 +35,7 @@ def pytest_terminal_summary(terminalreporter):
         terminalreporter.write_line(f"course notebooks, top to bottom (full mode): {line}")
     if _AUTOGRADE_TIMES:
         line = ", ".join(f"{a}: {t:.1f}s" for a, t in sorted(_AUTOGRADE_TIMES.items()))
-        terminalreporter.write_line(f"nbgrader autograde (2 submissions each): {line}")
+        terminalreporter.write_line(f"autograder grade (2 submissions each): {line}")
 
 
 def _ignore(directory, names):
@@ -53,18 +53,24 @@ def course_copy(tmp_path_factory) -> Path:
 
 
 def _autograde(root: Path, assignment: str) -> dict:
-    """Submit the reference and the unmodified release as two students, autograde both in one nbgrader run."""
+    """Submit the reference and the unmodified release as two students; grade both with `autograder grade`
+    (jailed kernels, hidden checks judged outside them), as an instructor would."""
     from nbgrader.api import Gradebook
 
+    from autograder.collect import collect
+    from autograder.grade.engine import grade
+
+    inbox = root / "inbox" / assignment
     for student, folder in ((REFERENCE_STUDENT, root / "source" / assignment),
                             (UNMODIFIED_STUDENT, root / "release" / assignment)):
-        target = root / "submitted" / student / assignment
+        target = inbox / student / assignment
         if target.exists():
             shutil.rmtree(target)
-        shutil.copytree(folder, target, ignore=_ignore)
-    api = nbgrader_api(root)
+        target.mkdir(parents=True)
+        shutil.copy2(folder / f"{assignment}.ipynb", target / f"{assignment}.ipynb")
+    collect(root, inbox)
     start = time.perf_counter()
-    result = api.autograde(assignment, "*", force=True, create=True)
+    summary = grade(root, assignment, workers=2, force=True, progress=False)
     _AUTOGRADE_TIMES[assignment] = time.perf_counter() - start
     scores = {}
     with Gradebook(f"sqlite:///{root / 'gradebook.db'}") as gradebook:
@@ -78,7 +84,9 @@ def _autograde(root: Path, assignment: str) -> dict:
                 "max_score": submission.max_score,
                 "grades": {g.name: (g.score, g.max_score) for nb in submission.notebooks for g in nb.grades},
             }
-    return {"result": result, "scores": scores}
+    failed = "; ".join(f"{r['student']}: {r.get('message', '')}" for r in summary.failed)
+    result = {"success": not summary.failed, "error": failed, "log": failed}
+    return {"result": result, "scores": scores, "summary": summary}
 
 
 @pytest.fixture(scope="session")

@@ -1,6 +1,6 @@
-"""Real nbgrader autograde, in a temporary copy of the course: the reference gets 100, the release grades to 0.
-
-Both are "students" of one nbgrader autograde run per assignment (see conftest.py).
+"""`autograder grade` (nbgrader's autograde steps, the jail, the judge) in a temporary copy of the course: the
+reference gets 100, the release grades to 0. Both are "students" of one grading run per assignment (see
+conftest.py). A plain `nbgrader autograde` cannot judge the hand_in cells and must never give their points.
 """
 from __future__ import annotations
 
@@ -41,3 +41,23 @@ def test_unmodified_release_grades_to_zero_without_crashing(assignment, autograd
     assert graded["score"] == 0, f"an unanswered notebook scored {graded['score']}: {graded['grades']}"
     autograded_notebook = course_copy / "autograded" / "unmodified" / assignment / f"{assignment}.ipynb"
     assert autograded_notebook.is_file(), "nbgrader wrote no autograded notebook"
+
+
+def test_plain_nbgrader_autograde_gives_no_points_without_the_judge(tmp_path):
+    """An instructor who runs nbgrader's own autograde (e.g. the formgrader's button) gets 0, never a free 100:
+    the hidden cells only hand objects in, and nothing in that run could judge them."""
+    import shutil
+
+    from nbgrader.api import Gradebook
+
+    from autograder.release import nbgrader_api, release
+
+    assignment = "03_attention"
+    shutil.copy2(REPO / "course" / "nbgrader_config.py", tmp_path / "nbgrader_config.py")
+    shutil.copytree(REPO / "course" / "source" / assignment, tmp_path / "source" / assignment)
+    release([assignment], course_root=tmp_path, exercises_dir=tmp_path / "exercises")
+    shutil.copytree(tmp_path / "source" / assignment, tmp_path / "submitted" / "reference" / assignment)
+    nbgrader_api(tmp_path).autograde(assignment, "reference", force=True, create=True)
+    with Gradebook(f"sqlite:///{tmp_path / 'gradebook.db'}") as gradebook:
+        submission = gradebook.find_submission(assignment, "reference")
+        assert submission.max_score == 100 and submission.score == 0
