@@ -2,11 +2,13 @@
 
 A grade cell contains only, e.g.:
 
-    from autograder.checks import check_multi_head_attention
-    check_multi_head_attention(MultiHeadAttention)
+    from coursekit.probe import hand_in
+    hand_in("multi_head_attention", MultiHeadAttention)
 
-A check passes silently or raises `AssertionError` with a message for the student. Each starts with
-`_integrity.verify()`. The topic modules are imported lazily, on first use of one of their checks.
+and the grader's judge step (autograder/grade/judge.py) then runs `check_multi_head_attention` HERE, in the
+grader's process, with `RemoteObject`s standing for the handed-in objects (see `_remote.py`). A check passes
+silently or raises `AssertionError` with a message for the student. The topic modules are imported lazily, on
+first use of one of their checks.
 """
 from __future__ import annotations
 

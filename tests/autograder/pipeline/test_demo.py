@@ -38,7 +38,7 @@ def test_demo_on_one_assignment(tmp_path, capsys):
     assert (output / "course" / "reports" / "course" / "index.html").exists()
     assert (output / "course" / "reports" / ASSIGNMENT / "index.html").exists()
     assert "report:" in printed and "reference" in printed
-    # feedback shows the checks' messages, never reference code (hidden cells only call autograder.checks)
+    # feedback shows the checks' messages, never reference code (hidden cells only hand objects in)
     source = nbformat.read(output / "course" / "source" / ASSIGNMENT / f"{ASSIGNMENT}.ipynb", as_version=4)
     reference_lines = {line.strip() for cell in source.cells if cell.metadata.get("nbgrader", {}).get("solution")
                        for block in re.findall(r"### BEGIN SOLUTION(.*?)### END SOLUTION", cell.source, re.S)
@@ -46,7 +46,8 @@ def test_demo_on_one_assignment(tmp_path, capsys):
     assert reference_lines
     raw = (output / "course" / "feedback" / "mistake_scale" / ASSIGNMENT / f"{ASSIGNMENT}.html").read_text()
     page = html.unescape(re.sub(r"<[^>]+>", "", raw))
-    assert "from autograder.checks import check_scaled_dot_product_attention" in page
+    assert 'hand_in("scaled_dot_product_attention", scaled_dot_product_attention)' in page
+    assert "likely mistake: the scores are not divided by sqrt(d_k)" in page
     blank = html.unescape(re.sub(r"<[^>]+>", "", (output / "course" / "feedback" / "blank" / ASSIGNMENT /
                                                   f"{ASSIGNMENT}.html").read_text()))
     assert not [line for line in reference_lines if line in blank]
