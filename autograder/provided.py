@@ -22,6 +22,10 @@ from pathlib import Path
 # Topic of each assignment, in course order: assignment NN_... has topic TOPICS[NN - 1].
 TOPICS = ("embeddings", "positional", "attention", "multi_head", "encoder", "transformer", "classifier")
 
+# The course's assignment (folder) names, in course order (docs/architecture.md).
+COURSE_ASSIGNMENTS = ("01_tokens_and_embeddings", "02_positional_encoding", "03_attention", "04_multi_head_attention",
+                      "05_encoder", "06_decoder_and_transformer", "07_yelp_classifier")
+
 # The names each topic's notebook asks students to write (the course API contract).
 API_NAMES = {
     "embeddings": ("build_vocab", "encode", "pad_batch", "TokenEmbedding", "embedding_matrix_from_word2vec",
@@ -63,16 +67,17 @@ def provided_topics(assignment: str) -> tuple[str, ...]:
 def covered_assignments(assignment: str, candidates=()) -> list[str]:
     """The assignments whose reference this assignment's provided.py holds, in course order (maybe none).
 
-    Each is named as in `candidates` (e.g. the folders of course/source) when one of them has the topic's number,
-    else `NN_<topic>`: `covered_assignments("04_multi_head_attention", ["01_tokens_and_embeddings", ...])`
-    -> `["01_tokens_and_embeddings", "02_positional_encoding", "03_attention"]`.
+    Each is named as in `candidates` (e.g. the folders of course/source, the gradebook's assignments) when one of
+    them has the topic's number, else as in the course (COURSE_ASSIGNMENTS):
+    `covered_assignments("04_multi_head_attention")` -> `["01_tokens_and_embeddings", "02_positional_encoding",
+    "03_attention"]`.
     """
     by_number = {}
     for name in candidates:
         match = _ASSIGNMENT.match(name)
         if match:
             by_number.setdefault(int(match.group(1)), name)
-    return [by_number.get(TOPICS.index(topic) + 1, f"{TOPICS.index(topic) + 1:02d}_{topic}")
+    return [by_number.get(TOPICS.index(topic) + 1, COURSE_ASSIGNMENTS[TOPICS.index(topic)])
             for topic in provided_topics(assignment)]
 
 

@@ -83,19 +83,13 @@ def _due_text(due: datetime.datetime | None) -> str:
     return "no due date" if due is None else f"due {due:%Y-%m-%d %H:%M} UTC"
 
 
-def due_dates(course_root: Path | str, names, db_url: str | None = None) -> dict:
-    """name -> nbgrader's Assignment.duedate (naive UTC) in the course gradebook, None when unset or unknown."""
-    from nbgrader.api import Gradebook, MissingEntry
+def due_dates(course_root: Path | str, db_url: str | None = None) -> dict:
+    """Every assignment of the course gradebook -> its Assignment.duedate (naive UTC, None when unset)."""
+    from nbgrader.api import Gradebook
 
     course_root = Path(course_root).resolve()
-    dates = {}
     with Gradebook(db_url or default_db_url(course_root), course_id(course_root)) as gb:
-        for name in names:
-            try:
-                dates[name] = gb.find_assignment(name).duedate
-            except MissingEntry:
-                dates[name] = None
-    return dates
+        return {assignment.name: assignment.duedate for assignment in gb.assignments}
 
 
 def provided_decision(assignment: str, course_root: Path | str = COURSE_ROOT, mode: str = "gated",
@@ -103,12 +97,12 @@ def provided_decision(assignment: str, course_root: Path | str = COURSE_ROOT, mo
     """Whether `assignment`'s release may hold its provided module (see the module doc)."""
     if mode not in PROVIDED_MODES:
         raise ValueError(f"provided mode must be one of {PROVIDED_MODES}, not {mode!r}")
-    covers = covered_assignments(assignment, find_assignments(course_root))
-    if not covers:
+    if not covered_assignments(assignment):
         return ProvidedDecision(assignment, mode, [], {}, False)
+    dates = due_dates(course_root, db_url)
+    covers = covered_assignments(assignment, find_assignments(course_root) + sorted(dates))
     now = now or datetime.datetime.now(datetime.timezone.utc).replace(tzinfo=None)
-    dates = due_dates(course_root, covers, db_url)
-    still_open = {name: dates[name] for name in covers if dates[name] is None or dates[name] > now}
+    still_open = {name: dates.get(name) for name in covers if dates.get(name) is None or dates[name] > now}
     released = mode == "force" or (mode == "gated" and not still_open)
     return ProvidedDecision(assignment, mode, covers, still_open, released)
 

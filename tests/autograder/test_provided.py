@@ -128,8 +128,8 @@ def test_covered_assignments_name_the_course_folders():
     names = ["01_tokens_and_embeddings", "02_positional_encoding", "03_attention", "04_multi_head_attention"]
     assert covered_assignments("04_multi_head_attention", names) == names[:3]
     assert covered_assignments("03_attention", names) == []
-    assert covered_assignments("05_encoder", ["03_attention"]) == [
-        "01_embeddings", "02_positional", "03_attention", "04_multi_head"]
+    assert covered_assignments("05_encoder", ["03_my_attention"]) == [
+        "01_tokens_and_embeddings", "02_positional_encoding", "03_my_attention", "04_multi_head_attention"]
 
 
 def test_reference_detector_ignores_stubs_and_finds_copies():

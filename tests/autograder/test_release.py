@@ -128,14 +128,14 @@ def test_provided_is_withheld_until_every_covered_assignment_is_past_due(tmp_pat
     by_name = {d.assignment: d for d in decisions}
     assert not by_name["03_tiny"].needed
     gate = by_name["04_tiny"]
-    assert gate.covers == ["01_embeddings", "02_positional", "03_tiny"] and not gate.released
+    assert gate.covers == ["01_tokens_and_embeddings", "02_positional_encoding", "03_tiny"] and not gate.released
     assert "withheld" in gate.message() and "03_tiny (no due date)" in gate.message()
     assert "set the missing due dates" in gate.message()
     for folder in (exercises / "04_tiny", course / "release" / "04_tiny"):
         assert (folder / "04_tiny.ipynb").is_file() and not (folder / PROVIDED_FILENAME).exists(), folder
     assert (course / "source" / "04_tiny" / PROVIDED_FILENAME).is_file(), "the instructor's side keeps it"
 
-    _set_due(course, **{"01_embeddings": PAST, "02_positional": PAST, "03_tiny": FUTURE})
+    _set_due(course, **{"01_tokens_and_embeddings": PAST, "02_positional_encoding": PAST, "03_tiny": FUTURE})
     decisions.clear()
     release("04_tiny", course_root=course, exercises_dir=exercises, decisions=decisions)
     (gate,) = decisions
@@ -156,7 +156,7 @@ def test_provided_is_withheld_until_every_covered_assignment_is_past_due(tmp_pat
 def test_force_releases_and_names_what_it_reveals(tmp_path):
     course = _gated_course(tmp_path / "course")
     release(course_root=course, exercises_dir=tmp_path / "exercises")  # fills the gradebook
-    _set_due(course, **{"01_embeddings": PAST, "02_positional": PAST, "03_tiny": FUTURE})
+    _set_due(course, **{"01_tokens_and_embeddings": PAST, "02_positional_encoding": PAST, "03_tiny": FUTURE})
     decisions = []
     release("04_tiny", course_root=course, exercises_dir=tmp_path / "exercises", provided="force",
             decisions=decisions)
@@ -164,13 +164,13 @@ def test_force_releases_and_names_what_it_reveals(tmp_path):
     assert gate.released and (tmp_path / "exercises" / "04_tiny" / PROVIDED_FILENAME).is_file()
     message = gate.message()
     assert "reveals the reference of 03_tiny (due 2999-01-01 12:00 UTC)" in message
-    assert "01_embeddings" not in message  # past due: revealing it changes nothing
+    assert "01_tokens_and_embeddings" not in message  # past due: revealing it changes nothing
 
 
 def test_none_never_releases(tmp_path):
     course = _gated_course(tmp_path / "course")
     release(course_root=course, exercises_dir=tmp_path / "exercises")
-    _set_due(course, **{"01_embeddings": PAST, "02_positional": PAST, "03_tiny": PAST})
+    _set_due(course, **{"01_tokens_and_embeddings": PAST, "02_positional_encoding": PAST, "03_tiny": PAST})
     decisions = []
     release("04_tiny", course_root=course, exercises_dir=tmp_path / "exercises", provided="none",
             decisions=decisions)

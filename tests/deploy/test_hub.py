@@ -16,6 +16,11 @@ Who runs what (the choice the brief allows, documented in deploy/README.md):
 Bad input covered: a late submission (the course's DailyLatePenalty plugin), a double submission (the
 latest wins), a submission planted in the exchange by somebody not on the roster, and a user who is not
 enrolled trying to fetch.
+
+The gated provided module (fixture `gated`, its own student3): with 03 open (due in a week) `autograder release`
+withholds 04's provided.py, so a student holds no line of the reference (no `solutions` package, no reference
+code anywhere in their home or in the exchange's 03/04 releases); once 01-03 are past due in the gradebook, a
+re-release of 04 hands provided.py out.
 """
 from __future__ import annotations
 
@@ -244,7 +249,8 @@ def loop(hub, student_env):
     wanted = os.environ.get("HUB_E2E_ASSIGNMENT", "")  # "tiny" forces the generated one, a name a real one
     assignment = None if wanted == "tiny" else (wanted or real_assignment())
     if assignment:
-        shutil.copytree(ROOT / "course" / "source" / assignment, source / assignment)
+        shutil.copytree(ROOT / "course" / "source" / assignment, source / assignment, dirs_exist_ok=True,
+                        ignore=shutil.ignore_patterns("provided.py", ".ipynb_checkpoints", "__pycache__"))
     else:
         assignment = tiny_assignment(source)
     rec["assignment"] = assignment
@@ -458,3 +464,115 @@ def test_feedback_reaches_each_student(loop):
     s1 = loop["gradebook"]["student1"]
     s1_html = next(iter(loop["feedback"]["student1"].values()))
     assert f"Late submission penalty (Score: -{round(float(s1['penalty']), 2)})" in s1_html
+
+
+# --- provided.py gated by due dates: no reference in a student's hands while 03 is open ------------------------
+
+GATED_STUDENT = "student3"
+OPEN, NEXT = "03_attention", "04_multi_head_attention"
+
+
+def _readable(path: Path) -> str:
+    """A file's text as a student would read it (a notebook: its cells' sources)."""
+    if path.suffix == ".ipynb":
+        try:
+            return "\n".join(cell.source for cell in nbformat.read(path, as_version=4).cells)
+        except Exception:  # noqa: BLE001 - not a notebook after all: scan the raw text
+            pass
+    return path.read_text(encoding="utf-8", errors="replace")
+
+
+def reference_in(folders) -> dict:
+    """file -> reference functions whose bodies it holds, for every file under `folders`."""
+    from autograder.provided import reference_fingerprints, reference_found_in
+
+    prints = reference_fingerprints()
+    found = {}
+    for folder in folders:
+        for path in sorted(Path(folder).rglob("*")):
+            if path.is_file() and path.stat().st_size < 5_000_000:
+                hits = reference_found_in(_readable(path), prints)
+                if hits:
+                    found[str(path)] = hits
+    return found
+
+
+def fetched_folder(hub, user: str, assignment: str) -> Path | None:
+    return next((p for p in hub.home(user).rglob(assignment) if p.is_dir()), None)
+
+
+@pytest.fixture(scope="module")
+def gated(hub):
+    rec: dict = {}
+    client = hub.client
+    source = hub.course_root / "source"
+    for name in (OPEN, NEXT):
+        shutil.copytree(ROOT / "course" / "source" / name, source / name, dirs_exist_ok=True,
+                        ignore=shutil.ignore_patterns("provided.py", ".ipynb_checkpoints", "__pycache__"))
+    client.api("POST", "/users", json={"usernames": [GATED_STUDENT]}, ok=(201, 409))
+    hub.user_tokens[GATED_STUDENT] = client.api("POST", f"/users/{GATED_STUDENT}/tokens", json={"note": "e2e"})["token"]
+    client.start_server(GATED_STUDENT)
+    client.wait_for_server(GATED_STUDENT, 180, hub.log)
+
+    now = dt.datetime.now(dt.timezone.utc).replace(tzinfo=None)
+    past, future = f"{now - dt.timedelta(days=3):%Y-%m-%d %H:%M:%S}", f"{now + dt.timedelta(days=7):%Y-%m-%d %H:%M:%S}"
+    formgrader_api(hub, ["duedate", ["01_tokens_and_embeddings", past]], ["duedate", ["02_positional_encoding", past]],
+                   ["duedate", [OPEN, future]], ["roster", [GATED_STUDENT]])
+    python = str(VENV / "bin" / "python")
+    rec["release_open"] = grader(hub, python, "-m", "autograder", "release", OPEN, NEXT, "--course-dir", ".").stdout
+    for name in (OPEN, NEXT):
+        nbgrader(hub, "release_assignment", name, "--force")
+    outbound = hub.exchange / COURSE_ID / "outbound"
+    rec["outbound_open"] = {name: sorted(p.name for p in (outbound / name).iterdir()) for name in (OPEN, NEXT)}
+    for name in (OPEN, NEXT):
+        student_action(hub, GATED_STUDENT, "fetch", name)
+    rec["fetched_next_open"] = sorted(p.name for p in fetched_folder(hub, GATED_STUDENT, NEXT).iterdir())
+    rec["probe"] = hub.client.run_code(GATED_STUDENT, hub.user_tokens[GATED_STUDENT], (
+        "try:\n    import solutions\n    print('IMPORTED', solutions.__file__)\n"
+        "except ImportError as exc:\n    print('MISSING', type(exc).__name__)\n"
+        "try:\n    import autograder\n    print('IMPORTED', autograder.__file__)\n"
+        "except ImportError as exc:\n    print('MISSING', type(exc).__name__)\n"))
+    rec["leaks_open"] = reference_in([hub.home(GATED_STUDENT), outbound / OPEN, outbound / NEXT])
+    rec["instructor_side"] = reference_in([hub.course_root / "source" / NEXT])  # the scan has teeth
+
+    # 03 is past due now: a re-release of 04 hands provided.py out
+    formgrader_api(hub, ["duedate", [OPEN, past]])
+    rec["release_due"] = grader(hub, python, "-m", "autograder", "release", NEXT, "--course-dir", ".").stdout
+    nbgrader(hub, "release_assignment", NEXT, "--force")
+    rec["outbound_due"] = sorted(p.name for p in (outbound / NEXT).iterdir())
+    shutil.rmtree(fetched_folder(hub, GATED_STUDENT, NEXT))  # the student fetches the new release afresh
+    student_action(hub, GATED_STUDENT, "fetch", NEXT)
+    folder = fetched_folder(hub, GATED_STUDENT, NEXT)
+    rec["fetched_next_due"] = sorted(p.name for p in folder.iterdir())
+    rec["provided_due"] = reference_in([folder / "provided.py"]) if (folder / "provided.py").exists() else {}
+    return rec
+
+
+def test_gated_release_says_when_provided_comes(gated):
+    out = gated["release_open"]
+    assert f"{NEXT}: provided.py withheld: it holds the reference of {OPEN} (due " in out, out
+    assert "01_tokens_and_embeddings" not in out.split("withheld")[1].split(";")[0], "past due: not pending"
+    assert f"release {NEXT} again after" in out
+
+
+def test_student_with_03_open_gets_no_provided_module(gated):
+    assert "provided.py" not in gated["outbound_open"][NEXT]
+    assert f"{NEXT}.ipynb" in gated["fetched_next_open"] and "provided.py" not in gated["fetched_next_open"]
+
+
+def test_student_environment_cannot_import_the_reference(gated):
+    assert gated["probe"].split() == ["MISSING", "ModuleNotFoundError", "MISSING", "ModuleNotFoundError"], gated["probe"]
+
+
+def test_no_line_of_the_reference_in_the_students_home_or_the_exchange(gated):
+    assert gated["leaks_open"] == {}, gated["leaks_open"]
+    instructor = next(iter(gated["instructor_side"].values()), [])
+    assert "solutions/attention.py:scaled_dot_product_attention" in instructor, "the scan must find a real copy"
+
+
+def test_after_the_due_date_a_rerelease_hands_out_provided(gated):
+    assert f"{NEXT}: provided.py released" in gated["release_due"], gated["release_due"]
+    assert "provided.py" in gated["outbound_due"] and "provided.py" in gated["fetched_next_due"]
+    (found,) = gated["provided_due"].values()
+    assert "solutions/attention.py:scaled_dot_product_attention" in found
+
