@@ -1,0 +1,46 @@
+"""The judge step: which checks a grade cell asks for, and the verdict it writes (here over an in-process
+kernel side; tests/autograder/pipeline/test_attacks.py runs it on real, jailed kernels)."""
+from __future__ import annotations
+
+import solutions
+from autograder.checks._remote import LoopbackChannel
+from autograder.grade import judge
+from coursekit import probe
+
+
+def test_hand_in_calls_are_read_from_the_cell_source():
+    source = ('# Autograder test (20 points).\n### BEGIN HIDDEN TESTS\nfrom coursekit.probe import hand_in\n'
+              'hand_in("trained_classifier", model, vocab, max_len=MAX_LEN)\n### END HIDDEN TESTS')
+    assert judge.handed_in(source) == [("trained_classifier", [0, 1], ["max_len"])]
+    assert judge.handed_in("probe.hand_in('x', f)") == [("x", [0], [])]
+    assert judge.handed_in("assert f(2) == 4") == []
+    assert judge.handed_in("hand_in(name, f)") == []          # only literal check names
+    assert judge.handed_in("def broken(:") == []
+
+
+def _verdict(check: str, obj):
+    probe._State.subjects[check] = ((obj,), {})
+    return judge.verdict(LoopbackChannel(), [(check, [0], [])])
+
+
+def test_a_correct_answer_passes_and_a_wrong_one_gets_the_checks_message():
+    assert _verdict("make_causal_mask", solutions.make_causal_mask) is None
+    message = _verdict("make_causal_mask", lambda size, device=None: ~solutions.make_causal_mask(size, device))
+    assert message.startswith("the causal mask: values differ") and "likely mistake" in message
+    outputs = judge.verdict_outputs(message)
+    assert len(outputs) == 1 and outputs[0].output_type == "error" and outputs[0].ename == "AssertionError"
+    assert outputs[0].traceback[0].startswith("AssertionError: the causal mask")
+    assert judge.verdict_outputs(None) == []
+
+
+def test_nothing_handed_in_unknown_checks_and_our_own_bugs_are_told_apart(monkeypatch):
+    probe._State.subjects.pop("make_padding_mask", None)
+    message = judge.verdict(LoopbackChannel(), [("make_padding_mask", [0], [])])
+    assert "was not defined when the grade cell ran" in message
+    assert "no check named 'no_such_exercise'" in _verdict("no_such_exercise", len)
+
+    def broken_check(obj):
+        raise KeyError("a bug in the grader")
+
+    monkeypatch.setattr(judge, "check_function", lambda name: broken_check)
+    assert "internal error (not a problem in your answer)" in _verdict("anything", len)
