@@ -136,12 +136,17 @@ def check_encoder(Encoder) -> None:
             expect_tensor(got, expected, "Encoder output", device, tested=tested, where=None if m is None else keep,
                           mistakes=stack_mistakes(lambda m=m, **f: M.encoder(ref, ids, m, **f), norm_first,
                                                   m is not None))
-    long_ids = padded_ids([MAX_LEN + 1, 3], MAX_LEN + 1, vocab=VOCAB, seed=74, device=device)
-    expect_longer_than_max_len(module, name, MAX_LEN, long_ids)
+    expect_max_len(module, name, MAX_LEN,
+                   lambda length: (padded_ids([length, 3], length, vocab=VOCAB, seed=74, device=device),))
 
 
-def expect_longer_than_max_len(module, name: str, max_len: int, *inputs) -> None:
-    """max_len must reach the positional encoding: a sequence longer than max_len raises ValueError there."""
+def expect_max_len(module, name: str, max_len: int, make_inputs) -> None:
+    """max_len must reach the positional encoding: a sequence of max_len tokens works, a longer one raises
+    ValueError there. `make_inputs(T)` gives the module's arguments for sequences of length T."""
+    inputs = make_inputs(max_len)
+    call(f"{name}.forward", module, *inputs, _no_grad=True,
+         tested=f"{name} on ids {shape_of(inputs[0])} (exactly max_len tokens)")
+    inputs = make_inputs(max_len + 1)
     expect_raises(ValueError, f"{name} on ids {shape_of(inputs[0])}", module, *inputs,
                   why=f"when the sequence is longer than max_len={max_len} (pass max_len on to "
                       "PositionalEncoding(d_model, max_len, dropout), which raises it)")

@@ -11,7 +11,7 @@ from autograder.checks._common import (
     randn, shape_of, start_check,
 )
 from autograder.checks.attention import padded_ids
-from autograder.checks.encoder import block_mistakes, expect_longer_than_max_len, reference_module, stack_mistakes
+from autograder.checks.encoder import block_mistakes, expect_max_len, reference_module, stack_mistakes
 from coursekit.probe_decoding import DecodingProbe
 
 B, T, S, H, D_HEAD, D_FF = 2, 5, 7, 3, 4, 20   # T (target) != S (source)
@@ -115,8 +115,8 @@ def check_decoder(Decoder) -> None:
                           mistakes=_decoder_mistakes(
                               lambda tm=tm, mm=mm, **f: M.decoder(ref, tgt_ids, memory, tm, mm, **f),
                               norm_first, tm is not None, mm is not None, stack=True))
-    long_ids = padded_ids([MAX_LEN + 1, 3], MAX_LEN + 1, vocab=TGT_VOCAB, seed=88, device=device)
-    expect_longer_than_max_len(module, name, MAX_LEN, long_ids, memory)
+    expect_max_len(module, name, MAX_LEN,
+                   lambda length: (padded_ids([length, 3], length, vocab=TGT_VOCAB, seed=88, device=device), memory))
 
 
 def _transformer_mistakes(ref, src_ids, tgt_ids, norm_first):
@@ -189,8 +189,8 @@ def check_transformer(Transformer) -> None:
                        tested=tested)
         expect_tensor(got, expected, "the logits returned by decode", device, tested=tested, where=keep_tgt,
                       mistakes=_transformer_mistakes(ref, src_ids, tgt_ids, norm_first))
-    long_src = padded_ids([MAX_LEN + 1, 4], MAX_LEN + 1, vocab=SRC_VOCAB, pad_id=pad_id, seed=89, device=device)
-    expect_longer_than_max_len(module, name, MAX_LEN, long_src, tgt_ids)
+    expect_max_len(module, name, MAX_LEN, lambda length: (
+        padded_ids([length, 4], length, vocab=SRC_VOCAB, pad_id=pad_id, seed=89, device=device), tgt_ids))
 
 
 # -------------------------------------------------------------------------------------------------- greedy decode
