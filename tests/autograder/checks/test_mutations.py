@@ -65,24 +65,21 @@ class Spec:
 @dataclasses.dataclass(frozen=True)
 class Mutation:
     where: str        # "call" (a function) or the method of a module class ("__init__", "forward", ...)
-    kind: str         # none, swap, replace, default, transpose, swap_outputs, reverse
+    kind: str         # none (the control), swap, replace, default, ignore, transpose, swap_outputs, reverse
     names: tuple = ()
 
     @property
     def id(self) -> str:
+        """e.g. forward-swap_key_value, forward-replace_value_by_key, forward-default_mask, call-transpose_output1"""
         names = [str(n) for n in self.names]
         if self.kind == "swap":
-            what = "swap " + "<->".join(names)
+            what = "swap_" + "_".join(names)
         elif self.kind == "replace":
-            what = f"{names[0]}:={names[1]}"
-        elif self.kind == "default":
-            what = f"default {names[0]}"
-        elif self.kind == "ignore":
-            what = f"{names[0]}:=None"
+            what = f"replace_{names[0]}_by_{names[1]}"
         elif self.kind == "transpose":
-            what = "transpose output" + ("" if self.names == (None,) else f"[{names[0]}]")
+            what = "transpose_output" + ("" if self.names == (None,) else names[0])
         else:
-            what = self.kind
+            what = "_".join([self.kind, *names])
         return f"{self.where}-{what}"
 
 
@@ -248,7 +245,7 @@ def _mutate_output(result, mutation: Mutation):
 
 
 def _wrap(function, mutation: Mutation):
-    """`function` with `mutation` applied to its arguments and result (the same signature checks)."""
+    """`function` with `mutation` applied to its arguments (bound to its signature, defaults filled in) and result."""
     signature = inspect.signature(function)
 
     def mutant(*args, **kwargs):
@@ -298,6 +295,8 @@ def test_every_api_name_of_notebooks_01_to_06_has_mutants():
     names = {name.removeprefix("check_") for name, topic in _TOPIC_OF.items() if topic != "classifier"}
     checks_of = {check.__name__.removeprefix("check_") for check, _reference, _specs in SUBJECTS.values()}
     assert checks_of == names
+    for api, (_check, _reference, specs) in SUBJECTS.items():
+        assert any(mutations(spec, where) for where, spec in specs.items()), f"{api} has no mutant"
 
 
 @pytest.mark.parametrize("api", list(SUBJECTS))
