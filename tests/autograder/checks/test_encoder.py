@@ -53,3 +53,16 @@ def test_encoder_missing_submodule():
             del self.layers
 
     V.fails_with(checks.check_encoder, NoLayers, "submodule `layers.0")
+
+
+@pytest.mark.parametrize("used_max_len, fragments", [
+    (lambda max_len: 512, ("should raise ValueError", "longer than max_len=32")),
+    (lambda max_len: max_len - 1, ("exactly max_len tokens", "raised an error"))])
+def test_encoder_must_pass_max_len_on(used_max_len, fragments):
+    class WrongMaxLen(V.EncoderStudent):
+        def __init__(self, vocab_size, d_model, num_heads, d_ff, num_layers, max_len=512, dropout=0.0,
+                     norm_first=False):
+            super().__init__(vocab_size, d_model, num_heads, d_ff, num_layers, used_max_len(max_len), dropout,
+                             norm_first)
+
+    V.fails_with(checks.check_encoder, WrongMaxLen, *fragments)

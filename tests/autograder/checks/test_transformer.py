@@ -86,3 +86,24 @@ def test_transformer_without_encode_method():
             return self.decode(tgt_ids, memory, src_mask)
 
     V.fails_with(checks.check_transformer, NoEncode, "method `encode`")
+
+
+def test_decoder_must_pass_max_len_on():
+    class DefaultMaxLen(V.DecoderStudent):
+        def __init__(self, vocab_size, d_model, num_heads, d_ff, num_layers, max_len=512, dropout=0.0,
+                     norm_first=False):
+            super().__init__(vocab_size, d_model, num_heads, d_ff, num_layers, dropout=dropout, norm_first=norm_first)
+
+    V.fails_with(checks.check_decoder, DefaultMaxLen, "should raise ValueError", "longer than max_len=32")
+
+
+@pytest.mark.parametrize("ignored", ["num_layers", "max_len"])
+def test_transformer_constructor_arguments_matter(ignored):
+    """num_layers is probed with a value other than its default; max_len with a too long source."""
+    class Ignores(V.TransformerStudent):
+        def __init__(self, *args, **kwargs):
+            kwargs.pop(ignored)
+            super().__init__(*args, **kwargs)
+
+    fragment = {"num_layers": "submodule `encoder.layers.2", "max_len": "longer than max_len=32"}[ignored]
+    V.fails_with(checks.check_transformer, Ignores, fragment)
