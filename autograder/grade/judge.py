@@ -30,7 +30,7 @@ import time
 
 import nbformat
 from nbclient import NotebookClient
-from nbclient.exceptions import CellTimeoutError
+from nbclient.exceptions import CellTimeoutError, DeadKernelError
 
 from autograder.checks._remote import Channel, ProbeBroken, RemoteObject
 from autograder.grade.execute import SandboxedExecute, error_output
@@ -81,6 +81,8 @@ def verdict(channel: Channel, calls) -> str | None:
             return str(failure) or "The check failed."
         except ProbeBroken as broken:
             return f"Your code could not be checked: {broken}."
+        except DeadKernelError:
+            raise  # the student's code killed the kernel: the worker skips this cell and runs the notebook again
         except Exception:  # noqa: BLE001 -- a bug of ours must not look like the student's fault, nor crash the batch
             log.exception("check %s failed with an internal error", name)
             return ("The grader could not finish this check because of an internal error (not a problem in your "

@@ -44,3 +44,17 @@ def test_nothing_handed_in_unknown_checks_and_our_own_bugs_are_told_apart(monkey
 
     monkeypatch.setattr(judge, "check_function", lambda name: broken_check)
     assert "internal error (not a problem in your answer)" in _verdict("anything", len)
+
+
+def test_a_kernel_death_while_probing_reaches_the_worker(monkeypatch):
+    """The worker's restart policy (skip the cell, run the notebook again) must see it, not a verdict."""
+    import pytest
+    from nbclient.exceptions import DeadKernelError
+
+    class DyingChannel(LoopbackChannel):
+        def request(self, request):
+            raise DeadKernelError("Kernel died")
+
+    probe._State.subjects["make_causal_mask"] = ((solutions.make_causal_mask,), {})
+    with pytest.raises(DeadKernelError):
+        judge.verdict(DyingChannel(), [("make_causal_mask", [0], [])])

@@ -176,6 +176,14 @@ if os.environ.get("NBGRADER_EXECUTION") or os.environ.get("COURSE_JUDGE"):
     raise RuntimeError(f"see {torch.__file__}")
 ''',
 }
+# Attacks placed right before the first grade cell (after the stub they replace).
+BEFORE_GRADING = {
+    "die_when_probed": r'''
+import os
+def make_padding_mask(ids, pad_id=0):
+    os._exit(0)  # the grader's probe kills the kernel
+''',
+}
 HONEST = ("reference", "mistake_scale", "blank")
 
 
@@ -198,6 +206,11 @@ def _class_folder(tmp: Path, with_attackers: bool) -> Path:
         for name, code in ATTACKS.items():
             nb = nbformat.from_dict(blank)
             nb.cells.insert(_first_code_index(nb) + 1, new_code_cell(code))
+            students[f"attack_{name}"] = nb
+        for name, code in BEFORE_GRADING.items():
+            nb = nbformat.from_dict(blank)
+            first_grade = next(i for i, c in enumerate(nb.cells) if c.metadata.get("nbgrader", {}).get("grade"))
+            nb.cells.insert(first_grade, new_code_cell(code))
             students[f"attack_{name}"] = nb
     for student, nb in students.items():
         target = tmp / "inbox" / student / ASSIGNMENT / f"{ASSIGNMENT}.ipynb"
@@ -247,10 +260,10 @@ def graded(tmp_path_factory):
 def test_the_batch_completes(graded):
     summary = graded["summary"]
     assert not summary.failed, summary.failed
-    assert {r["student"] for r in summary.graded} == {*HONEST, *(f"attack_{a}" for a in ATTACKS)}
+    assert {r["student"] for r in summary.graded} == {*HONEST, *(f"attack_{a}" for a in (*ATTACKS, *BEFORE_GRADING))}
 
 
-@pytest.mark.parametrize("attack", sorted(ATTACKS))
+@pytest.mark.parametrize("attack", sorted([*ATTACKS, *BEFORE_GRADING]))
 def test_no_attack_gains_a_point(graded, attack):
     assert graded["scores"][f"attack_{attack}"] == 0
 
@@ -293,7 +306,7 @@ def test_feedback_reveals_no_grader_source_and_no_grader_path(graded):
     release_text = (course / "release" / ASSIGNMENT / f"{ASSIGNMENT}.ipynb").read_text()
     secret = _reference_lines(release_text)
     pages = sorted((course / "feedback").glob(f"attack_*/{ASSIGNMENT}/*.html"))
-    assert len(pages) == len(ATTACKS)
+    assert len(pages) == len(ATTACKS) + len(BEFORE_GRADING)
     for page in pages:
         import html
 
