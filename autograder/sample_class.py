@@ -104,9 +104,12 @@ HOSTILE_CELLS = {
     "fork_bomb": "import os, time\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n"
                  "        time.sleep(60)",
     "memory_children": "import subprocess, sys, time\n"
-                       "code = 'import numpy, time; a = numpy.ones(1024**3 // 8); time.sleep(60)'\n"
-                       "children = [subprocess.Popen([sys.executable, '-c', code]) for _ in range(4)]\n"
-                       "time.sleep(5)\nprint('children', [c.poll() for c in children])",
+                       "code = 'import time; a = b\"x\" * 1024**3; time.sleep(60)'\n"
+                       "children = [subprocess.Popen([sys.executable, '-S', '-c', code]) for _ in range(4)]\n"
+                       "end = time.time() + 6\n"
+                       "while time.time() < end and all(c.poll() is None for c in children):\n"
+                       "    time.sleep(0.1)\n"
+                       "print('children', [c.poll() for c in children])",
     "fill_disk": "open('provided.py', 'w').write('OFFSET = 1')\nchunk = b'x' * 1024**2\n"
                  "try:\n    with open('/tmp/big', 'wb') as fh:\n        for _ in range(2048):\n"
                  "            fh.write(chunk)\nexcept OSError as exc:\n    print('disk full:', exc)",

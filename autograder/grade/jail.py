@@ -119,7 +119,7 @@ def view() -> tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...], str | Non
     pythonpath: list[str] = []
     data_dir = None
     for folder in _package_dirs("coursekit"):
-        if not _inside(folder, ro):
+        if not _inside(folder, (*ro, *SYSTEM_DIRS)):
             # an editable install (the clone): bind the package alone, and put its parent first on sys.path so
             # that a `coursekit.py` in the notebook folder cannot shadow it
             ro.append(folder)
@@ -129,9 +129,11 @@ def view() -> tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...], str | Non
             data_dir = candidate
     if os.environ.get("COURSE_DATA_DIR") and os.path.isdir(os.environ["COURSE_DATA_DIR"]):
         data_dir = os.path.realpath(os.environ["COURSE_DATA_DIR"])
-    if data_dir and not _inside(data_dir, ro):
+    if data_dir and not _inside(data_dir, (*ro, *SYSTEM_DIRS)):
         ro.append(data_dir)
-    hide = [folder for name in HIDDEN_PACKAGES for folder in _package_dirs(name) if _inside(folder, ro)]
+    # a normal install (e.g. /usr/local/lib/python3.11/site-packages in the Docker images): covered over
+    hide = [folder for name in HIDDEN_PACKAGES for folder in _package_dirs(name)
+            if _inside(folder, (*ro, *SYSTEM_DIRS))]
     return tuple(ro), tuple(hide), tuple(pythonpath), data_dir
 
 

@@ -150,6 +150,25 @@ def test_a_normal_install_hides_the_packages_inside_site_packages(tmp_path, monk
     assert out.stdout.split() == ["[]", "hidden"], out.stdout
 
 
+def test_view_is_computed_from_where_the_packages_resolve(monkeypatch):
+    """Editable install (this clone): coursekit and data/ are bound alone, solutions/autograder are simply not bound.
+    Normal install: all three resolve inside the environment (or /usr/local), and the hidden two are covered."""
+    jail.view.cache_clear()
+    ro, hide, pythonpath, data = jail.view()
+    repo = os.path.dirname(os.path.dirname(os.path.realpath(autograder.__file__)))
+    assert os.path.join(repo, "coursekit") in ro and pythonpath == (repo,)
+    assert not any(p in (repo, os.path.join(repo, "solutions"), os.path.join(repo, "autograder")) for p in ro)
+    assert hide == () and data == os.path.join(repo, "data")
+    site = os.path.join(os.path.realpath(sys.prefix), "lib", "site-packages")
+    for prefix in (site, "/usr/local/lib/python3.11/site-packages"):
+        monkeypatch.setattr(jail, "_package_dirs", lambda name, prefix=prefix: [os.path.join(prefix, name)])
+        jail.view.cache_clear()
+        ro, hide, pythonpath, _ = jail.view()
+        assert hide == (os.path.join(prefix, "solutions"), os.path.join(prefix, "autograder")), hide
+        assert pythonpath == () and not any(p.startswith(prefix + "/") for p in ro)
+    jail.view.cache_clear()
+
+
 def test_notebook_folder_is_a_private_copy_and_the_disk_is_capped(tmp_path):
     nb, _ = run([
         "import os\nprint(os.getcwd(), sorted(os.listdir('.')))",
@@ -201,12 +220,15 @@ def test_a_loop_that_ignores_sigint_is_killed(tmp_path):
 @pytest.mark.skipif(not has_cgroups(), reason="no writable cgroup here: the per-process fallback applies")
 def test_total_memory_of_the_submission_is_capped(tmp_path):
     """Four children of 300 MiB each (each well under the 2 GiB per-process cap) under an 800 MiB total cap."""
-    limits = Limits(cell_timeout=30, notebook_timeout=90, memory_bytes=800 * MiB, processes=64)
+    limits = Limits(cell_timeout=60, notebook_timeout=120, memory_bytes=800 * MiB, processes=64)
     nb, _ = run([
         "import subprocess, sys, time\n"
-        "code = 'import numpy, time; a = numpy.ones(300 * 1024**2 // 8); time.sleep(30)'\n"
-        "children = [subprocess.Popen([sys.executable, '-c', code]) for _ in range(4)]\n"
-        "time.sleep(8)\nprint(*[c.poll() for c in children])",
+        "code = 'import time; a = b\"x\" * (300 * 1024**2); time.sleep(60)'\n"
+        "children = [subprocess.Popen([sys.executable, '-S', '-c', code]) for _ in range(4)]\n"
+        "end = time.time() + 45\n"
+        "while time.time() < end and all(c.poll() is None for c in children):\n"
+        "    time.sleep(0.1)\n"
+        "print(*[c.poll() for c in children])",
         "print('kernel alive')",
     ], tmp_path, limits)
     codes = text(nb.cells[0]).split()
