@@ -5,11 +5,12 @@ gradebook is never touched; each run starts that folder afresh (idempotent). Ste
 students (autograder.sample_class.demo_students) -> collect -> grade in parallel -> feedback -> export ->
 report, then a summary table and the paths of the CSV, the feedback and, last, the course page.
 
-The class holds one pair of copied solutions: `hostile` hands in `mistake_mask`'s answers with variables renamed
-and other comments (`copy_solutions`; hostile is held for review, so its score stays 0). Every demo student is an
-edit of the reference, so the course page's similarity check ignores the reference solution too
-(`include_reference`), and what remains is what the students wrote themselves: the copied pair is found wherever
-mistake_mask's edits apply.
+The class holds one pair of copied solutions (`with_copied_pair`): `reference` adds a helper function of her own
+to her first solution cell, and `hostile` hands in her notebook with the helper moved to the last solution cell,
+variables renamed and other comments (hostile is held for review, so its score stays 0; the helper changes no
+score). Every demo student is an edit of the reference, so the course page's similarity check ignores the
+reference solution too (`include_reference`): what remains is what the students wrote themselves, and the
+copied helper is found in every assignment.
 """
 from __future__ import annotations
 
@@ -98,27 +99,47 @@ def run_demo(assignments=None, students: int = 6, output: Path | None = None, wo
     return 0
 
 
-COPIED_PAIR = ("mistake_mask", "hostile")  # (original, copy)
-RENAMES = {"scores": "logits", "blocked": "hidden", "d_k": "key_dim", "d_head": "width", "positions": "where"}
+COPIED_PAIR = ("reference", "hostile")  # (original, copy)
+OWN_HELPER = '''def shape_report(name, tensor):
+    """My own debugging helper: a tensor's shape, dtype and value range in one line."""
+    low, high = float(tensor.min()), float(tensor.max())
+    summary = f"{name}: shape={tuple(tensor.shape)} dtype={tensor.dtype} range=[{low:.3g}, {high:.3g}]"
+    if tensor.numel() and bool(tensor.isnan().any()):
+        summary += " (has NaN)"
+    print(summary)  # I call it while debugging
+    return summary
+
+'''
+RENAMES = {"summary": "line", "low": "lo", "high": "hi", "tensor": "t", "shape_report": "describe",
+           "scores": "logits", "blocked": "hidden", "d_k": "key_dim", "d_head": "width"}
 
 
-def copy_solutions(original: str, copy: str) -> str:
-    """`copy`'s notebook with the solution cells of `original`, variables renamed and trailing comments changed."""
-    source, target = nbformat.reads(original, as_version=4), nbformat.reads(copy, as_version=4)
-    solution = [c for c in source.cells if c.metadata.get("nbgrader", {}).get("solution")]
-    cells = [c for c in target.cells if c.metadata.get("nbgrader", {}).get("solution")]
-    for theirs, mine in zip(solution, cells):
-        text = theirs.source
-        for old, new in RENAMES.items():
-            text = re.sub(rf"(?<![.\w]){old}\b", new, text)
-        mine.source = re.sub(r"(\S)  +#(?!##)[^\n]*", r"\1  # my notes", text)
-    return nbformat.writes(target)
+def _solution_cells(nb):
+    return [c for c in nb.cells if c.metadata.get("nbgrader", {}).get("solution") and c.cell_type == "code"]
+
+
+def _disguised(text: str) -> str:
+    """Variables renamed, trailing comments changed."""
+    for old, new in RENAMES.items():
+        text = re.sub(rf"(?<![.\w]){old}\b", new, text)
+    return re.sub(r"(\S)  +#(?!##)[^\n]*", r"\1  # my notes", text)
 
 
 def with_copied_pair(students: dict) -> dict:
+    """The original gets a helper of her own (first solution cell); the copy hands in the original's solution
+    cells, disguised, with the helper moved to the last solution cell. Nothing else of either notebook changes."""
     original, copy = COPIED_PAIR
-    text, note = students[copy]
-    return {**students, copy: (copy_solutions(students[original][0], text), f"{note}; copied {original}'s answers")}
+    (text, note), (copy_text, copy_note) = students[original], students[copy]
+    nb, target = nbformat.reads(text, as_version=4), nbformat.reads(copy_text, as_version=4)
+    cells, copied = _solution_cells(nb), _solution_cells(target)
+    if not cells or len(cells) != len(copied):
+        return students
+    cells[0].source = OWN_HELPER + cells[0].source
+    for theirs, mine in zip(cells, copied):
+        mine.source = _disguised(theirs.source.replace(OWN_HELPER, "") if theirs is cells[0] else theirs.source)
+    copied[-1].source += "\n\n\n" + _disguised(OWN_HELPER).rstrip()
+    return {**students, original: (nbformat.writes(nb), f"{note}, plus a helper of her own"),
+            copy: (nbformat.writes(target), f"{copy_note}; copied {original}'s notebook (renamed, reordered)")}
 
 
 def copied_work(course: Path, assignments) -> str:
