@@ -7,7 +7,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 PIP    := $(PY) -m pip --disable-pip-version-check
 
-.PHONY: demo test install release lock bench clean-course
+.PHONY: demo test test-fast install release lock bench clean-course
 .PHONY: student browser-deps jail-deps
 
 demo: $(STAMP) jail-deps
@@ -15,6 +15,10 @@ demo: $(STAMP) jail-deps
 
 test: $(STAMP) browser-deps jail-deps
 	$(PY) -m pytest
+
+# The quick tiers only (no notebooks, class grading, hub or browser): a developer's inner loop.
+test-fast: $(STAMP)
+	$(PY) -m pytest -m "not slow and not hub and not pipeline and not notebooks and not browser"
 
 install: $(STAMP)
 
