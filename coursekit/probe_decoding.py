@@ -2,9 +2,9 @@
 
 It has the decoding interface of the course's `Transformer` (`pad_id`, `encode`, `decode`, `forward`) but none
 of its internals: it is not an answer to any exercise. The next-token logits depend on the whole target prefix
-(a causal running mean of token + position embeddings, padding ignored) and on the source (a masked mean of the
-encoded source), so a decoder loop that feeds only the last token, forgets the source mask or drops the prefix
-produces different tokens. The grader gives it its weights (`load_state_dict`) and builds the same model on its
+(a causal running mean of token + position embeddings, padding ignored) and on the source in order (a masked mean
+of the encoded source tokens and their positions), so a decoder loop that feeds only the last token, forgets the
+source mask, drops the prefix or reorders the source produces different tokens. The grader gives it its weights (`load_state_dict`) and builds the same model on its
 own side to compute the expected tokens.
 """
 from __future__ import annotations
@@ -20,6 +20,7 @@ class DecodingProbe(nn.Module):
         self.pad_id = pad_id
         self.max_len = max_len
         self.src_embedding = nn.Embedding(src_vocab_size, d_model)
+        self.src_positions = nn.Embedding(max_len, d_model)
         self.tgt_embedding = nn.Embedding(tgt_vocab_size, d_model)
         self.positions = nn.Embedding(max_len, d_model)
         self.mix = nn.Linear(2 * d_model, d_model)
@@ -27,7 +28,8 @@ class DecodingProbe(nn.Module):
 
     def encode(self, src_ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """(B, S) ids -> memory (B, S, d_model), src_mask (B, 1, 1, S) True at real tokens."""
-        memory = torch.tanh(self.src_embedding(src_ids))                           # (B, S, d)
+        positions = torch.arange(src_ids.size(1), device=src_ids.device)
+        memory = torch.tanh(self.src_embedding(src_ids) + self.src_positions(positions))  # (B, S, d)
         return memory, (src_ids != self.pad_id)[:, None, None, :]
 
     def decode(self, tgt_ids: torch.Tensor, memory: torch.Tensor, src_mask: torch.Tensor) -> torch.Tensor:

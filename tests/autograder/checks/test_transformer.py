@@ -107,3 +107,11 @@ def test_transformer_constructor_arguments_matter(ignored):
 
     fragment = {"num_layers": "submodule `encoder.layers.2", "max_len": "longer than max_len=32"}[ignored]
     V.fails_with(checks.check_transformer, Ignores, fragment)
+
+
+def test_greedy_decode_that_reorders_the_source_fails():
+    def reversed_source(model, src_ids, max_len, bos_id=2, eos_id=3):
+        return solutions.greedy_decode(model, src_ids.flip(1), max_len, bos_id=bos_id, eos_id=eos_id)
+
+    with pytest.raises(AssertionError):
+        checks.check_greedy_decode(reversed_source)
