@@ -6,21 +6,31 @@ opened from disk (file://, as an instructor opens a mailed report) with every re
 it must show every image (complete, naturalWidth > 0) and log no console error. Screenshots go to
 build/browser-screenshots/<session>/ (git-ignored test artefacts).
 
+Then nbgrader's formgrader, served from a course root by a Jupyter server with nbgrader's extensions: a manual
+score given to a written answer reaches `autograder export` and the course page.
+
 The feedback page is nbgrader's: its template asks cdnjs for MathJax. Offline that one request fails (math then
 shows as TeX); the test names it as the only request allowed to fail, so any other outside dependency fails it.
 """
 from __future__ import annotations
 
+import csv
+import os
 import re
+import sys
+import time
+from pathlib import Path
 
 import nbformat
 import pytest
+from nbgrader.api import Gradebook
 
 from autograder.cli import main
+from autograder.coursedir import course_id, default_db_url
 from autograder.grade.engine import grade
 from autograder.grade.sandbox import GiB, Limits
 from autograder.sample_class import SYNTHETIC_ASSIGNMENT as PS1
-from autograder.sample_class import synthetic_course, synthetic_submission
+from autograder.sample_class import release_assignment, synthetic_course, synthetic_submission
 
 LIMITS = Limits(cell_timeout=30, notebook_timeout=120, memory_bytes=3 * GiB, startup_timeout=120)
 MATHJAX = re.compile(r"^https://cdnjs\.cloudflare\.com/ajax/libs/mathjax/")
@@ -129,3 +139,78 @@ def test_feedback_page(pages, page, screenshot_dir):
     assert all(MATHJAX.match(url) for url in page.failed), page.failed
     errors = [(text, url) for text, url in page.errors if not MATHJAX.match(url)]
     assert errors == [], errors
+
+
+# ------------------------------------------------------------------------ formgrader: a manual score, end to end
+ANSWER_ID = "written_answer"
+
+
+@pytest.fixture(scope="module")
+def manual_course(tmp_path_factory, chromium_path):
+    """The synthetic course plus one manually graded written answer (3 points); ann answered it; graded."""
+    root = tmp_path_factory.mktemp("formgrader")
+    course = synthetic_course(root / "course", release=False)
+    path = course / "source" / PS1 / f"{PS1}.ipynb"
+    nb = nbformat.read(path, as_version=4)
+    nb.cells.insert(-1, nbformat.v4.new_markdown_cell(
+        "Why divide by the sum?", metadata={"nbgrader": {"grade_id": ANSWER_ID, "grade": True, "solution": True,
+                                                         "locked": False, "points": 3, "schema_version": 3,
+                                                         "task": False}}))
+    nbformat.write(nb, path)
+    release_assignment(course, PS1)
+    answered = nbformat.reads(synthetic_submission(course, "solution"), as_version=4)
+    for cell in answered.cells:
+        if cell.metadata.get("nbgrader", {}).get("grade_id") == ANSWER_ID:
+            cell.source = "So that the weights add up to one."
+    (root / "inbox" / "ann" / PS1).mkdir(parents=True)
+    nbformat.write(answered, root / "inbox" / "ann" / PS1 / f"{PS1}.ipynb")
+    assert main(["collect", str(root / "inbox"), "--course-dir", str(course)]) == 0
+    grade(course, PS1, workers=1, limits=LIMITS)
+    return course
+
+
+def _manual_score(course):
+    with Gradebook(default_db_url(course), course_id(course)) as gb:
+        answer = gb.find_grade(ANSWER_ID, PS1, PS1, "ann")
+        return answer.manual_score, answer.needs_manual_grade
+
+
+def test_formgrader_manual_score_reaches_export_and_report(manual_course, start_lab, browser, screenshot_dir,
+                                                           tmp_path):
+    """nbgrader's formgrader, served from the course root by a Jupyter server with nbgrader's extensions (as the
+    hub's formgrader service runs): open ann's submission, score her written answer, see it in the exports and
+    on the course page."""
+    course = manual_course
+    assert _manual_score(course) == (None, True)  # waits for a person
+    assert main(["report", "--course-dir", str(course)]) == 0
+    assert "Waiting for manual grading (1)" in (course / "reports" / "course" / "index.html").read_text()
+    with Gradebook(default_db_url(course), course_id(course)) as gb:
+        submission_id = gb.find_submission_notebook(PS1, PS1, "ann").id
+    home = tmp_path / "home"
+    home.mkdir()
+    env = {**os.environ, "HOME": str(home), "JUPYTER_CONFIG_DIR": str(home / ".jupyter")}
+    with start_lab(Path(sys.executable).parent, course, env=env, log=screenshot_dir / "formgrader.log") as server:
+        # every request carries the token, as the hub's OAuth cookie would (formgrader's API calls come from JS)
+        context = browser.new_context(viewport={"width": 1280, "height": 900},
+                                      extra_http_headers={"Authorization": f"token {server.token}"})
+        tab = context.new_page()
+        tab.route(re.compile(r"^https?://(?!127\.0\.0\.1)"), lambda route: route.abort())
+        tab.goto(server.page_url(f"formgrader/submissions/{submission_id}/"), wait_until="load")
+        box = tab.locator(f"input.score#{ANSWER_ID}")
+        box.wait_for(timeout=60_000)
+        box.fill("2.5")
+        box.press("Tab")  # formgrader saves a score when the field changes
+        deadline = time.monotonic() + 30
+        while _manual_score(course)[0] != 2.5 and time.monotonic() < deadline:
+            time.sleep(0.5)
+        tab.screenshot(path=str(screenshot_dir / "formgrader_submission.png"), full_page=True)
+        context.close()
+    assert _manual_score(course) == (2.5, False)
+    assert main(["export", "--course-dir", str(course), "--to", str(tmp_path / "g.csv")]) == 0
+    assert main(["export", "--course-dir", str(course), "--format", "moodle", "--to", str(tmp_path / "m.csv")]) == 0
+    assert [float(r["score"]) for r in csv.DictReader((tmp_path / "g.csv").open())] == [9.5]  # 7 + 2.5
+    assert [r[PS1] for r in csv.DictReader((tmp_path / "m.csv").open())] == ["9.5"]
+    assert main(["report", "--course-dir", str(course)]) == 0
+    page = (course / "reports" / "course" / "index.html").read_text()
+    assert "Waiting for manual grading (0)" in page
+    assert re.search(r"<tr><td>ann</td><td class='num'>9\.5</td>", page)
