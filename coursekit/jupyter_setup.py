@@ -8,6 +8,8 @@ every `jupyter lab` started from it, and to nothing else):
   (and the Assignment List too on a laptop, which has no exchange to list: "exchange directory does not exist");
 * `labconfig/page_config.json`: the Formgrader, Course List and Create Assignment lab plugins off (on a laptop
   also the Assignment List and the Nbgrader menu, which would offer only those);
+* `share/jupyter/lab/settings/overrides.json`: no "get notified about official Jupyter news?" pop-up and no
+  update checks (a course environment is pinned, and may be offline);
 * the Validate dialog's success message, which nbgrader 0.9.6 hard-codes as "Success! Your notebook passes all the
   tests.": it now says that only the public self-checks ran and that the hidden tests run at grading.
 
@@ -32,6 +34,7 @@ INSTRUCTOR_LAB_PLUGINS = ("@jupyter/nbgrader:formgrader", "@jupyter/nbgrader:cou
 EXCHANGE_SERVER_EXTENSIONS = ("nbgrader.server_extensions.assignment_list",)
 EXCHANGE_LAB_PLUGINS = ("@jupyter/nbgrader:assignment-list", "@jupyter/nbgrader:menu")
 SERVER_CONFIG_NAME = "transformers101-student.json"  # sorts after nbgrader.json, so it wins
+NOTIFICATIONS = "@jupyterlab/apputils-extension:notification"
 
 
 def _write_json(path: Path, data: dict) -> None:
@@ -82,7 +85,12 @@ def configure(prefix: Path | str = sys.prefix, hub: bool = False) -> list[Path]:
     data["disabledExtensions"] = disabled
     _write_json(page_config, data)
 
-    return [server_config, page_config, *_patch_validate_message(prefix / "share")]
+    overrides = prefix / "share" / "jupyter" / "lab" / "settings" / "overrides.json"
+    data = json.loads(overrides.read_text()) if overrides.is_file() else {}
+    data.setdefault(NOTIFICATIONS, {}).update({"fetchNews": "false", "checkForUpdates": False})
+    _write_json(overrides, data)
+
+    return [server_config, page_config, overrides, *_patch_validate_message(prefix / "share")]
 
 
 def main(argv: list[str] | None = None) -> int:

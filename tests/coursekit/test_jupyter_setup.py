@@ -51,6 +51,8 @@ def test_laptop_gets_validate_only(tmp_path):
     bundle = (prefix / "share/jupyter/labextensions/@jupyter/nbgrader/static/161.abc.js").read_text()
     assert setup.NBGRADER_SUCCESS not in bundle and setup.VALIDATE_SUCCESS in bundle
     assert "public self-checks" in setup.VALIDATE_SUCCESS and "hidden tests" in setup.VALIDATE_SUCCESS
+    overrides = json.loads((prefix / "share/jupyter/lab/settings/overrides.json").read_text())
+    assert overrides[setup.NOTIFICATIONS] == {"fetchNews": "false", "checkForUpdates": False}
     assert '"' not in setup.VALIDATE_SUCCESS and "\\" not in setup.VALIDATE_SUCCESS  # safe inside a JS literal
 
 

@@ -1,0 +1,171 @@
+"""The student environment of the tests, built the way the README tells students (`make student`), and the
+notebooks a student runs in it.
+
+Used by tests/course/test_student_env.py (notebooks executed top to bottom by a kernel of the student environment)
+and tests/browser/ (JupyterLab of the student environment in Chromium). Load it with `load_helpers()` of either.
+
+* `student_env()`: `make student` into `.venv-student-test/<hash>/venv` (git-ignored), one venv per hash of what
+  decides its packages (constraints.txt, the student requirements in pyproject.toml); every test session runs
+  `make student` again into it, which only rebuilds and reinstalls the coursekit wheel (seconds), so the tests always
+  see the current coursekit. A file lock makes parallel sessions wait for one build.
+* `prepare_assignment()`: copies the released exercise (exercises/<a>/) into a folder outside the repository, writes
+  its provided.py with the instructor-side generator, and optionally fills every stub with the solution of the
+  source notebook (course/source/<a>/<a>.ipynb) and shortens 07's training.
+* `drawing_cells()`: the code cells that must show a figure.
+"""
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import os
+import re
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import nbformat
+
+REPO = Path(__file__).resolve().parents[2]
+EXERCISES = REPO / "exercises"
+SOURCE = REPO / "course" / "source"
+CACHE = REPO / ".venv-student-test"
+SCREENSHOTS = REPO / "build" / "browser-screenshots"  # git-ignored (build/): test artefacts, never committed
+ASSIGNMENTS = sorted(p.name for p in SOURCE.iterdir() if (p / f"{p.name}.ipynb").is_file())
+
+# 07 trains for minutes; the tests run it on a subset for fewer epochs (every cell still runs). Each replacement must
+# match exactly once, so a change of the notebook that the tests no longer understand fails loudly.
+QUICK = {
+    "07_yelp_classifier": [
+        ("TRAIN_LIMIT = None ", "TRAIN_LIMIT = 1500 "),
+        ("TEST_LIMIT = None\n", "TEST_LIMIT = 500\n"),
+        ('DATA_SOURCE, TRAIN_LIMIT, TEST_LIMIT = "synthetic", None, None',
+         'DATA_SOURCE, TRAIN_LIMIT, TEST_LIMIT = "synthetic", 1500, 500'),
+        ("EPOCHS = 6 if GRADING else 20", "EPOCHS = 2"),
+        ("COMPARE_EPOCHS = 2", "COMPARE_EPOCHS = 1"),
+    ],
+}
+
+# A cell "draws" when it shows with pyplot or calls a coursekit.plots function: it must then show a picture.
+PLOT_FUNCTIONS = ("attention_heatmap", "positional_encoding_heatmap", "positional_encoding_curves",
+                  "training_curves", "confusion_matrix")
+_DRAWS = re.compile(r"plt\.show\(|\bplots\.\w+\(|(?<![\w.])(" + "|".join(PLOT_FUNCTIONS) + r")\(")
+
+
+@dataclass(frozen=True)
+class StudentEnv:
+    venv: Path
+    wheel: Path
+
+    @property
+    def python(self) -> Path:
+        return self.venv / "bin" / "python"
+
+    @property
+    def bin(self) -> Path:
+        return self.venv / "bin"
+
+
+def _key() -> str:
+    """What decides the venv's third-party packages: the pins and the student profile's requirements.
+
+    (coursekit itself is reinstalled from a fresh wheel by every `make student`, so its changes need no new venv.)
+    """
+    import tomllib
+
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    digest = hashlib.sha256((REPO / "constraints.txt").read_bytes())
+    digest.update(repr((project.get("requires-python"), project.get("dependencies"),
+                        project.get("optional-dependencies", {}).get("student"))).encode())
+    return digest.hexdigest()[:16]
+
+
+def student_env() -> StudentEnv:
+    """Build (or refresh) the cached student environment with the README's `make student`."""
+    root = CACHE / _key()
+    root.mkdir(parents=True, exist_ok=True)
+    with open(CACHE / "build.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        for stale in CACHE.iterdir():  # environments of older constraints/pyproject: gigabytes each
+            if stale.is_dir() and stale != root:
+                shutil.rmtree(stale, ignore_errors=True)
+        env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+        command = ["make", "-s", "student", f"STUDENT_VENV={root / 'venv'}", f"STUDENT_DIST={root / 'dist'}",
+                   f"PYTHON={sys.base_prefix}/bin/python3"]
+        result = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True, timeout=1500)
+        if result.returncode != 0:
+            raise RuntimeError(f"`{' '.join(command)}` failed:\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}")
+    (wheel,) = (root / "dist").glob("transformers101-*.whl")
+    return StudentEnv(root / "venv", wheel)
+
+
+def student_process_env(home: Path | None = None) -> dict[str, str]:
+    """The environment of processes run "as a student": nothing of the instructor's venv or the repository."""
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("PYTHONPATH", "VIRTUAL_ENV", "JUPYTER_PATH", "JUPYTER_CONFIG_PATH", "JUPYTER_CONFIG_DIR",
+                        "JUPYTER_DATA_DIR", "JUPYTER_RUNTIME_DIR", "NBGRADER_EXECUTION")
+           and not k.startswith(("PYTEST", "COURSE_"))}
+    if home is not None:  # a fresh home: no user-level Jupyter settings or config
+        env["HOME"] = str(home)
+        env["JUPYTER_CONFIG_DIR"] = str(home / ".jupyter")
+        env["JUPYTER_DATA_DIR"] = str(home / ".local" / "share" / "jupyter")
+        env["JUPYTER_RUNTIME_DIR"] = str(home / ".local" / "share" / "jupyter" / "runtime")
+        env["IPYTHONDIR"] = str(home / ".ipython")
+    return env
+
+
+def _solution_code(source: str) -> str:
+    """The source cell's text with the `### BEGIN/END SOLUTION` marker lines removed (the code kept)."""
+    lines = [line for line in source.splitlines() if line.strip() not in ("### BEGIN SOLUTION", "### END SOLUTION")]
+    return "\n".join(lines)
+
+
+def filled_notebook(assignment: str, quick: bool = True) -> nbformat.NotebookNode:
+    """The released notebook with every stub replaced by the source notebook's solution (as a student would)."""
+    released = nbformat.read(EXERCISES / assignment / f"{assignment}.ipynb", as_version=4)
+    source = nbformat.read(SOURCE / assignment / f"{assignment}.ipynb", as_version=4)
+    solutions = {c.metadata["nbgrader"]["grade_id"]: c.source for c in source.cells
+                 if c.metadata.get("nbgrader", {}).get("solution")}
+    filled = 0
+    for cell in released.cells:
+        meta = cell.metadata.get("nbgrader", {})
+        if meta.get("solution") and cell.cell_type == "code":
+            cell.source = _solution_code(solutions[meta["grade_id"]])
+            filled += 1
+    assert filled == len(solutions) > 0, (assignment, filled, len(solutions))
+    if quick:
+        for old, new in QUICK.get(assignment, []):
+            hits = [c for c in released.cells if old in c.source]
+            assert len(hits) == 1 and hits[0].source.count(old) == 1, f"{assignment}: {old!r} not found exactly once"
+            hits[0].source = hits[0].source.replace(old, new)
+    return released
+
+
+def prepare_assignment(assignment: str, dest: Path, filled: bool = True) -> Path:
+    """dest/<assignment>/ with the released notebook (stubs, or filled), data it needs and provided.py; returns it."""
+    from autograder.provided import write_provided_module  # instructor-side, test set-up only
+
+    folder = dest / assignment
+    shutil.copytree(EXERCISES / assignment, folder,
+                    ignore=shutil.ignore_patterns("provided.py", "__pycache__", ".ipynb_checkpoints"))
+    write_provided_module(assignment, folder)  # nothing for 01-03
+    if filled:
+        nbformat.write(filled_notebook(assignment), folder / f"{assignment}.ipynb")
+    return folder
+
+
+def drawing_cells(notebook: nbformat.NotebookNode) -> list[int]:
+    """Indices of the code cells that must show at least one picture."""
+    return [i for i, cell in enumerate(notebook.cells)
+            if cell.cell_type == "code" and _DRAWS.search(cell.source)]
+
+
+_CACHED: list[StudentEnv] = []
+
+
+def cached_student_env() -> StudentEnv:
+    """student_env(), built once per test session (shared by tests/course and tests/browser)."""
+    if not _CACHED:
+        _CACHED.append(student_env())
+    return _CACHED[0]

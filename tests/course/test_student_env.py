@@ -1,0 +1,178 @@
+"""The course as a student gets it: the environment of the README's `make student`, and every notebook run in it.
+
+The environment is the real one (a wheel of coursekit alone, its pinned dependencies, the student JupyterLab
+configuration), cached between sessions (tests/browser/student_env.py). Each notebook is copied out of the
+repository, its stubs filled with the source solutions, and executed top to bottom by a kernel of that environment.
+The suite fails on any error, on any cell that draws but shows no picture, and on anything written to stderr (a
+warning printed to a student). The released stubs are run too: the first self-check must fail with its short hint.
+"""
+from __future__ import annotations
+
+import importlib.util
+import json
+import re
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import nbformat
+import pytest
+
+pytestmark = pytest.mark.slow
+
+
+def load_helpers():
+    name = "_course_student_env"
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(name, Path(__file__).parents[1] / "browser" / "student_env.py")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+    return sys.modules[name]
+
+
+H = load_helpers()
+ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+
+@pytest.fixture(scope="module")
+def student():
+    return H.cached_student_env()
+
+
+@pytest.fixture(scope="module")
+def kernel_specs(student, tmp_path_factory):
+    """A kernel spec named `student` that starts the student environment's Python, in a fresh home."""
+    root = tmp_path_factory.mktemp("student-kernels")
+    spec_dir = root / "kernels" / "student"
+    spec_dir.mkdir(parents=True)
+    (spec_dir / "kernel.json").write_text(json.dumps({
+        "argv": [str(student.python), "-m", "ipykernel_launcher", "-f", "{connection_file}"],
+        "display_name": "Python 3 (student)", "language": "python"}))
+    home = root / "home"
+    home.mkdir()
+    return root / "kernels", H.student_process_env(home)
+
+
+def _execute(notebook, folder: Path, kernel_specs, allow_errors: bool = False, timeout: int = 600):
+    from jupyter_client.kernelspec import KernelSpecManager
+    from jupyter_client.manager import KernelManager
+    from nbclient import NotebookClient
+
+    kernel_dir, env = kernel_specs
+    manager = KernelManager(kernel_name="student", kernel_spec_manager=KernelSpecManager(kernel_dirs=[str(kernel_dir)]))
+    client = NotebookClient(notebook, km=manager, timeout=timeout, allow_errors=allow_errors,
+                            resources={"metadata": {"path": str(folder)}})
+    with client.setup_kernel(env=env, cwd=str(folder)):
+        for index, cell in enumerate(notebook.cells):
+            client.execute_cell(cell, index)
+            if allow_errors and any(o.output_type == "error" for o in cell.get("outputs", [])):
+                break
+    return notebook
+
+
+# ------------------------------------------------------------------------------------------ the environment
+def test_student_wheel_and_env_hold_no_reference(student, tmp_path):
+    names = zipfile.ZipFile(student.wheel).namelist()
+    packages = {n.split("/")[0] for n in names if not n.startswith("transformers101-")}
+    assert packages == {"coursekit"}, packages
+    probe = ("import importlib.util as u, json, coursekit; print(json.dumps({'found': [n for n in "
+             "('solutions', 'autograder') if u.find_spec(n)], 'coursekit': coursekit.__file__}))")
+    result = subprocess.run([student.python, "-c", probe], cwd=tmp_path, capture_output=True, text=True,
+                            env=H.student_process_env(), timeout=120, check=True)
+    found = json.loads(result.stdout)
+    assert found["found"] == []
+    assert "site-packages" in found["coursekit"] and str(H.REPO / "coursekit") not in found["coursekit"]
+    # the student extra brings what the notebooks import: 07's TF-IDF baseline and tqdm's widget progress bars
+    check = "import sklearn, ipywidgets, gensim, nltk, seaborn, nbgrader, jupyterlab"
+    subprocess.run([student.python, "-c", check], cwd=tmp_path, env=H.student_process_env(), timeout=120, check=True)
+
+
+def test_student_jupyter_has_no_instructor_tools(student, tmp_path):
+    env = H.student_process_env(tmp_path)
+    servers = subprocess.run([student.bin / "jupyter", "server", "extension", "list"], cwd=tmp_path, env=env,
+                             capture_output=True, text=True, timeout=300)
+    listing = ANSI.sub("", servers.stdout + servers.stderr)
+    states = dict(re.findall(r"(nbgrader\.server_extensions\.\w+) (enabled|disabled)", listing))
+    assert states == {
+        "nbgrader.server_extensions.formgrader": "disabled",
+        "nbgrader.server_extensions.course_list": "disabled",
+        "nbgrader.server_extensions.assignment_list": "disabled",  # a laptop has no exchange to list
+        "nbgrader.server_extensions.validate_assignment": "enabled",
+    }, listing
+    labs = subprocess.run([student.bin / "jupyter", "labextension", "list"], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=300)
+    disabled = ANSI.sub("", labs.stdout + labs.stderr).split("Disabled extensions:")[-1]
+    for plugin in ("formgrader", "course-list", "create-assignment", "assignment-list"):
+        assert f"@jupyter/nbgrader:{plugin}" in disabled, labs.stdout + labs.stderr
+    assert "@jupyter/nbgrader:validate-assignment" not in disabled
+    bundles = (student.venv / "share/jupyter/labextensions/@jupyter/nbgrader/static").glob("*.js")
+    text = "".join(b.read_text(encoding="utf-8") for b in bundles)
+    assert "passes all the tests" not in text and "public self-checks" in text
+
+
+# ------------------------------------------------------------------------------------------ the notebooks
+@pytest.mark.parametrize("assignment", H.ASSIGNMENTS)
+def test_stubs_fail_first_with_a_short_hint(assignment, kernel_specs, tmp_path):
+    folder = H.prepare_assignment(assignment, tmp_path, filled=False)
+    notebook = nbformat.read(folder / f"{assignment}.ipynb", as_version=4)
+    _execute(notebook, folder, kernel_specs, allow_errors=True)
+    errors = [(i, o) for i, c in enumerate(notebook.cells) for o in c.get("outputs", []) if o.output_type == "error"]
+    assert errors, "the stubs ran without a failing self-check"
+    index, error = errors[0]
+    assert notebook.cells[index].metadata.get("nbgrader", {}).get("grade_id", "").startswith("selfcheck_"), (
+        f"the first failure is in cell {index}, not in a self-check:\n{notebook.cells[index].source}")
+    lines = ANSI.sub("", "\n".join(error.traceback)).splitlines()
+    text = "\n".join(lines)
+    assert lines[0].startswith("Self-check failed:") and "not implemented yet" in lines[0], text
+    assert lines[1].startswith("HINT:"), text
+    assert len(lines) <= 8 and "site-packages" not in text and "During handling" not in text, text
+
+
+@pytest.mark.parametrize("assignment", H.ASSIGNMENTS)
+def test_notebook_runs_for_a_student(assignment, kernel_specs, tmp_path):
+    folder = H.prepare_assignment(assignment, tmp_path, filled=True)
+    notebook = nbformat.read(folder / f"{assignment}.ipynb", as_version=4)
+    _execute(notebook, folder, kernel_specs)  # raises CellExecutionError on the first error
+
+    problems = []
+    for index in H.drawing_cells(notebook):
+        images = [o for o in notebook.cells[index].outputs if "image/png" in o.get("data", {})]
+        if not images:
+            problems.append(f"cell {index} draws but shows no picture:\n{notebook.cells[index].source}")
+    for index, cell in enumerate(notebook.cells):
+        for output in cell.get("outputs", []):
+            if output.output_type == "stream" and output.name == "stderr":
+                problems.append(f"cell {index} printed to stderr (a student sees it):\n{output.text[:1500]}")
+    assert not problems, "\n\n".join(problems)
+    if assignment == "07_yelp_classifier":
+        (training,) = [c for c in notebook.cells if "history = fit(model)" in c.source]
+        widgets = [o for o in training.outputs if "application/vnd.jupyter.widget-view+json" in o.get("data", {})]
+        assert widgets, "07's training shows no progress bar widget"
+
+
+# ------------------------------------------------------------------------------------------ threads where students run
+def test_student_deployments_use_one_cpu_thread():
+    """Shared student servers: one torch/BLAS thread each (docs/benchmarks.md, "Student training threads")."""
+    import yaml
+
+    deploy = H.REPO / "deploy"
+    dockerfile = (deploy / "docker" / "Dockerfile.student").read_text()
+    assert re.search(r"^\s+OMP_NUM_THREADS=1\s*$", dockerfile, re.M), "Dockerfile.student ENV lacks OMP_NUM_THREADS=1"
+    assert "python -m coursekit.jupyter_setup --hub" in dockerfile
+    values = yaml.safe_load((deploy / "k8s" / "values.yaml").read_text())
+    assert values["singleuser"]["extraEnv"]["OMP_NUM_THREADS"] == "1"
+    hub = (deploy / "jupyterhub" / "jupyterhub_config.py").read_text()
+    (line,) = [line for line in hub.splitlines() if line.startswith("c.Spawner.environment = ")]
+    assert '"OMP_NUM_THREADS": "1"' in line
+
+
+def test_readme_student_steps_are_the_tested_ones():
+    """The README's student section uses the commands these tests run (make student, jupyter lab of its venv)."""
+    readme = (H.REPO / "README.md").read_text()
+    section = readme[readme.index("## For students"):readme.index("## For instructors")]
+    assert "make student" in section and '.venv-student/bin/jupyter" lab' in section
+    assert "COURSE_PROFILE=student pip install" not in section  # the old instructor-install-in-disguise
+    makefile = (H.REPO / "Makefile").read_text()
+    assert "\nstudent:" in makefile and "coursekit.jupyter_setup" in makefile
