@@ -56,9 +56,12 @@ def test_points_total_100_and_cells_are_well_formed(assignment):
             check = snake_case(meta["grade_id"][len("test_"):])
             hidden = re.search(r"### BEGIN HIDDEN TESTS\n(.*)\n### END HIDDEN TESTS", cell.source, re.S)
             assert hidden, f"{meta['grade_id']}: the check call must sit between the HIDDEN TESTS markers"
-            call = re.fullmatch(rf"from autograder\.checks import check_{check}\ncheck_{check}\((.+)\)",
+            call = re.fullmatch(rf'from coursekit\.probe import hand_in\nhand_in\("{check}", (.+)\)',
                                 hidden.group(1).strip())
-            assert call, f"{meta['grade_id']}: the hidden part is only the import and one call of check_{check}"
+            assert call, f"{meta['grade_id']}: the hidden part is only the import and one hand_in(\"{check}\", ...)"
+            import autograder.checks
+
+            assert f"check_{check}" in autograder.checks.__all__, f"no hidden check named check_{check}"
             assert f"({meta['points']} points)" in cell.source
             total += meta["points"]
         if meta["solution"]:
