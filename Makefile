@@ -17,7 +17,7 @@ test: $(STAMP) browser-deps jail-deps
 	$(PY) -m pytest
 
 # The quick tiers only (no notebooks, class grading, hub or browser): a developer's inner loop.
-test-fast: $(STAMP)
+test-fast: $(STAMP) jail-deps
 	$(PY) -m pytest -m "not slow and not hub and not pipeline and not notebooks and not browser"
 
 install: $(STAMP)
