@@ -30,6 +30,8 @@ import html
 import io
 import itertools
 import logging
+import multiprocessing
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -115,9 +117,7 @@ def _fingerprint(text: str, window: int, noise: int = NOISE, boilerplate: set | 
 def _covered(starts, k: int, size: int) -> np.ndarray:
     """Characters covered by the k-grams starting at `starts`."""
     starts = np.asarray(starts, dtype=np.int64)
-    marks = np.zeros(size + 1, dtype=np.int64)
-    np.add.at(marks, starts, 1)
-    np.add.at(marks, np.minimum(starts + k, size), -1)
+    marks = np.bincount(starts, minlength=size + 1) - np.bincount(np.minimum(starts + k, size), minlength=size + 1)
     return np.cumsum(marks)[:size] > 0
 
 
@@ -147,18 +147,46 @@ def compare_pair(fa, fb):
             _raw_slices(matched_b, fb.offsets))
 
 
+_PRINTS: list = []  # the fingerprints, inherited by forked comparison workers
+
+
+def _compare_chunk(chunk):
+    return [(i, j, found) for i, j in chunk if (found := compare_pair(_PRINTS[i], _PRINTS[j]))]
+
+
+def _compare_all(prints: list, candidates: list, workers: int | None):
+    """compare_pair over the candidate pairs: in this process, or split over forked processes (the fingerprints'
+    hashes use Python's per-process salted hash(), so workers must be forks of this process)."""
+    global _PRINTS
+    workers = workers or os.cpu_count() or 1
+    _PRINTS = prints
+    try:
+        if workers < 2 or len(candidates) < 5000 or "fork" not in multiprocessing.get_all_start_methods():
+            return _compare_chunk(candidates)
+        size = -(-len(candidates) // (4 * workers))
+        chunks = [candidates[k:k + size] for k in range(0, len(candidates), size)]
+        with multiprocessing.get_context("fork").Pool(workers) as pool:
+            return [item for part in pool.map(_compare_chunk, chunks) for item in part]
+    finally:
+        _PRINTS = []
+
+
 def boilerplate_hashes(texts, noise: int = NOISE) -> set:
     """Every k-gram of the given code (window 1, as copydetect does for boilerplate)."""
     hashes = set()
-    for text in texts:
+    for text in dict.fromkeys(texts):  # once each (provided.py is in release/ and source/)
         if text.strip():
             hashes |= _fingerprint(text, 1, noise).hashes
     return hashes
 
 
 def compare_documents(documents: dict[str, str], boilerplate=(), *, assignment: str = "", threshold: float = THRESHOLD,
-                      min_overlap: int = MIN_OVERLAP, noise: int = NOISE, guarantee: int = GUARANTEE) -> Result:
-    """Every pair of `documents` (student -> code) compared, `boilerplate` (code texts) ignored."""
+                      min_overlap: int = MIN_OVERLAP, noise: int = NOISE, guarantee: int = GUARANTEE,
+                      workers: int | None = None) -> Result:
+    """Every pair of `documents` (student -> code) compared, `boilerplate` (code texts) ignored.
+
+    `workers`: processes comparing the pairs (default: the CPU cores, when there are enough pairs to be worth it).
+    """
     window = guarantee - noise + 1
     ignored = boilerplate_hashes(boilerplate, noise)
     students = sorted(documents)
@@ -170,13 +198,8 @@ def compare_documents(documents: dict[str, str], boilerplate=(), *, assignment: 
             owners.setdefault(h, []).append(i)
     candidates = sorted({pair for group in owners.values() if len(group) > 1
                          for pair in itertools.combinations(group, 2)})
-    pairs = []
-    for i, j in candidates:
-        a, b = students[i], students[j]
-        found = compare_pair(prints[a], prints[b])
-        if found:
-            sim_a, sim_b, overlap, slices_a, slices_b = found
-            pairs.append(Pair(a, b, sim_a, sim_b, overlap, slices_a, slices_b))
+    pairs = [Pair(students[i], students[j], *found) for i, j, found in _compare_all(
+        [prints[s] for s in students], candidates, workers)]
     pairs.sort(key=lambda p: (-p.similarity, -p.overlap, p.a, p.b))
     return Result(assignment, students, dict(documents), pairs, threshold, min_overlap)
 
