@@ -34,7 +34,7 @@ API_NAMES = {
     "attention": ("make_padding_mask", "make_causal_mask", "scaled_dot_product_attention"),
     "multi_head": ("split_heads", "merge_heads", "MultiHeadAttention"),
     "encoder": ("PositionwiseFeedForward", "EncoderBlock", "Encoder"),
-    "transformer": ("DecoderBlock", "Decoder", "Transformer", "greedy_decode"),
+    "transformer": ("DecoderBlock", "Decoder", "Transformer", "greedy_decode", "cached_greedy_decode"),
     "classifier": ("masked_mean_pool", "TransformerClassifier", "train_one_epoch", "evaluate"),
 }
 

@@ -11,7 +11,7 @@ from solutions.positional import LearnedPositionalEmbedding, PositionalEncoding,
 from solutions.attention import make_causal_mask, make_padding_mask, scaled_dot_product_attention
 from solutions.multi_head import MultiHeadAttention, merge_heads, split_heads
 from solutions.encoder import Encoder, EncoderBlock, PositionwiseFeedForward
-from solutions.transformer import Decoder, DecoderBlock, Transformer, greedy_decode
+from solutions.transformer import Decoder, DecoderBlock, Transformer, cached_greedy_decode, greedy_decode
 from solutions.classifier import TransformerClassifier, evaluate, masked_mean_pool, train_one_epoch
 
 __all__ = [
@@ -20,6 +20,6 @@ __all__ = [
     "make_padding_mask", "make_causal_mask", "scaled_dot_product_attention",
     "split_heads", "merge_heads", "MultiHeadAttention",
     "PositionwiseFeedForward", "EncoderBlock", "Encoder",
-    "DecoderBlock", "Decoder", "Transformer", "greedy_decode",
+    "DecoderBlock", "Decoder", "Transformer", "greedy_decode", "cached_greedy_decode",
     "masked_mean_pool", "TransformerClassifier", "train_one_epoch", "evaluate",
 ]

@@ -199,11 +199,27 @@ def greedy_decode(model: Transformer, src_ids, max_len: int, bos_id: int = 2, eo
     Any model with the Transformer's decoding interface (`pad_id`, `encode`, `decode`) works; the key/value cache
     is used for the course's `Transformer` only.
     """
+    return _greedy(model, src_ids, max_len, bos_id, eos_id, use_cache and isinstance(model, Transformer))
+
+
+@torch.no_grad()
+def cached_greedy_decode(model: Transformer, src_ids, max_len: int, bos_id: int = 2, eos_id: int = 3) -> torch.Tensor:
+    """The tokens of `greedy_decode`, computed with a key/value cache.
+
+    The cross-attention keys/values of the memory are projected once per call; each step feeds only the newest
+    token through the decoder and appends its self-attention keys/values to each layer's cache. Works on any
+    model built like the course's `Transformer` (`decoder.layers` of blocks with `self_attn`/`cross_attn`).
+    """
+    if not hasattr(getattr(model, "decoder", None), "layers"):
+        raise TypeError("cached_greedy_decode needs a Transformer (model.decoder.layers of DecoderBlocks)")
+    return _greedy(model, src_ids, max_len, bos_id, eos_id, use_cache=True)
+
+
+def _greedy(model, src_ids, max_len: int, bos_id: int, eos_id: int, use_cache: bool) -> torch.Tensor:
     if max_len < 0:
         raise ValueError(f"max_len must be >= 0, got {max_len}")
     if bos_id == model.pad_id:
         raise ValueError(f"bos_id ({bos_id}) must differ from the model's pad_id: padding is masked out")
-    use_cache = use_cache and isinstance(model, Transformer)  # any model with encode/decode: the plain loop
     table = getattr(getattr(getattr(model, "decoder", None), "pos_encoding", None), "pe", None)
     if table is not None and max_len > table.size(0):
         raise ValueError(f"max_len {max_len} is longer than the decoder's positional table ({table.size(0)})")
@@ -217,7 +233,7 @@ def greedy_decode(model: Transformer, src_ids, max_len: int, bos_id: int = 2, eo
         ys = torch.full((B, 1), bos_id, dtype=torch.long, device=device)             # (B, 1): <bos>
         finished = torch.zeros(B, dtype=torch.bool, device=device)                   # (B,)
         norm_first = use_cache and not isinstance(model.decoder.norm, nn.Identity)
-        caches = _start_cache(model, memory) if use_cache else None
+        caches = _start_cache(model, memory) if use_cache and max_len > 0 else None
         for _ in range(max_len):
             if use_cache:
                 logits = _next_logits_cached(model, ys, caches, src_mask, norm_first)  # (B, V)

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import importlib
 
-# check name -> topic module (notebooks 01-06 here; 07 in classifier.py)
+# check name -> topic module (notebooks 01-06 here, 06's key/value cache in kv_cache.py; 07 in classifier.py)
 _TOPIC_OF = {
     "check_build_vocab": "embeddings",
     "check_encode": "embeddings",
@@ -38,6 +38,7 @@ _TOPIC_OF = {
     "check_decoder": "transformer",
     "check_transformer": "transformer",
     "check_greedy_decode": "transformer",
+    "check_cached_greedy_decode": "kv_cache",
     "check_masked_mean_pool": "classifier",
     "check_transformer_classifier": "classifier",
     "check_train_one_epoch": "classifier",

@@ -1,4 +1,5 @@
-"""Proofs for solutions/transformer.py (notebook 06): DecoderBlock, Decoder, Transformer and greedy_decode."""
+"""Proofs for solutions/transformer.py (notebook 06): DecoderBlock, Decoder, Transformer, greedy_decode and
+cached_greedy_decode."""
 from __future__ import annotations
 
 import math
@@ -259,3 +260,40 @@ def test_teeth_cache_that_forgets_the_past_is_caught(monkeypatch):
     differs = (not torch.equal(*decode_both(make_model("cpu", nf, seed), src_ids(seed), 12))
                for nf in (False, True) for seed in range(3))
     assert any(differs)  # stops at the first model where the broken cache changes the tokens
+
+
+# --- cached_greedy_decode: the API name of 06's cache exercise ------------------------------------------------------
+
+@NORMS
+@pytest.mark.parametrize("seed", [0, 1])
+def test_cached_greedy_decode_equals_greedy_decode(device, norm_first, seed):
+    from solutions.transformer import cached_greedy_decode
+
+    model = make_model(device, norm_first, seed)
+    with torch.no_grad():
+        model.generator.bias[EOS] += 1.0
+    src = src_ids(seed).to(device)
+    assert torch.equal(cached_greedy_decode(model, src, 12, BOS, EOS),
+                       greedy_decode(model, src, 12, BOS, EOS, use_cache=False))
+
+
+def test_cached_greedy_decode_projects_each_position_once():
+    """One call on the memory per cross-attention projection; one new position per step for self-attention."""
+    from coursekit.probe_hooks import ProjectionRecorder
+    from solutions.transformer import cached_greedy_decode
+
+    model = make_model("cpu", False, 0)
+    recorder = ProjectionRecorder(model, scale=0.0)          # offsets off: only the counts
+    out = cached_greedy_decode(model, src_ids(), 6, BOS, EOS)
+    for name, calls in recorder.counts().items():
+        if ".cross_attn." in name:
+            assert calls == [src_ids().size(1)], (name, calls)
+        else:
+            assert calls == [1] * out.size(1), (name, calls)
+
+
+def test_cached_greedy_decode_needs_a_transformer():
+    from solutions.transformer import cached_greedy_decode
+
+    with pytest.raises(TypeError, match="Transformer"):
+        cached_greedy_decode(torch.nn.Linear(2, 2), src_ids(), 4)

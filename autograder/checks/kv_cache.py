@@ -1,0 +1,273 @@
+"""Hidden check of notebook 06's key/value-cache exercise: `cached_greedy_decode(model, src_ids, max_len, ...)`.
+
+The grade cell hands in the student's function AND their own `Transformer` class (the kernel never receives the
+reference). For every case the check builds the student's Transformer in the kernel with the grader's weights:
+
+(a) same tokens: the expected tokens come from a greedy loop that the grader drives through the student's OWN model
+    (remote `encode` once, `decode` at every step, argmax here), so a slip in their Transformer does not also cost
+    the cache points. The cases make sequences stop at different steps (found by a deterministic search).
+(b) it really caches: a second copy gets `coursekit.probe_hooks.ProjectionRecorder` (public): each layer's
+    `self_attn.w_k/w_v` and `cross_attn.w_k/w_v` become a `StatefulProjection` whose output carries an offset that
+    depends on how many positions that module has already projected, and a forward hook counts the positions per
+    call. A decoder that projects every position exactly once produces the tokens that the grader computes on its
+    side (the same public wrapper around a local copy of the reference-weight model, or, when the student's
+    Transformer differs from the reference, the grader-driven loop through their model with position-indexed
+    offsets); one that recomputes the prefix or the memory shifts its offsets and gets other tokens. The counts
+    the kernel reports only sharpen the diagnosis: the tokens decide, and the kernel cannot compute them without
+    projecting each position once.
+"""
+from __future__ import annotations
+
+import copy
+
+import torch
+
+from autograder.checks._common import (
+    as_tensor, call, construct, expect_callable, fail, prepare, shape_of, start_check,
+)
+from autograder.checks._remote import RemoteObject, StudentError, ProbeBroken, new, probed
+from autograder.checks.attention import padded_ids
+from autograder.checks.encoder import reference_module
+from coursekit.probe_hooks import PROJECTIONS, ProjectionRecorder
+
+B, S, D_MODEL, H, D_FF, NUM_LAYERS = 3, 7, 12, 3, 20, 2
+SRC_VOCAB, TGT_VOCAB, TABLE_LEN = 19, 13, 32
+SCALE = 1.0                      # size of the StatefulProjection offsets (keys/values are of order 1)
+
+# (norm_first, pad_id, bos_id, eos_id, max_len, want, model seed, eos bias): the seed and bias were found by a
+# deterministic search (`qualifies`, asserted in tests/autograder/checks/test_kv_cache.py) so that decoding stops as
+# `want` says ("mixed": some sequences end, at different steps, and some never do; "all_early": all end, at
+# different steps, before max_len) and the three StatefulProjection outcomes differ from each other.
+CASES = ((False, 0, 2, 3, 8, "mixed", 7, 1.0), (True, 0, 2, 3, 12, "all_early", 5, 0.0),
+         (False, 5, 4, 6, 9, "mixed", 1, 0.0))
+
+RECOMPUTES_PREFIX = "recomputes the keys/values of the whole prefix at every step"
+RECOMPUTES_MEMORY = "projects the memory's cross-attention keys/values again at every step"
+CACHE_HINT = ("keep each layer's self-attention keys/values from earlier steps, project only the newest token "
+              "(one position per step) and append it; project the memory with each layer's cross_attn.w_k/w_v "
+              "once, before the loop")
+
+
+def _reference():
+    import solutions.transformer as reference
+
+    return reference
+
+
+def _kwargs(norm_first: bool, pad_id: int) -> dict:
+    return dict(d_model=D_MODEL, num_heads=H, d_ff=D_FF, num_layers=NUM_LAYERS, max_len=TABLE_LEN, dropout=0.0,
+                pad_id=pad_id, norm_first=norm_first)
+
+
+# ------------------------------------------------------------------------------------- the grader's own decodes
+def _wrapped(model, mode: str = "count"):
+    clone = copy.deepcopy(model)
+    ProjectionRecorder(clone, scale=SCALE, mode=mode)
+    return clone
+
+
+@torch.no_grad()
+def _cross_projected_every_step(model, src_ids, max_len, bos_id, eos_id):
+    """The cached loop, except that each step projects the memory's cross-attention keys/values again."""
+    reference = _reference()
+    memory, src_mask = model.encode(src_ids)
+    ys = torch.full((src_ids.size(0), 1), bos_id, dtype=torch.long, device=src_ids.device)
+    finished = torch.zeros(src_ids.size(0), dtype=torch.bool, device=src_ids.device)
+    caches = reference._start_cache(model, memory)
+    norm_first = not isinstance(model.decoder.norm, torch.nn.Identity)
+    for step in range(max_len):
+        if step:
+            for block, cache in zip(model.decoder.layers, caches):
+                cache["mem_k"] = reference._project_heads(block.cross_attn.w_k, memory, H)
+                cache["mem_v"] = reference._project_heads(block.cross_attn.w_v, memory, H)
+        logits = reference._next_logits_cached(model, ys, caches, src_mask, norm_first)
+        token = logits.argmax(-1).masked_fill(finished, model.pad_id)
+        ys = torch.cat([ys, token[:, None]], dim=1)
+        finished |= token == eos_id
+        if finished.all():
+            break
+    return ys[:, 1:]
+
+
+def _outcomes(ref, src_ids, max_len, bos_id, eos_id) -> dict[str, torch.Tensor]:
+    """Tokens of plain greedy decoding, and under the StatefulProjection offsets: projecting each position once,
+    recomputing the prefix every step, projecting the memory every step."""
+    reference = _reference()
+    decode = reference.greedy_decode
+    return {"plain": decode(ref, src_ids, max_len, bos_id=bos_id, eos_id=eos_id, use_cache=False),
+            "once": reference.cached_greedy_decode(_wrapped(ref), src_ids, max_len, bos_id=bos_id, eos_id=eos_id),
+            "prefix": decode(_wrapped(ref), src_ids, max_len, bos_id=bos_id, eos_id=eos_id, use_cache=False),
+            "memory": _cross_projected_every_step(_wrapped(ref), src_ids, max_len, bos_id, eos_id)}
+
+
+def _case(device, norm_first, pad_id, bos_id, eos_id, max_len, want, seed, bias):
+    """The case's reference Transformer (grader's weights), sources and the outcomes of decoding them."""
+    reference = _reference()
+    src_ids = padded_ids([S, 4, 6], S, vocab=SRC_VOCAB, pad_id=pad_id, seed=91, device=device)
+    ref = reference_module(reference.Transformer, 200 + seed, SRC_VOCAB, TGT_VOCAB, **_kwargs(norm_first, pad_id))
+    with torch.no_grad():
+        ref.generator.bias[[pad_id, bos_id]] = -30.0
+        ref.generator.bias[eos_id] += bias
+    ref.to(device).eval()
+    return ref, src_ids, _outcomes(ref, src_ids, max_len, bos_id, eos_id)
+
+
+def qualifies(outcomes, eos_id, max_len, want) -> bool:
+    """Decoding stops as `want` says, and projecting twice (prefix or memory) changes the tokens."""
+    plain = outcomes["plain"]
+    is_eos = plain == eos_id
+    has_eos, first = is_eos.any(dim=1), is_eos.float().argmax(dim=1)
+    stops = (want == "mixed" and bool(has_eos.any()) and not bool(has_eos.all()) and int(first.max()) > 0) \
+        or (want == "all_early" and bool(has_eos.all()) and plain.size(1) < max_len
+            and int(first.min()) != int(first.max()))
+    return stops and not torch.equal(outcomes["once"], outcomes["prefix"]) \
+        and not torch.equal(outcomes["once"], outcomes["memory"])
+
+
+# ----------------------------------------------------------------------------------------- the student's side
+def _student_model(Transformer, ref, device, norm_first, pad_id) -> RemoteObject:
+    module = construct(Transformer, "Transformer", SRC_VOCAB, TGT_VOCAB, **_kwargs(norm_first, pad_id))
+    prepare(module, ref, device, "Transformer")
+    return module
+
+
+def _greedy_through(model: RemoteObject, src_ids, max_len, bos_id, eos_id, pad_id, device, tested) -> torch.Tensor:
+    """Greedy decoding driven from here through the student's model: encode once, decode(prefix) each step."""
+    encoded = call("Transformer.encode", model.attr("encode"), src_ids.clone(), _no_grad=True, tested=tested)
+    if not isinstance(encoded, tuple) or len(encoded) != 2:
+        fail("Transformer.encode must return a tuple (memory, src_mask).", tested=tested)
+    memory, src_mask = encoded
+    ys = torch.full((src_ids.size(0), 1), bos_id, dtype=torch.long, device=device)
+    finished = torch.zeros(src_ids.size(0), dtype=torch.bool, device=device)
+    for _ in range(max_len):
+        logits = call("Transformer.decode", model.attr("decode"), ys.clone(), memory, src_mask, _no_grad=True,
+                      tested=tested)
+        logits = as_tensor(logits, "Transformer.decode's logits", tested)
+        if logits.dim() != 3 or logits.size(0) != ys.size(0) or logits.size(1) != ys.size(1):
+            fail("Transformer.decode must return logits (B, T, tgt_vocab_size).", tested=tested)
+        token = logits[:, -1].to(device).argmax(-1).masked_fill(finished, pad_id)
+        ys = torch.cat([ys, token[:, None]], dim=1)
+        finished |= token == eos_id
+        if finished.all():
+            break
+    return ys[:, 1:]
+
+
+def _tokens(got, tested) -> torch.Tensor:
+    got = as_tensor(got, "cached_greedy_decode's result", tested)
+    if got.dtype != torch.long:
+        fail(f"cached_greedy_decode must return int64 (torch.long) token ids, got {got.dtype}.", tested=tested)
+    return got.cpu()
+
+
+def _read_counts(raw, tested) -> dict[str, list[int]]:
+    """The recorder's counts, validated (they are data from the student's process)."""
+    names = [f"decoder.layers.{i}.{p}" for i in range(NUM_LAYERS) for p in PROJECTIONS]
+    if not isinstance(raw, dict) or any(not isinstance(raw.get(n), list) for n in names):
+        fail("cached_greedy_decode could not be checked: the projection counts could not be read back.",
+             tested=tested, hint="do not replace or remove the modules of your model's decoder layers")
+    counts = {}
+    for name in names:
+        calls = raw[name]
+        if len(calls) > 10_000 or not all(isinstance(c, int) and not isinstance(c, bool) for c in calls):
+            fail("cached_greedy_decode could not be checked: the projection counts could not be read back.",
+                 tested=tested)
+        counts[name] = calls
+    return counts
+
+
+def _shown(calls: list[int]) -> str:
+    return str(calls[:8])[:-1] + (", ...]" if len(calls) > 8 else "]")
+
+
+def _count_problem(counts, steps: int) -> tuple[str, list[str]] | None:
+    """What the position counts say is wrong: (diagnosis, details), or None when they look like a cache."""
+    for i in range(NUM_LAYERS):
+        for proj in ("w_k", "w_v"):
+            name = f"decoder.layers.{i}.self_attn.{proj}"
+            calls = counts[name]
+            if any(c > 1 for c in calls):
+                return RECOMPUTES_PREFIX, [f"decoder layer {i}'s self_attn.{proj} saw {_shown(calls)} positions "
+                                           "per step; with a cache it sees 1 new position per step"]
+            if not steps <= len(calls) <= steps + 1:
+                return "does not project one new position per step with each layer's self_attn.w_k/w_v modules", \
+                    [f"decoder layer {i}'s self_attn.{proj} ran {len(calls)} times for {steps} generated tokens; "
+                     f"call the layer's own modules on the newest token (block.self_attn.{proj}(x_new))"]
+    for i in range(NUM_LAYERS):
+        for proj in ("w_k", "w_v"):
+            name = f"decoder.layers.{i}.cross_attn.{proj}"
+            calls = counts[name]
+            if len(calls) > 1:
+                return RECOMPUTES_MEMORY, [f"decoder layer {i}'s cross_attn.{proj} ran {len(calls)} times, on "
+                                           f"{_shown(calls)} positions; the memory never changes, so project it "
+                                           "once per call"]
+            if calls != [S]:
+                return "does not project the memory with each layer's cross_attn.w_k/w_v modules", \
+                    [f"decoder layer {i}'s cross_attn.{proj} saw {_shown(calls)} positions, expected one call on "
+                     f"the memory's {S}; call the layer's own modules (block.cross_attn.{proj}(memory))"]
+    return None
+
+
+@probed
+def check_cached_greedy_decode(cached_greedy_decode, Transformer) -> None:
+    """cached_greedy_decode(model, src_ids, max_len, bos_id=2, eos_id=3) -> LongTensor (B, <= max_len), checked on
+    the student's own Transformer (handed in with it)."""
+    device = start_check()
+    expect_callable(cached_greedy_decode, "cached_greedy_decode")
+    channel = cached_greedy_decode.channel
+    for norm_first, pad_id, bos_id, eos_id, max_len, want, seed, bias in CASES:
+        ref, src_ids, outcomes = _case(device, norm_first, pad_id, bos_id, eos_id, max_len, want, seed, bias)
+        kwargs = {} if (bos_id, eos_id) == (2, 3) else {"bos_id": bos_id, "eos_id": eos_id}
+        tested = (f"your Transformer(d_model={D_MODEL}, num_heads={H}, num_layers={NUM_LAYERS}, pad_id={pad_id}, "
+                  f"norm_first={norm_first}) with the grader's weights, src_ids {shape_of(src_ids)}, "
+                  f"max_len={max_len}" + (f", bos_id={bos_id}, eos_id={eos_id}" if kwargs else ""))
+
+        # (a) the tokens of greedy decoding through the same model
+        model = _student_model(Transformer, ref, device, norm_first, pad_id)
+        expected = _greedy_through(model, src_ids, max_len, bos_id, eos_id, pad_id, device, tested).cpu()
+        transformer_ok = torch.equal(expected, outcomes["plain"].cpu())
+        got = _tokens(call("cached_greedy_decode", cached_greedy_decode, model, src_ids.clone(), max_len,
+                           tested=tested, **kwargs), tested)
+        if not torch.equal(got, expected):
+            details = [f"expected shape {tuple(expected.shape)}, got {tuple(got.shape)}"]
+            if got.shape == expected.shape:
+                details = [f"{int((got != expected).sum())} of {expected.numel()} tokens differ"]
+            fail("cached_greedy_decode's tokens differ from greedy decoding with the same model (encode once, "
+                 "decode the whole prefix at every step, argmax of the last position).", tested=tested,
+                 details=details,
+                 hint="start from <bos>; at each step feed the newest token at its position (the positional "
+                      "encoding of step t, not of position 0), attend over every cached position of the same "
+                      "sequence, and after eos_id fill with model.pad_id, as in greedy_decode")
+
+        # (b) each position projected exactly once
+        model = _student_model(Transformer, ref, device, norm_first, pad_id)
+        recorder = new(channel, "coursekit.probe_hooks.ProjectionRecorder", model, scale=SCALE, mode="count")
+        got = _tokens(call("cached_greedy_decode", cached_greedy_decode, model, src_ids.clone(), max_len,
+                           tested=tested, **kwargs), tested)
+        try:
+            counts = _read_counts(recorder.attr("counts")(), tested)
+        except (StudentError, ProbeBroken):
+            fail("cached_greedy_decode could not be checked: the projection counts could not be read back.",
+                 tested=tested)
+        if transformer_ok:
+            once = outcomes["once"].cpu()
+        else:  # their Transformer differs from the reference: the same offsets, indexed by position, through it
+            positional = _student_model(Transformer, ref, device, norm_first, pad_id)
+            new(channel, "coursekit.probe_hooks.ProjectionRecorder", positional, scale=SCALE, mode="position")
+            once = _greedy_through(positional, src_ids, max_len, bos_id, eos_id, pad_id, device, tested).cpu()
+        problem = _count_problem(counts, int(got.size(1)))
+        if torch.equal(got, once) and problem is None:
+            continue
+        tested_b = tested + ", with each key/value projection adding an offset that changes when a position " \
+                            "is projected a second time"
+        if transformer_ok and torch.equal(got, outcomes["prefix"].cpu()):
+            problem = (RECOMPUTES_PREFIX, ["its tokens are those of a decoder that projects every earlier position "
+                                           "again at each step", *(problem[1] if problem else [])])
+        elif transformer_ok and torch.equal(got, outcomes["memory"].cpu()):
+            problem = (RECOMPUTES_MEMORY, ["its tokens are those of a decoder that projects the memory again at "
+                                           "each step", *(problem[1] if problem else [])])
+        elif problem is None:
+            problem = ("does not project each position exactly once",
+                       ["its tokens differ from those of a decoder that projects every position once, in order"])
+        fail(f"cached_greedy_decode {problem[0]}: it does not use a key/value cache as the exercise asks.",
+             tested=tested_b, details=problem[1][:3], hint=CACHE_HINT)
