@@ -185,3 +185,51 @@ def test_transformer_with_causal_only_target_mask_passes(capsys):
 
     check_transformer(CausalOnly)
     assert "passed" in capsys.readouterr().out
+
+
+# --- cached_greedy_decode ---------------------------------------------------------------------------------------
+
+def _kv_variants():
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "autograder" / "checks"))
+    import test_kv_cache
+
+    return test_kv_cache
+
+
+def test_cached_greedy_decode_correct_answers_pass():
+    from solutions import cached_greedy_decode
+    from coursekit.checks.transformer import check_cached_greedy_decode
+
+    kv = _kv_variants()
+    for fn in (cached_greedy_decode, kv.student_cache):
+        check_cached_greedy_decode(fn, Transformer, greedy_decode_uncached)
+        check_cached_greedy_decode(fn, Transformer)
+
+
+@pytest.mark.parametrize("variant, words", [
+    ("uncached", "whole prefix"), ("memory", "projected again"), ("forged", "more than once")])
+def test_cached_greedy_decode_recomputing_fails(variant, words):
+    import functools
+
+    from coursekit.checks.transformer import check_cached_greedy_decode
+
+    kv = _kv_variants()
+    fn = {"uncached": kv.uncached, "memory": functools.partial(kv.student_cache, cross_every_step=True),
+          "forged": kv.forged_counts}[variant]
+    with pytest.raises(CheckFailed, match=words):
+        check_cached_greedy_decode(fn, Transformer, greedy_decode_uncached)
+
+
+def test_cached_greedy_decode_wrong_tokens_named():
+    from coursekit.checks.transformer import check_cached_greedy_decode
+
+    kv = _kv_variants()
+
+    def flipped(model, src_ids, max_len, bos_id=2, eos_id=3):
+        return kv.student_cache(model, src_ids, max_len, bos_id, eos_id).flip(1)
+
+    with pytest.raises(CheckFailed, match="your greedy_decode gave"):
+        check_cached_greedy_decode(flipped, Transformer, greedy_decode_uncached)
