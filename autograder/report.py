@@ -57,7 +57,8 @@ STYLE = ("body{font-family:sans-serif;max-width:1100px;margin:2em auto;color:#22
          "text-align:left;vertical-align:top}th{background:#f2f2f2}.held{color:#b00;font-weight:bold}"
          "td.num{text-align:right}tfoot td{font-weight:bold;background:#fafafa}img{max-width:100%}"
          "pre{background:#fafafa;border:1px solid #ddd;padding:.5em;overflow-x:auto;font-size:12px}"
-         "nav a{margin-right:1em}")
+         "nav a{margin-right:1em}td.example{max-width:620px}td.example pre{max-width:600px;max-height:24em;overflow:auto}"
+         "td.mistake{max-width:260px}")
 
 
 # ------------------------------------------------------------------------------------------------------ data
@@ -352,10 +353,11 @@ def mistakes_section(data: dict, examples: dict | None) -> str:
         example = ""
         if examples is not None:
             ex = examples.get((cell, text))
-            example = "<td>" + (f"<small>{esc(ex['message'])}</small>" + (f"<pre>{esc(ex['code'])}</pre>"
+            example = "<td class='example'>" + (f"<small>{esc(ex['message'])}</small>" + (f"<pre>{esc(ex['code'])}</pre>"
                                                                            if ex["code"] else "")
                                 if ex else "") + "</td>"
-        parts.append(f"<tr><td>{esc(cell)}</td><td>{esc(text)}</td><td class='num'>{n}</td>{example}</tr>")
+        parts.append(f"<tr><td>{esc(cell)}</td><td class='mistake'>{esc(text)}</td><td class='num'>{n}</td>"
+                     f"{example}</tr>")
     parts.append("</tbody></table>")
     return "\n".join(parts)
 
