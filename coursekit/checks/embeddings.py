@@ -137,7 +137,8 @@ def check_token_embedding(TokenEmbedding) -> None:
     weight = getattr(layer, "weight", None)
     if not isinstance(weight, nn.Parameter):
         fail("TokenEmbedding needs an attribute `weight` that is an nn.Parameter.",
-             "write self.weight = nn.Parameter(torch.randn(vocab_size, d_model)); a plain tensor is not trained.")
+             "write self.weight = nn.Parameter(torch.randn(vocab_size, d_model) * d_model ** -0.5); a plain "
+             "tensor is not trained.")
     expect_shape(weight, (10, 4), "TokenEmbedding(10, 4).weight", "one row per token: (vocab_size, d_model).")
     if any(p is not weight for p in layer.parameters()) or sum(1 for _ in layer.parameters()) != 1:
         fail("TokenEmbedding should have exactly one parameter, `weight`.",
@@ -146,7 +147,8 @@ def check_token_embedding(TokenEmbedding) -> None:
         fail("row padding_idx=0 of the weight should be all zeros.",
              "after creating the weight, zero that row inside `with torch.no_grad():`.")
     if torch.all(weight == 0):
-        fail("all rows of the weight are zero.", "initialise with torch.randn (N(0, 1)); only padding_idx is zero.")
+        fail("all rows of the weight are zero.", "initialise with torch.randn(vocab_size, d_model) * d_model ** -0.5; "
+             "only padding_idx is zero.")
 
     ids = torch.tensor([[3, 0, 7], [1, 1, 9]])
     out = run("TokenEmbedding.forward", layer, ids)
@@ -163,9 +165,17 @@ def check_token_embedding(TokenEmbedding) -> None:
 
     big = run("TokenEmbedding", TokenEmbedding, 2000, 16)
     values = big.weight.detach()
-    if not (abs(values.mean().item()) < 0.05 and 0.9 < values.std().item() < 1.1):
-        fail(f"weights should start from N(0, 1); got mean {values.mean().item():.3f}, "
-             f"std {values.std().item():.3f}.", "use torch.randn(vocab_size, d_model).")
+    mean, std, target = values.mean().item(), values.std().item(), 16 ** -0.5            # d_model = 16: std 0.25
+    if not (abs(mean) < 0.05 * target * 4 and abs(std - target) < 0.05 * target):
+        if abs(std - 1.0) < 0.05:
+            hint = ("that is N(0, 1): scale it by d_model ** -0.5. The Encoder multiplies the embedding by "
+                    "sqrt(d_model), which brings the token vectors back to unit scale, like the positional encoding.")
+        elif abs(std - 1 / 16) < 0.05 / 16:
+            hint = "d_model ** -0.5 is 1 / sqrt(d_model), not 1 / d_model."
+        else:
+            hint = "use torch.randn(vocab_size, d_model) * d_model ** -0.5."
+        fail(f"TokenEmbedding(2000, 16).weight should start from N(0, std = 16 ** -0.5 = 0.25); got mean {mean:.3f}, "
+             f"std {std:.3f}.", hint)
     if torch.all(values[0] == 0):
         fail("with padding_idx=None no row should be zeroed.", "only zero a row when padding_idx is not None.")
     passed("TokenEmbedding", "It matches nn.Embedding's lookup.")

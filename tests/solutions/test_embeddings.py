@@ -87,12 +87,14 @@ def test_token_embedding_equals_f_embedding(device):
     assert torch.all(emb.weight[0] == 0)
 
 
-def test_token_embedding_init_is_standard_normal_without_scaling():
+def test_token_embedding_init_is_normal_with_std_inverse_sqrt_d_model():
+    """N(0, d_model^-1/2): after the Encoder's * sqrt(d_model) token vectors have unit scale (fairseq's choice)."""
     torch.manual_seed(0)
     emb = TokenEmbedding(400, 50)
     w = emb.weight.detach()
     assert emb.weight.shape == (400, 50)
-    assert abs(w.mean().item()) < 0.05 and abs(w.std().item() - 1.0) < 0.05
+    assert abs(w.mean().item()) < 0.01 and abs(w.std().item() / 50 ** -0.5 - 1.0) < 0.05
+    assert abs((w * math.sqrt(50)).std().item() - 1.0) < 0.05
 
 
 # --- word2vec ---------------------------------------------------------------------------------------------------

@@ -140,6 +140,30 @@ def test_token_embedding_init():
     assert "torch.randn" in hint_of(checks.check_token_embedding, UniformEmbedding)
 
 
+class StandardNormalEmbedding(solutions.TokenEmbedding):
+    """The course's old convention, N(0, 1)."""
+
+    def __init__(self, vocab_size, d_model, padding_idx=None):
+        super().__init__(vocab_size, d_model, padding_idx)
+        with torch.no_grad():
+            self.weight.mul_(d_model ** 0.5)
+
+
+class InverseDModelEmbedding(solutions.TokenEmbedding):
+    def __init__(self, vocab_size, d_model, padding_idx=None):
+        super().__init__(vocab_size, d_model, padding_idx)
+        with torch.no_grad():
+            self.weight.mul_(d_model ** -0.5)
+
+
+def test_token_embedding_init_standard_normal_is_the_old_convention():
+    assert "scale it by d_model ** -0.5" in hint_of(checks.check_token_embedding, StandardNormalEmbedding)
+
+
+def test_token_embedding_init_one_over_d_model():
+    assert "not 1 / d_model" in hint_of(checks.check_token_embedding, InverseDModelEmbedding)
+
+
 def test_matrix_random_unknown_rows():
     def embedding_matrix_from_word2vec(vocab, kv):
         matrix = torch.randn(len(vocab), kv.vector_size)
