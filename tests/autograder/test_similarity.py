@@ -180,3 +180,17 @@ def test_cli_writes_page_csv_and_heat_map(tmp_path, capsys):
     page = (folder / "similarity.html").read_text()
     assert "data:image/png;base64," in page and "<mark>" in page and "ann and bob" in page
     assert (folder / "similarity.png").stat().st_size > 1000
+
+
+def test_empty_and_broken_submissions(tmp_path):
+    """An empty notebook, a broken file or a tiny answer never stops the check; identical long code is reported."""
+    from autograder.similarity import student_documents
+
+    for student, text in (("empty", nbformat.writes(nbformat.v4.new_notebook())), ("broken", "{not json")):
+        (tmp_path / "submitted" / student / "ps1").mkdir(parents=True)
+        (tmp_path / "submitted" / student / "ps1" / "ps1.ipynb").write_text(text)
+    documents = student_documents(tmp_path, "ps1")
+    assert documents == {"broken": "", "empty": ""}
+    code = "def f(values):\n    total = 0\n    for v in values:\n        total += v * v\n    return total\n" * 3
+    result = compare_documents({**documents, "tiny": "x = 1", "one": code, "two": code}, ["x = 1"])
+    assert [(p.a, p.b) for p in result.reported] == [("one", "two")]
