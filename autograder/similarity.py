@@ -41,7 +41,7 @@ import numpy as np
 NOISE = 25  # copydetect's noise threshold: shortest match (filtered characters) that counts
 GUARANTEE = 30  # every match this long is found (window = GUARANTEE - NOISE + 1)
 THRESHOLD = 0.6  # share of a student's own (non-boilerplate) code found in the other's
-MIN_OVERLAP = 60  # filtered characters two students must share to be reported at all
+MIN_OVERLAP = 60  # own filtered characters two students must share to be reported at all
 
 MAX_TABLE, MAX_DETAILS = 500, 50  # rows of the pairs table, pairs shown side by side (the CSV has every pair)
 
@@ -52,9 +52,9 @@ CSV_COLUMNS = ["student_a", "student_b", "similarity", "similarity_a", "similari
 class Pair:
     a: str
     b: str
-    similarity_a: float  # share of a's code found in b
+    similarity_a: float  # share of a's own code (filtered characters outside the starter code) found in b's
     similarity_b: float
-    overlap: int  # matched characters (filtered code)
+    overlap: int  # own characters both matched: the smaller of the two counts
     slices_a: np.ndarray = field(repr=False, default=None)
     slices_b: np.ndarray = field(repr=False, default=None)
 
