@@ -79,9 +79,6 @@ def train_transformer(train_texts, train_labels, test_texts, test_labels, epochs
         len(vocab), num_classes=5, d_model=settings["d_model"], num_heads=settings["num_heads"],
         d_ff=settings["d_ff"], num_layers=settings["num_layers"], max_len=settings["max_len"],
         dropout=settings["dropout"]).to(device)
-    # token vectors start at std 1/sqrt(d_model), so that after the encoder's * sqrt(d_model) they have the same
-    # scale as the positional encoding (the contract's N(0, 1) start would drown the positions)
-    torch.nn.init.normal_(model.encoder.embedding.weight, std=settings["d_model"] ** -0.5)
     optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=settings["weight_decay"])
     schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda epoch: epoch_lr_factor(epoch, epochs))
 
