@@ -64,8 +64,10 @@ def unsafe() -> bool:
 def _probe(bwrap: str) -> str | None:
     """None when bwrap can make a jail here, else why not."""
     try:
-        done = subprocess.run([bwrap, "--unshare-all", "--unshare-user", "--die-with-parent", "--ro-bind", "/", "/",
-                               "--proc", "/proc", "--dev", "/dev", "--", "true"],
+        # the options the jail uses, --size (0.7) and --disable-userns (0.8) included
+        done = subprocess.run([bwrap, "--unshare-all", "--unshare-user", "--disable-userns", "--die-with-parent",
+                               "--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev",
+                               "--size", "1048576", "--tmpfs", "/tmp", "--", "true"],
                               capture_output=True, text=True, timeout=30)
     except (OSError, subprocess.SubprocessError) as exc:
         return str(exc)
@@ -85,9 +87,9 @@ def bwrap_path() -> str | None:
     problem = _probe(found)
     if problem is not None:
         raise JailUnavailable(
-            f"bubblewrap ({found}) cannot create a jail here: {problem}. It needs unprivileged user namespaces "
-            "(kernel.unprivileged_userns_clone=1, user.max_user_namespaces > 0; in Kubernetes a pod that may "
-            f"create them), or {UNSAFE_ENV}=1 to grade without a jail (unsafe).")
+            f"bubblewrap ({found}) cannot create a jail here: {problem}. It needs bubblewrap >= 0.8 and user "
+            "namespaces (kernel.unprivileged_userns_clone=1, user.max_user_namespaces > 0; in Kubernetes a pod "
+            f"that may create them), or {UNSAFE_ENV}=1 to grade without a jail (unsafe).")
     return found
 
 

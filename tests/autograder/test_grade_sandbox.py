@@ -108,8 +108,10 @@ def test_the_jail_hides_the_grader_the_course_and_the_network(tmp_path, monkeypa
         nb, _ = run([
             "import solutions",
             "import autograder",
-            probe + f"print(can(lambda: open({solutions_file!r}).read()), can(lambda: open({autograder_file!r}).read()))",
-            probe + f"print(can(os.listdir, {str(course)!r}), can(lambda: open({str(course / 'gradebook.db')!r}).read()))",
+            probe + f"print(can(lambda: open({solutions_file!r}).read()),"
+                    f" can(lambda: open({autograder_file!r}).read()))",
+            probe + f"print(can(os.listdir, {str(course)!r}),"
+                    f" can(lambda: open({str(course / 'gradebook.db')!r}).read()))",
             probe + f"print(can(os.listdir, {os.path.join(repo, '.git')!r}), sorted(os.listdir({repo!r})))",
             f"import socket\ns = socket.socket()\ns.settimeout(3)\ntry:\n    s.connect(('127.0.0.1', {port}))\n"
             "    print('connected')\nexcept OSError as exc:\n    print('no network:', exc)",
