@@ -85,8 +85,9 @@ def test_unknown_profile_is_refused(tmp_path):
 def test_student_extra_leaves_out_instructor_tools():
     requires = md.requires("transformers101") or []
     student = {re.split(r"[<>=!\[ ;]", r)[0].lower() for r in requires if 'extra == "student"' in r}
-    assert {"jupyterlab", "nbgrader", "matplotlib", "seaborn", "gensim", "nltk"} <= student
-    assert not student & {"dask", "pytest", "scikit-learn", "jupyterhub"}
+    # scikit-learn: 07's TF-IDF baseline; ipywidgets: tqdm's progress bars in JupyterLab
+    assert {"jupyterlab", "nbgrader", "matplotlib", "seaborn", "gensim", "nltk", "scikit-learn", "ipywidgets"} <= student
+    assert not student & {"dask", "pytest", "jupyterhub", "playwright"}
 
 
 # --- one pinned stack ----------------------------------------------------------------------------------------------
