@@ -5,9 +5,9 @@ Used by tests/course/test_student_env.py (notebooks executed top to bottom by a 
 and tests/browser/ (JupyterLab of the student environment in Chromium). Load it with `load_helpers()` of either.
 
 * `student_env()`: `make student` into `.venv-student-test/<hash>/venv` (git-ignored), one venv per hash of what
-  decides its packages (constraints.txt, the student requirements in pyproject.toml); every test session runs
-  `make student` again into it, which only rebuilds and reinstalls the coursekit wheel (seconds), so the tests always
-  see the current coursekit. A file lock makes parallel sessions wait for one build.
+  decides its packages (constraints.txt, the student requirements in pyproject.toml); `make student` runs again
+  into it whenever coursekit or the build files changed (it then only rebuilds and reinstalls the coursekit wheel),
+  so the tests always see the current coursekit. A file lock makes parallel sessions wait for one build.
 * `prepare_assignment()`: copies the released exercise (exercises/<a>/) into a folder outside the repository, writes
   its provided.py with the instructor-side generator, and optionally fills every stub with the solution of the
   source notebook (course/source/<a>/<a>.ipynb) and shortens 07's training.
@@ -81,6 +81,15 @@ def _key() -> str:
     return digest.hexdigest()[:16]
 
 
+def _sources_digest() -> str:
+    """What the wheel and the set-up are made of: coursekit's files, the build files, the Makefile."""
+    digest = hashlib.sha256()
+    files = sorted(p for p in (REPO / "coursekit").rglob("*") if p.is_file() and "__pycache__" not in p.parts)
+    for path in [*files, REPO / "pyproject.toml", REPO / "setup.py", REPO / "Makefile", REPO / "README.md"]:
+        digest.update(str(path.relative_to(REPO)).encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()
+
+
 def student_env() -> StudentEnv:
     """Build (or refresh) the cached student environment with the README's `make student`."""
     root = CACHE / _key()
@@ -90,12 +99,18 @@ def student_env() -> StudentEnv:
         for stale in CACHE.iterdir():  # environments of older constraints/pyproject: gigabytes each
             if stale.is_dir() and stale != root:
                 shutil.rmtree(stale, ignore_errors=True)
-        env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
-        command = ["make", "-s", "student", f"STUDENT_VENV={root / 'venv'}", f"STUDENT_DIST={root / 'dist'}",
-                   f"PYTHON={sys.base_prefix}/bin/python3"]
-        result = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True, timeout=1500)
-        if result.returncode != 0:
-            raise RuntimeError(f"`{' '.join(command)}` failed:\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}")
+        stamp, sources = root / "sources.sha256", _sources_digest()
+        if not (stamp.is_file() and stamp.read_text() == sources and (root / "venv" / "bin" / "jupyter").exists()):
+            # (re)build only when coursekit or the build changed: a rebuild reinstalls coursekit, which would pull it
+            # from under a kernel or JupyterLab that another test session is running from this environment
+            stamp.unlink(missing_ok=True)
+            env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+            command = ["make", "-s", "student", f"STUDENT_VENV={root / 'venv'}", f"STUDENT_DIST={root / 'dist'}",
+                       f"PYTHON={sys.base_prefix}/bin/python3"]
+            result = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True, timeout=1500)
+            if result.returncode != 0:
+                raise RuntimeError(f"`{' '.join(command)}` failed:\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}")
+            stamp.write_text(sources)
     (wheel,) = (root / "dist").glob("transformers101-*.whl")
     return StudentEnv(root / "venv", wheel)
 
