@@ -73,6 +73,9 @@ def _wait_run_all(page, label: str) -> None:
 
 def _shot(page, screenshot_dir, name: str, locator=None) -> None:
     path = screenshot_dir / f"{name}.png"
+    if locator is not None:  # the notebook scrolls inside its panel: bring the whole cell into the panel first
+        locator.evaluate("e => e.scrollIntoView({block: e.offsetHeight > innerHeight * 0.8 ? 'start' : 'center'})")
+        page.wait_for_timeout(300)
     (locator or page).screenshot(path=str(path))
 
 
@@ -97,8 +100,7 @@ def test_student_first_hour(assignment, browser, student_lab, screenshot_dir):
         errors = page.locator('.jp-OutputArea-output[data-mime-type="application/vnd.jupyter.stderr"]')
         assert errors.count() >= 1, "the stubs ran without a failing self-check"
         first = errors.first
-        first.scroll_into_view_if_needed()
-        _shot(page, screenshot_dir, f"{assignment}-1-stub-failure")
+        _shot(page, screenshot_dir, f"{assignment}-1-stub-failure", page.locator(".jp-Cell", has=first).first)
         text = first.inner_text().strip()
         lines = [line for line in text.splitlines() if line.strip()]
         assert lines[0].startswith("Self-check failed:") and "not implemented yet" in lines[0], text
@@ -118,14 +120,12 @@ def test_student_first_hour(assignment, browser, student_lab, screenshot_dir):
                      for i, cell in enumerate(cells) for out in cell["stderr"]]
         for i in drawing:
             cell = page.locator(".jp-Notebook .jp-Cell").nth(i)
-            cell.scroll_into_view_if_needed()
             _shot(page, screenshot_dir, f"{assignment}-2-cell{i:02d}-figure", cell)
         if assignment == "07_yelp_classifier":
             (training,) = [i for i, c in enumerate(filled.cells) if "history = fit(model)" in c.source]
             if not cells[training]["progress"]:
                 problems.append("07's training cell shows no progress bar")
             cell = page.locator(".jp-Notebook .jp-Cell").nth(training)
-            cell.scroll_into_view_if_needed()
             _shot(page, screenshot_dir, f"{assignment}-3-training", cell)
         assert not problems, "\n\n".join(problems)
         assert page.get_by_text("official Jupyter news").count() == 0, "the news pop-up covers the notebook"
