@@ -58,7 +58,7 @@ STYLE = ("body{font-family:sans-serif;max-width:1100px;margin:2em auto;color:#22
          "td.num{text-align:right}tfoot td{font-weight:bold;background:#fafafa}img{max-width:100%}"
          "pre{background:#fafafa;border:1px solid #ddd;padding:.5em;overflow-x:auto;font-size:12px}"
          "nav a{margin-right:1em}td.example{max-width:620px}td.example pre{max-width:600px;max-height:24em;overflow:auto}"
-         "td.mistake{max-width:260px}")
+         "td.mistake{max-width:260px}#matrix th{max-width:9em;overflow-wrap:anywhere}")
 
 
 # ------------------------------------------------------------------------------------------------------ data
@@ -147,12 +147,15 @@ def matrix_png(data: dict) -> bytes | None:
                 values[i, j] = 100.0 * final[(s, a)] / data["max_scores"][a]
     annotate = len(students) <= 40 and len(assignments) <= 12
     labels = students if len(students) <= 80 else False
-    height = min(30.0, 1.8 + 0.32 * len(students))
-    return _figure_png(lambda ax: (sns.heatmap(values, vmin=0, vmax=100, cmap="RdYlGn", annot=annotate, fmt=".0f",
-                                               xticklabels=assignments, yticklabels=labels, ax=ax,
-                                               linewidths=0.5, cbar_kws={"label": "score (% of max)"}),
-                                   ax.set(title="Score (% of max, after late penalty)")),
-                       size=(max(7.0, 2.5 + 1.2 * len(assignments)), height))
+    longest = max(len(a) for a in assignments)
+    height = min(40.0, 1.5 + 0.35 * len(students) + 0.06 * longest)
+
+    def draw(ax):
+        sns.heatmap(values, vmin=0, vmax=100, cmap="RdYlGn", annot=annotate, fmt=".0f", xticklabels=assignments,
+                    yticklabels=labels, ax=ax, linewidths=0.5, cbar_kws={"label": "score (% of max)"})
+        ax.set_xticklabels(ax.get_xticklabels(), rotation=30, ha="right")
+        ax.set(title="Score (% of max, after late penalty)")
+    return _figure_png(draw, size=(max(7.0, 2.5 + 1.2 * len(assignments)), height))
 
 
 def figures(data: dict) -> dict[str, bytes]:
