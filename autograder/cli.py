@@ -8,7 +8,7 @@
     feedback [ASSIGNMENT]                 autograder.feedback    (nbgrader generate_feedback, HTML)
     export [--to F] [--format csv|canvas|moodle]  autograder.export (nbgrader CSV + flags; LMS gradebook imports)
     report [ASSIGNMENT]                   autograder.report      (HTML + PNG; no ASSIGNMENT: the course page)
-    similarity ASSIGNMENT                 autograder.similarity  (copied work: ranked pairs, heat map, CSV; reports only)
+    similarity ASSIGNMENT                 autograder.similarity  (copied work: ranked pairs, heat map, CSV)
     demo                                  autograder.demo        (sample class, whole pipeline)
 
 Common options: --course-dir (default $AUTOGRADER_COURSE_DIR, else the current folder when it holds

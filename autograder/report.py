@@ -41,13 +41,20 @@ SORT_SCRIPT = """<script>
 document.querySelectorAll('table.sortable th').forEach(function (th) {
   th.style.cursor = 'pointer'; th.title = 'sort';
   th.addEventListener('click', function () {
-    var table = th.closest('table'), body = table.tBodies[0], col = th.cellIndex;
+    var body = th.closest('table').tBodies[0], col = th.cellIndex;
     var asc = th.dataset.order !== 'asc'; th.dataset.order = asc ? 'asc' : 'desc';
-    var key = function (row) { var cell = row.cells[col]; var text = cell ? (cell.dataset.sort || cell.textContent) : '';
-      var num = parseFloat(text); return isNaN(num) ? text.trim().toLowerCase() : num; };
-    Array.from(body.rows).sort(function (a, b) {
-      var x = key(a), y = key(b), c = (typeof x === typeof y) ? (x < y ? -1 : x > y ? 1 : 0) : (typeof x === 'number' ? -1 : 1);
-      return asc ? c : -c; }).forEach(function (row) { body.appendChild(row); });
+    var key = function (row) {
+      var cell = row.cells[col], text = cell ? (cell.dataset.sort || cell.textContent) : '';
+      var num = parseFloat(text);
+      return isNaN(num) ? text.trim().toLowerCase() : num;
+    };
+    var order = function (a, b) {
+      var x = key(a), y = key(b);
+      if (typeof x !== typeof y) { return typeof x === 'number' ? -1 : 1; }
+      return x < y ? -1 : x > y ? 1 : 0;
+    };
+    Array.from(body.rows).sort(function (a, b) { return asc ? order(a, b) : -order(a, b); })
+      .forEach(function (row) { body.appendChild(row); });
   });
 });
 </script>"""
@@ -57,7 +64,8 @@ STYLE = ("body{font-family:sans-serif;max-width:1100px;margin:2em auto;color:#22
          "text-align:left;vertical-align:top}th{background:#f2f2f2}.held{color:#b00;font-weight:bold}"
          "td.num{text-align:right}tfoot td{font-weight:bold;background:#fafafa}img{max-width:100%}"
          "pre{background:#fafafa;border:1px solid #ddd;padding:.5em;overflow-x:auto;font-size:12px}"
-         "nav a{margin-right:1em}td.example{max-width:620px}td.example pre{max-width:600px;max-height:24em;overflow:auto}"
+         "nav a{margin-right:1em}td.example{max-width:620px}"
+         "td.example pre{max-width:600px;max-height:24em;overflow:auto}"
          "td.mistake{max-width:260px}#matrix th{max-width:9em;overflow-wrap:anywhere}")
 
 
@@ -356,9 +364,10 @@ def mistakes_section(data: dict, examples: dict | None) -> str:
         example = ""
         if examples is not None:
             ex = examples.get((cell, text))
-            example = "<td class='example'>" + (f"<small>{esc(ex['message'])}</small>" + (f"<pre>{esc(ex['code'])}</pre>"
-                                                                           if ex["code"] else "")
-                                if ex else "") + "</td>"
+            shown = ""
+            if ex:
+                shown = f"<small>{esc(ex['message'])}</small>" + (f"<pre>{esc(ex['code'])}</pre>" if ex["code"] else "")
+            example = f"<td class='example'>{shown}</td>"
         parts.append(f"<tr><td>{esc(cell)}</td><td class='mistake'>{esc(text)}</td><td class='num'>{n}</td>"
                      f"{example}</tr>")
     parts.append("</tbody></table>")
