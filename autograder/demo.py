@@ -84,8 +84,8 @@ def run_demo(assignments=None, students: int = 6, output: Path | None = None, wo
     csv_path = export_grades(course, output / "grades.csv")
 
     print("[6/6] report")
-    pages = [write_report(course, a) for a in assignments]
-    course_page = write_report(course, include_reference=True)
+    course_page = write_report(course, include_reference=True)  # first: it writes the similarity pages
+    pages = [write_report(course, a) for a in assignments]  # ... that these link to
 
     print()
     print(summary_table(summaries, what_they_did))

@@ -392,7 +392,7 @@ FIGURES = (("scores.png", "Score distribution"), ("pass_rate.png", "Pass rate pe
 
 
 def render(data: dict, pngs: dict[str, bytes], title: str, examples: dict | None = None,
-           similarity_html: str = "") -> str:
+           similarity_html: str = "", links: str = "") -> str:
     """An assignment page (or, with `similarity_html` and the matrix figure, the body of the course page)."""
     parts = _page_head(title)
     parts.append(f"<p>{len(data['submissions'])} submission(s); assignments: "
@@ -402,6 +402,7 @@ def render(data: dict, pngs: dict[str, bytes], title: str, examples: dict | None
         if scores:
             parts.append(f"<p>Mean score {100 * sum(scores) / len(scores):.1f}% "
                          f"(min {100 * min(scores):.0f}%, max {100 * max(scores):.0f}%).</p>")
+    parts.append(links)
     if "matrix.png" in pngs or similarity_html:
         parts.append("<nav><a href='#matrix-section'>Class matrix</a><a href='#late'>Late work</a>"
                      "<a href='#held'>Held for review</a><a href='#manual'>Manual grading</a>"
@@ -472,5 +473,7 @@ def write_report(course_dir, assignment: str | None = None, db_url: str | None =
     examples = mistake_examples(course_dir, data["runs"], top_mistakes(data["runs"]))
     title = f"Grading report: {assignment}" if assignment else f"Grading report: course {course_id(course_dir)}"
     page = folder / "index.html"
-    page.write_text(render(data, pngs, title, examples, similarity_html))
+    links = ("<p>Copied work: <a href='similarity.html'>similarity of the solution cells</a> "
+             "(<code>autograder similarity</code>).</p>" if assignment and (folder / "similarity.html").exists() else "")
+    page.write_text(render(data, pngs, title, examples, similarity_html, links))
     return page
