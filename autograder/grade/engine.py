@@ -297,7 +297,14 @@ def grade(course_dir, assignment: str, *, db_url: str | None = None, students=No
 def grade_many(course_dir, assignments: list[str], *, db_url: str | None = None, students=None,
                workers: int | None = None, scheduler: str | None = None, force: bool = False,
                limits: Limits = Limits(), progress: bool = True) -> list[GradeSummary]:
-    """Autograde several assignments on one cluster (all their notebooks share the workers)."""
+    """Autograde several assignments on one cluster (all their notebooks share the workers).
+
+    With local workers, a machine that cannot jail student code refuses before anything runs (JailUnavailable,
+    naming the package to install); on a cluster (`scheduler`), each worker refuses its own jobs."""
+    if scheduler is None:
+        from autograder.grade import jail
+
+        jail.bwrap_path()
     course_dir = Path(course_dir).resolve()
     db_url = db_url or default_db_url(course_dir)
     rules = SubmissionRules(course_dir, db_url)

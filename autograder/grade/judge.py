@@ -134,7 +134,7 @@ class JudgedExecute(SandboxedExecute):
         calls = handed_in(cell.source)
         if not calls:
             return cell, resources
-        if any(o.get("ename") in ("KernelDied", "NotebookTimeout") for o in cell.outputs):
+        if any(o.get("ename") in ("KernelDied", "NotebookTimeout", "SubmissionKilled") for o in cell.outputs):
             return cell, resources  # the cell did not run: it keeps the note saying why
         deadline = min(time.monotonic() + self.limits.cell_timeout, self.deadline)
         message = verdict(KernelChannel(self, index, deadline), calls)

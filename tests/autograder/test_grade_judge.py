@@ -58,3 +58,16 @@ def test_a_kernel_death_while_probing_reaches_the_worker(monkeypatch):
     probe._State.subjects["make_causal_mask"] = ((solutions.make_causal_mask,), {})
     with pytest.raises(DeadKernelError):
         judge.verdict(DyingChannel(), [("make_causal_mask", [0], [])])
+
+
+def test_grading_refuses_before_anything_runs_where_student_code_cannot_be_jailed(tmp_path, monkeypatch):
+    import pytest
+
+    from autograder.grade import engine, jail
+
+    def unavailable():
+        raise jail.JailUnavailable("bubblewrap (bwrap) is not installed")
+
+    monkeypatch.setattr(jail, "bwrap_path", unavailable)
+    with pytest.raises(jail.JailUnavailable, match="bubblewrap"):
+        engine.grade_many(tmp_path, ["03_attention"], progress=False)
