@@ -179,7 +179,8 @@ def check_pad_batch(pad_batch) -> None:
 # ---------------------------------------------------------------------------------------------- TokenEmbedding
 @probed
 def check_token_embedding(TokenEmbedding) -> None:
-    """TokenEmbedding(vocab_size, d_model, padding_idx=None): weight (V, d) ~ N(0, 1), row padding_idx zero."""
+    """TokenEmbedding(vocab_size, d_model, padding_idx=None): weight (V, d) ~ N(0, d_model^-1/2), row padding_idx
+    zero."""
     device = start_check()
     reference = _reference()
     V, d_model = 300, 64
@@ -197,11 +198,13 @@ def check_token_embedding(TokenEmbedding) -> None:
             if not bool((w[padding_idx] == 0).all()):
                 fail(f"TokenEmbedding: row padding_idx={padding_idx} of weight must be all zeros.")
             w = torch.cat([w[:padding_idx], w[padding_idx + 1:]])
-        mean, std = float(w.mean()), float(w.std())
-        if abs(mean) > 0.05 or abs(std - 1.0) > 0.05:
-            fail("TokenEmbedding: weight must be initialised from a standard normal N(0, 1).",
+        mean, std, target = float(w.mean()), float(w.std()), d_model ** -0.5
+        if abs(mean) > 0.05 * target * 8 or abs(std - target) > 0.05 * target:
+            fail("TokenEmbedding: weight must be initialised from N(0, d_model^-1/2), i.e. std d_model ** -0.5 "
+                 f"({target:.3f} for d_model={d_model}).",
                  tested=f"TokenEmbedding({V}, {d_model})", details=[f"got mean {mean:.3f}, std {std:.3f}"],
-                 hint="torch.randn(vocab_size, d_model)")
+                 mistake="the old N(0, 1) initialisation: multiply by d_model ** -0.5" if abs(std - 1) < 0.05 else None,
+                 hint="torch.randn(vocab_size, d_model) * d_model ** -0.5")
     # values: copy the reference table, then look up ids
     V, d_model, B, T = 23, 8, 3, 5
     ids = torch.randint(0, V, (B, T), generator=torch.Generator().manual_seed(3)).to(device)

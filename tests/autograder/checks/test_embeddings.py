@@ -80,7 +80,9 @@ def test_token_embedding_correct_answers_pass(cls):
 
 def test_token_embedding_mistakes():
     V.fails_with(checks.check_token_embedding, V.mistake(V.TokenEmbeddingWrong, "scaled"), M.EMBED_SCALED)
-    V.fails_with(checks.check_token_embedding, V.mistake(V.TokenEmbeddingWrong, "xavier_init"), "N(0, 1)")
+    V.fails_with(checks.check_token_embedding, V.mistake(V.TokenEmbeddingWrong, "xavier_init"), "std d_model ** -0.5")
+    V.fails_with(checks.check_token_embedding, V.mistake(V.TokenEmbeddingWrong, "unit_init"), "got mean",
+                 "std 1.0")
     V.fails_with(checks.check_token_embedding, V.mistake(V.TokenEmbeddingWrong, "padding_row"), "all zeros")
     V.fails_with(checks.check_token_embedding, lambda v, d, padding_idx=None: None, "inherits from nn.Module")
 

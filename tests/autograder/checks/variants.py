@@ -132,16 +132,18 @@ def pad_batch_wrong(kind):
 
 
 class TokenEmbeddingSubclass(nn.Embedding):
-    """nn.Embedding already has `weight`, N(0, 1) init and a zero padding row."""
+    """nn.Embedding already has `weight` and a zero padding row; only its N(0, 1) init is rescaled."""
 
     def __init__(self, vocab_size, d_model, padding_idx=None):
         super().__init__(vocab_size, d_model, padding_idx=padding_idx)
+        with torch.no_grad():
+            self.weight.mul_(d_model ** -0.5)
 
 
 class TokenEmbeddingFunctional(nn.Module):
     def __init__(self, vocab_size, d_model, padding_idx=None):
         super().__init__()
-        weight = torch.randn(vocab_size, d_model)
+        weight = torch.randn(vocab_size, d_model) / math.sqrt(d_model)
         if padding_idx is not None:
             weight[padding_idx] = 0.0
         self.weight = nn.Parameter(weight)
@@ -158,8 +160,10 @@ class TokenEmbeddingWrong(nn.Module):
         weight = torch.empty(vocab_size, d_model)
         if self.MISTAKE == "xavier_init":
             nn.init.xavier_uniform_(weight)
-        else:
+        elif self.MISTAKE == "unit_init":  # the old contract's N(0, 1)
             nn.init.normal_(weight)
+        else:
+            nn.init.normal_(weight, std=d_model ** -0.5)
         if padding_idx is not None and self.MISTAKE != "padding_row":
             weight[padding_idx] = 0
         self.weight = nn.Parameter(weight)
