@@ -149,3 +149,25 @@ def test_cases_have_teeth(case):
     norm_first, pad_id, bos_id, eos_id, max_len, want, seed, bias = case
     _ref, _src, outcomes = K._case(torch.device("cpu"), *case)
     assert K.qualifies(outcomes, eos_id, max_len, want)
+
+
+class TransformerInvertedSourceMask(solutions.Transformer):
+    """A Transformer with its own slip (the source mask inverted: True at padding): its logits differ from the
+    reference, so the grader's expected tokens come from its own model, with the same offsets indexed by position."""
+
+    def encode(self, src_ids):
+        from solutions.attention import make_padding_mask
+
+        src_mask = ~make_padding_mask(src_ids, self.pad_id)
+        return self.encoder(src_ids, src_mask), src_mask
+
+
+def test_a_slip_in_the_transformer_does_not_cost_the_cache_points():
+    _ref, src, outcomes = K._case(torch.device("cpu"), *K.CASES[0])
+    model = TransformerInvertedSourceMask(K.SRC_VOCAB, K.TGT_VOCAB, **K._kwargs(False, 0))
+    model.load_state_dict(_ref.state_dict())
+    assert not torch.equal(uncached(model.eval(), src, K.CASES[0][4]), outcomes["plain"])   # it does differ
+    for fn in (solutions.cached_greedy_decode, student_cache):
+        check_cached_greedy_decode(fn, TransformerInvertedSourceMask)
+    with pytest.raises(AssertionError, match=K.RECOMPUTES_PREFIX):
+        check_cached_greedy_decode(uncached, TransformerInvertedSourceMask)
