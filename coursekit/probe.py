@@ -174,8 +174,6 @@ def decode(data, resolve=None, device_map=None, limits: dict | None = None, dept
 
         dtype = getattr(torch, str(body), None)
         return dtype if isinstance(dtype, torch.dtype) else _bad("dtype")
-    if tag == "ref" and resolve is not None:
-        return resolve(body)
     if tag == "object":
         if resolve is None:
             raise ValueError("objects cannot be decoded here")

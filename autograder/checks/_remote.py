@@ -187,7 +187,8 @@ def probed(check):
         try:
             return check(*objects, **named)
         finally:  # forget what this local check handed in and made
-            probe._State.subjects.pop(next(iter(objects), None).target["subject"], None) if objects else None
+            for remote in (*objects, *named.values()):
+                probe._State.subjects.pop(remote.target["subject"], None)
             probe._State.handles.clear()
 
     return wrapper
