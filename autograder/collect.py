@@ -172,7 +172,7 @@ def collect(course_dir, source, db_url: str | None = None) -> CollectReport:
         raise FileNotFoundError(f"nothing to collect at {source}")
     notebooks = assignment_notebooks(course_dir)
     report = CollectReport()
-    unzipped = contextlib_unzipped(source)
+    unzipped = UnzippedSource(source)
     with unzipped as root:
         report.problems.extend(unzipped.problems)
         placed: dict[tuple[str, str], list[tuple[Path, str]]] = {}
@@ -284,7 +284,7 @@ def _zip_limit(member: zipfile.ZipInfo) -> int:
             else submission_files.MAX_EXTRA_FILE_BYTES)
 
 
-class contextlib_unzipped:
+class UnzippedSource:
     """The input as a folder: itself, or a zip extracted into a temp folder (safe paths and plain files only;
     what is skipped is listed in `problems`)."""
 

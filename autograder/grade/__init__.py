@@ -8,7 +8,7 @@
 - `cgroup.py`          one cgroup per submission: caps on its TOTAL memory and process count (or the fallback).
 - `launcher.py`        the process a kernel starts as, outside the jail: joins the cgroup, sets rlimits, execs bwrap.
 - `execute.py`         nbgrader's Execute with the limits: deadlines, SIGKILL after an ignored interrupt, output caps.
-- `integrity.py`       static scan of a submission for tampering.
+- `tamper_scan.py`     static scan of a submission for tampering (before it runs).
 - `gradebook.py`       the single writer: nbgrader's gradebook plus our table of grading runs.
 
 Kept import-free: the launcher imports `autograder.grade.launcher` for every kernel and must stay fast.

@@ -4,7 +4,7 @@ Only the coordinator (the engine's process) opens the gradebook for writing. Wor
 (`notebook_cells`) and return plain dicts (`record_result` writes them). Any SQLAlchemy URL works.
 
 `autograder_runs` keeps what nbgrader has no column for: the content hash used to skip already graded
-submissions, status, integrity flags, per-cell messages and diagnosed mistakes, notes, grading time.
+submissions, status, review flags (tamper scan, runtime), per-cell messages and diagnosed mistakes, notes, grading time.
 """
 from __future__ import annotations
 

@@ -29,7 +29,7 @@ from nbgrader.preprocessors import (CheckCellMetadata, ClearOutput, DeduplicateI
                                     OverwriteCells, OverwriteKernelspec, SaveAutoGrades)
 
 import autograder.coursedir  # noqa: F401  (puts alembic on PATH for nbgrader's Gradebook)
-from autograder.grade import integrity
+from autograder.grade import tamper_scan
 from autograder.grade.execute import error_output
 from autograder.grade.judge import JudgedExecute
 from autograder.grade.scrub import scrub_notebook
@@ -149,7 +149,7 @@ RUNTIME_ERRORS = {
 }
 
 
-def runtime_flags(nb) -> list[integrity.Flag]:
+def runtime_flags(nb) -> list[tamper_scan.Flag]:
     """What happened while running: time limits hit, kernel deaths, memory cap, output truncated (for review)."""
     flags = []
     for index, cell in enumerate(nb.cells):
@@ -159,9 +159,9 @@ def runtime_flags(nb) -> list[integrity.Flag]:
             if output.get("output_type") == "error" and (ename in RUNTIME_ERRORS or (
                     ename == "RuntimeError" and "can't allocate memory" in output.get("evalue", ""))):
                 code, message = RUNTIME_ERRORS.get(ename, RUNTIME_ERRORS["MemoryError"])
-                flags.append(integrity.Flag(code, "review", where, message))
+                flags.append(tamper_scan.Flag(code, "review", where, message))
             elif output.get("output_type") == "stream" and "[output truncated by the grader" in output.get("text", ""):
-                flags.append(integrity.Flag("runtime-output", "review", where, "output over the limit was dropped"))
+                flags.append(tamper_scan.Flag("runtime-output", "review", where, "output over the limit was dropped"))
     return flags
 
 
@@ -221,7 +221,7 @@ def grade_job(job: dict) -> dict:
         nb = nbformat.reads(job["nb_json"], as_version=4)
     except Exception as exc:  # noqa: BLE001 - unreadable input is a result, not a crash
         return _zero_result(job, "unreadable", f"The notebook could not be read: {exc}", started)
-    flags = integrity.scan(nb, job["cells"]["source"], job["cells"]["grade"])
+    flags = tamper_scan.scan(nb, job["cells"]["source"], job["cells"]["grade"])
     try:
         with tempfile.TemporaryDirectory(prefix="ag-db-") as db_dir, \
                 tempfile.TemporaryDirectory(prefix="ag-run-") as run_dir:

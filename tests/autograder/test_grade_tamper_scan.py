@@ -1,10 +1,10 @@
-"""The static integrity scan: what it flags, and what it must leave alone."""
+"""The static tamper scan: what it flags, and what it must leave alone."""
 from __future__ import annotations
 
 import pytest
 from nbformat.v4 import new_code_cell, new_notebook
 
-from autograder.grade.integrity import released_source, scan, scan_code
+from autograder.grade.tamper_scan import released_source, scan, scan_code
 
 
 def codes(source: str) -> set[str]:
