@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from coursekit.bpe import (END_OF_WORD, Merge, bpe_vocabulary, learn_bpe, merge_pair, pair_counts, segment,
-                           segment_all), spell
+                           segment_all, spell)
 
 E = END_OF_WORD
 CORPUS = {"low": 5, "lower": 2, "newest": 6, "widest": 3}
