@@ -19,24 +19,17 @@ import ast
 import re
 from pathlib import Path
 
+from coursekit import api as _api
+
+# All three come from the course API (coursekit/api.py), the one list of notebooks, topics and names.
 # Topic of each assignment, in course order: assignment NN_... has topic TOPICS[NN - 1].
-TOPICS = ("embeddings", "positional", "attention", "multi_head", "encoder", "transformer", "classifier")
+TOPICS = _api.TOPICS
 
-# The course's assignment (folder) names, in course order (docs/architecture.md).
-COURSE_ASSIGNMENTS = ("01_tokens_and_embeddings", "02_positional_encoding", "03_attention", "04_multi_head_attention",
-                      "05_encoder", "06_decoder_and_transformer", "07_yelp_classifier")
+# The course's assignment (folder) names, in course order.
+COURSE_ASSIGNMENTS = _api.ASSIGNMENTS
 
-# The names each topic's notebook asks students to write (the course API contract).
-API_NAMES = {
-    "embeddings": ("build_vocab", "encode", "pad_batch", "TokenEmbedding", "embedding_matrix_from_word2vec",
-                   "attention_over_words"),
-    "positional": ("sinusoidal_positional_encoding", "PositionalEncoding", "LearnedPositionalEmbedding"),
-    "attention": ("make_padding_mask", "make_causal_mask", "scaled_dot_product_attention"),
-    "multi_head": ("split_heads", "merge_heads", "MultiHeadAttention"),
-    "encoder": ("PositionwiseFeedForward", "EncoderBlock", "Encoder"),
-    "transformer": ("DecoderBlock", "Decoder", "Transformer", "greedy_decode", "cached_greedy_decode"),
-    "classifier": ("masked_mean_pool", "TransformerClassifier", "train_one_epoch", "evaluate"),
-}
+# The names each topic's notebook asks students to write.
+API_NAMES = {topic: tuple(entry.name for entry in _api.for_notebook(topic)) for topic in TOPICS}
 
 # Notebooks 01-03 are self-contained; from 04 on a notebook gets every earlier topic.
 FIRST_WITH_PROVIDED = 4

@@ -1,0 +1,406 @@
+"""The course API: every name students implement, in one place.
+
+This module is the single source of truth of the course's contract. `docs/course-api.md` is generated from it
+(`python -m coursekit.api --markdown > docs/course-api.md`), `solutions/__init__.py` exports exactly these names,
+`autograder.checks` maps each `check_<name>` to its module from it, and `autograder.provided` takes its topics
+and assignments from it. `tests/test_course_api.py` keeps all of them (and every notebook's `hand_in` names) in
+agreement. Change an entry only through an issue.
+
+It ships to students (it is part of `coursekit`), so it imports nothing from `solutions` or `autograder`, and
+nothing heavy: plain data only.
+"""
+from __future__ import annotations
+
+import re
+import sys
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Notebook:
+    """One assignment: `name` is its folder (`03_attention`), `topic` its module name in solutions/ and checks/."""
+
+    name: str
+    topic: str
+    title: str
+    notes: tuple[str, ...] = ()  # markdown paragraphs printed after the notebook's API table
+
+    @property
+    def number(self) -> str:
+        return self.name[:2]
+
+
+@dataclass(frozen=True)
+class ApiEntry:
+    """One name of the API.
+
+    `params` is the parameter list exactly as `inspect.signature` prints it without annotations (for a class: its
+    constructor); `signature` is the contract's richer text (types, shapes); `behaviour` is what the contract
+    promises; `summary` says it in one line. `check_module` is the module of `autograder/checks/` holding the hidden
+    check when it is not the topic's own (the key/value cache has one of its own).
+    """
+
+    name: str
+    topic: str
+    notebook: str
+    kind: str  # "function" | "class"
+    params: str
+    signature: str
+    behaviour: str
+    summary: str
+    check_module: str = ""
+
+    def __post_init__(self):
+        if self.kind not in ("function", "class"):
+            raise ValueError(f"{self.name}: kind must be 'function' or 'class', not {self.kind!r}")
+        if not self.check_module:
+            object.__setattr__(self, "check_module", self.topic)
+
+    @property
+    def snake_name(self) -> str:
+        """The name the checks and `hand_in` use: `TokenEmbedding` -> `token_embedding`."""
+        return snake_case(self.name)
+
+    @property
+    def check_name(self) -> str:
+        """`check_<snake name>`: the public check in coursekit/checks/<topic>.py and the hidden one."""
+        return f"check_{self.snake_name}"
+
+
+@dataclass(frozen=True)
+class GradedResult:
+    """A graded hand-in that is not an API name (e.g. the trained model of 07): it has a hidden check only."""
+
+    name: str  # the hand_in name; its check is check_<name>
+    notebook: str
+    check_module: str
+    summary: str
+
+    @property
+    def check_name(self) -> str:
+        return f"check_{self.name}"
+
+
+def snake_case(api_name: str) -> str:
+    """`TokenEmbedding` -> `token_embedding`; function names stay as they are."""
+    return re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", api_name).lower()
+
+
+CONVENTIONS = """\
+- Tensors are batch-first: token ids `(B, T)` int64, activations `(B, T, d_model)`.
+- A **mask is True (or 1) where attention is allowed** ("keep"), False/0 where it
+  is blocked. Masks broadcast against attention scores of shape
+  `(B, H, T_q, T_k)` (or `(..., T_q, T_k)`). Note this is the opposite of
+  `torch.nn.MultiheadAttention`'s boolean masks; notebooks must say so.
+- Blocked scores are filled with a large negative number before softmax
+  (the reference uses `torch.finfo(scores.dtype).min`), so a fully blocked row
+  gives finite weights, never NaN. Hidden tests never rely on fully blocked rows.
+- `pad_id` is 0 by default. Special tokens: `<pad>`=0, `<unk>`=1, `<bos>`=2, `<eos>`=3.
+- Modules take `dropout` as a float and use `nn.Dropout`; with `dropout=0.0` or in
+  `.eval()` mode they are deterministic.
+- Every module works on whichever device its parameters are on; nothing
+  hard-codes `cpu` or `cuda`."""
+
+NOTEBOOKS: tuple[Notebook, ...] = (
+    Notebook("01_tokens_and_embeddings", "embeddings", "Tokens and embeddings"),
+    Notebook("02_positional_encoding", "positional", "Positional encoding"),
+    Notebook("03_attention", "attention", "Attention and masks"),
+    Notebook("04_multi_head_attention", "multi_head", "Multi-head attention", notes=(
+        "With `dropout=0`, `MultiHeadAttention` equals `nn.MultiheadAttention(d_model, num_heads, batch_first=True)` "
+        "whose `in_proj_weight = cat([w_q.weight, w_k.weight, w_v.weight])`, `in_proj_bias` likewise and "
+        "`out_proj = w_o` (masks inverted).",)),
+    Notebook("05_encoder", "encoder", "Encoder", notes=(
+        "`EncoderBlock` equals `nn.TransformerEncoderLayer(d_model, num_heads, d_ff, dropout, activation=\"relu\", "
+        "batch_first=True, norm_first=...)` with `self_attn` mapped as above, `linear1/linear2` from `ffn`, "
+        "`norm1/norm2`.",)),
+    Notebook("06_decoder_and_transformer", "transformer", "Decoder and the full Transformer", notes=(
+        "`DecoderBlock` equals `nn.TransformerDecoderLayer(..., batch_first=True)` with `self_attn`, "
+        "`multihead_attn` (from `cross_attn`), `linear1/linear2`, `norm1/norm2/norm3` mapped likewise.",)),
+    Notebook("07_yelp_classifier", "classifier", "Yelp review classifier", notes=(
+        "Labels are 0..4 (one to five stars).",)),
+)
+
+_NB = {notebook.topic: notebook.name for notebook in NOTEBOOKS}
+
+
+def _function(name, topic, params, signature, behaviour, summary, **extra) -> ApiEntry:
+    return ApiEntry(name, topic, _NB[topic], "function", params, signature, behaviour, summary, **extra)
+
+
+def _class(name, topic, params, behaviour, summary, **extra) -> ApiEntry:
+    return ApiEntry(name, topic, _NB[topic], "class", params, f"nn.Module({params})", behaviour, summary, **extra)
+
+
+API: tuple[ApiEntry, ...] = (
+    # 01 - tokens and embeddings
+    _function(
+        "build_vocab", "embeddings",
+        "tokenized_texts, min_freq=1, specials=('<pad>', '<unk>', '<bos>', '<eos>')",
+        '(tokenized_texts: Iterable[list[str]], min_freq: int = 1, specials=("<pad>", "<unk>", "<bos>", "<eos>")) '
+        "-> dict[str, int]",
+        "specials first with ids 0..3, then the other tokens with count >= min_freq ordered by descending count, "
+        "ties broken alphabetically; a token equal to a special keeps the special's id",
+        "token -> id, specials first, then by descending count"),
+    _function(
+        "encode", "embeddings", "tokens, vocab",
+        "(tokens: list[str], vocab: dict[str, int]) -> list[int]",
+        'unknown tokens map to `vocab["<unk>"]`',
+        "tokens -> ids, unknown tokens -> <unk>"),
+    _function(
+        "pad_batch", "embeddings", "sequences, pad_id=0, max_len=None",
+        "(sequences: list[list[int]], pad_id: int = 0, max_len: int | None = None) -> torch.LongTensor",
+        "shape `(B, T)`, post-padding; `T` = longest sequence, or `max_len` with post-truncation",
+        "id lists -> one (B, T) tensor, padded at the end"),
+    _class(
+        "TokenEmbedding", "embeddings", "vocab_size, d_model, padding_idx=None",
+        "parameter `weight` of shape `(vocab_size, d_model)` initialised N(0, d_model^-1/2) (std `d_model ** -0.5`, "
+        "as fairseq does for embeddings that are later multiplied by sqrt(d_model), so that token vectors and the "
+        "positional encoding both have unit scale), row `padding_idx` zero; `forward(ids)` returns `weight[ids]` "
+        "(same as `F.embedding`), no scaling",
+        "a learned (vocab_size, d_model) lookup table"),
+    _function(
+        "embedding_matrix_from_word2vec", "embeddings", "vocab, keyed_vectors",
+        "(vocab: dict[str, int], keyed_vectors) -> torch.FloatTensor",
+        "shape `(len(vocab), keyed_vectors.vector_size)`; row of a word known to the gensim `KeyedVectors` is its "
+        "vector, every other row (specials, unknown words) is zeros",
+        "word2vec vectors laid out in vocabulary order"),
+    _function(
+        "attention_over_words", "embeddings", "query, keys, keyed_vectors",
+        "(query: str, keys: list[str], keyed_vectors) -> tuple[np.ndarray, np.ndarray]",
+        "scaled dot-product attention of the query word's vector over the key words' vectors (keys are also the "
+        "values): returns `(weights (len(keys),), value (vector_size,))`, scale `1/sqrt(vector_size)`",
+        "one word attending over others with word2vec vectors"),
+    # 02 - positional encoding
+    _function(
+        "sinusoidal_positional_encoding", "positional", "max_len, d_model",
+        "(max_len: int, d_model: int) -> torch.FloatTensor",
+        "shape `(max_len, d_model)`; `PE[p, 2i] = sin(p / 10000**(2i/d_model))`, "
+        "`PE[p, 2i+1] = cos(p / 10000**(2i/d_model))`; `d_model` must be even, else `ValueError`",
+        "the (max_len, d_model) sine/cosine table"),
+    _class(
+        "PositionalEncoding", "positional", "d_model, max_len=512, dropout=0.0",
+        "buffer `pe` of shape `(max_len, d_model)`; `forward(x)` with `x (B, T, d_model)` returns "
+        "`dropout(x + pe[:T])`; `T > max_len` raises `ValueError`",
+        "adds the sinusoidal table to the embeddings"),
+    _class(
+        "LearnedPositionalEmbedding", "positional", "max_len, d_model",
+        "submodule `embedding = nn.Embedding(max_len, d_model)`; `forward(x)` returns `x + embedding(arange(T))`",
+        "adds a learned vector per position"),
+    # 03 - attention
+    _function(
+        "make_padding_mask", "attention", "ids, pad_id=0",
+        "(ids: LongTensor (B, T), pad_id: int = 0) -> BoolTensor (B, 1, 1, T)",
+        "True where `ids != pad_id`",
+        "(B, T) ids -> (B, 1, 1, T) mask, True at real tokens"),
+    _function(
+        "make_causal_mask", "attention", "size, device=None",
+        "(size: int, device=None) -> BoolTensor (size, size)",
+        "lower-triangular True (position i may attend to j <= i)",
+        "(T, T) mask, True on and below the diagonal"),
+    _function(
+        "scaled_dot_product_attention", "attention", "query, key, value, mask=None",
+        "(query, key, value, mask=None) -> tuple[Tensor, Tensor]",
+        "query `(..., T_q, d_k)`, key `(..., T_k, d_k)`, value `(..., T_k, d_v)`; returns "
+        "`(output (..., T_q, d_v), weights (..., T_q, T_k))`, `weights = softmax(q k^T / sqrt(d_k))` over the last "
+        "dim after masking",
+        "softmax(q k^T / sqrt(d_k)) v, with the mask applied first"),
+    # 04 - multi-head attention
+    _function(
+        "split_heads", "multi_head", "x, num_heads",
+        "(x (B, T, d_model), num_heads) -> (B, num_heads, T, d_model // num_heads)",
+        "head h takes features `h*d_head:(h+1)*d_head`",
+        "(B, T, d_model) -> (B, H, T, d_head)"),
+    _function(
+        "merge_heads", "multi_head", "x",
+        "(x (B, H, T, d_head)) -> (B, T, H*d_head)",
+        "inverse of `split_heads`",
+        "(B, H, T, d_head) -> (B, T, H * d_head)"),
+    _class(
+        "MultiHeadAttention", "multi_head", "d_model, num_heads, dropout=0.0, bias=True",
+        "submodules `w_q, w_k, w_v, w_o`, each `nn.Linear(d_model, d_model, bias=bias)`; "
+        "`forward(query, key, value, mask=None) -> (output (B, T_q, d_model), weights (B, H, T_q, T_k))`; dropout on "
+        "the attention weights; `d_model % num_heads != 0` raises `ValueError`",
+        "project, split into heads, attend, merge, project"),
+    # 05 - encoder
+    _class(
+        "PositionwiseFeedForward", "encoder", "d_model, d_ff, dropout=0.0",
+        "submodules `linear1 (d_model->d_ff)`, `linear2 (d_ff->d_model)`; `linear2(dropout(relu(linear1(x))))`",
+        "two linear layers with a ReLU, applied at every position"),
+    _class(
+        "EncoderBlock", "encoder", "d_model, num_heads, d_ff, dropout=0.0, norm_first=False",
+        "submodules `self_attn` (MultiHeadAttention), `ffn` (PositionwiseFeedForward), `norm1`, `norm2` "
+        "(`nn.LayerNorm(d_model)`); `forward(x, mask=None) -> x`. Post-norm: `x = norm1(x + drop(attn(x)))`, "
+        "`x = norm2(x + drop(ffn(x)))`; pre-norm: `x = x + drop(attn(norm1(x)))`, `x = x + drop(ffn(norm2(x)))`",
+        "self-attention and feed-forward, each with residual and LayerNorm"),
+    _class(
+        "Encoder", "encoder", "vocab_size, d_model, num_heads, d_ff, num_layers, max_len=512, dropout=0.0, "
+        "norm_first=False",
+        "submodules `embedding` (`TokenEmbedding`), `pos_encoding` (`PositionalEncoding`), `layers` (`nn.ModuleList` "
+        "of `EncoderBlock`), `norm` (`nn.LayerNorm` if `norm_first` else `nn.Identity`); "
+        "`forward(src_ids, src_mask=None)`: `x = embedding(src_ids) * sqrt(d_model)`, then `pos_encoding`, the "
+        "layers, `norm`",
+        "embedding, positions and a stack of encoder blocks"),
+    # 06 - decoder and the full Transformer
+    _class(
+        "DecoderBlock", "transformer", "d_model, num_heads, d_ff, dropout=0.0, norm_first=False",
+        "submodules `self_attn`, `cross_attn` (MultiHeadAttention), `ffn`, `norm1`, `norm2`, `norm3`; "
+        "`forward(x, memory, tgt_mask=None, memory_mask=None) -> x`; masked self-attention, then cross-attention "
+        "with queries from `x` and keys/values from `memory`, then the feed-forward, each with residual + norm in "
+        "the same post/pre arrangement as `EncoderBlock`",
+        "masked self-attention, cross-attention over the memory, feed-forward"),
+    _class(
+        "Decoder", "transformer", "vocab_size, d_model, num_heads, d_ff, num_layers, max_len=512, dropout=0.0, "
+        "norm_first=False",
+        "submodules `embedding`, `pos_encoding`, `layers` (of `DecoderBlock`), `norm`; "
+        "`forward(tgt_ids, memory, tgt_mask=None, memory_mask=None) -> (B, T_tgt, d_model)`",
+        "embedding, positions and a stack of decoder blocks"),
+    _class(
+        "Transformer", "transformer", "src_vocab_size, tgt_vocab_size, d_model=64, num_heads=4, d_ff=128, "
+        "num_layers=2, max_len=512, dropout=0.0, pad_id=0, norm_first=False",
+        "submodules `encoder`, `decoder`, `generator (nn.Linear(d_model, tgt_vocab_size))`; "
+        "`encode(src_ids) -> (memory, src_mask)`; `decode(tgt_ids, memory, src_mask) -> logits`; "
+        "`forward(src_ids, tgt_ids) -> logits (B, T_tgt, tgt_vocab_size)`; builds the padding mask of the source "
+        "and the causal-and-padding mask of the target itself",
+        "encoder, decoder and the output projection, masks built inside"),
+    _function(
+        "greedy_decode", "transformer", "model, src_ids, max_len, bos_id=2, eos_id=3",
+        "(model: Transformer, src_ids, max_len: int, bos_id: int = 2, eos_id: int = 3) -> LongTensor (B, <= max_len)",
+        "feeds `bos_id` first, then appends the argmax token each step; returns the generated tokens only (without "
+        "the leading `bos_id`, with the `eos_id` when produced); stops when every sequence has produced `eos_id` or "
+        "after `max_len` tokens; positions after a sequence's `eos_id` hold `model`'s `pad_id`",
+        "argmax decoding, one token at a time"),
+    _function(
+        "cached_greedy_decode", "transformer", "model, src_ids, max_len, bos_id=2, eos_id=3",
+        "(model: Transformer, src_ids, max_len: int, bos_id: int = 2, eos_id: int = 3) -> LongTensor (B, <= max_len)",
+        "exactly the tokens of `greedy_decode`, computed with a key/value cache: the memory's cross-attention "
+        "keys/values are projected once per call (each layer's `cross_attn.w_k`/`w_v` run once, on the memory), and "
+        "each step feeds only the newest token through the decoder (each layer's `self_attn.w_k`/`w_v` see one new "
+        "position per step, appended to that layer's stored keys/values)",
+        "greedy decoding with a key/value cache",
+        check_module="kv_cache"),
+    # 07 - Yelp classifier
+    _function(
+        "masked_mean_pool", "classifier", "x, mask",
+        "(x (B, T, d), mask (B, T) bool) -> (B, d)",
+        "mean over the positions where mask is True only",
+        "mean over the real (unmasked) positions"),
+    _class(
+        "TransformerClassifier", "classifier", "vocab_size, num_classes=5, d_model=64, num_heads=4, d_ff=128, "
+        "num_layers=2, max_len=256, dropout=0.1, pad_id=0",
+        "submodules `encoder` (`Encoder`), `classifier` (`nn.Linear(d_model, num_classes)`); "
+        "`forward(ids) -> logits (B, num_classes)`: encode with the padding mask, masked mean pool, classify",
+        "encoder, masked mean pool, linear layer"),
+    _function(
+        "train_one_epoch", "classifier", "model, loader, optimizer, device",
+        "(model, loader, optimizer, device) -> float",
+        "one pass of cross-entropy training (`F.cross_entropy` on the logits, mean over the batch) over batches "
+        "`(ids, labels)`, in train mode, moving each batch to `device`; returns the mean of the batch losses",
+        "one pass of cross-entropy training; the mean batch loss"),
+    _function(
+        "evaluate", "classifier", "model, loader, device",
+        "(model, loader, device) -> float",
+        "fraction of all examples in the loader whose argmax logit equals the label, in eval mode, without gradients",
+        "accuracy over a loader"),
+)
+
+# Graded hand-ins that are results rather than API names.
+GRADED_RESULTS: tuple[GradedResult, ...] = (
+    GradedResult("trained_classifier", "07_yelp_classifier", "classifier",
+                 "the student's trained classifier reaches the accuracy bar on held-out reviews"),
+)
+
+TOPICS: tuple[str, ...] = tuple(notebook.topic for notebook in NOTEBOOKS)
+ASSIGNMENTS: tuple[str, ...] = tuple(notebook.name for notebook in NOTEBOOKS)
+
+_BY_NAME = {entry.name: entry for entry in API}
+
+
+def names() -> tuple[str, ...]:
+    """Every API name, in course order."""
+    return tuple(entry.name for entry in API)
+
+
+def by_name(name: str) -> ApiEntry:
+    """The entry of one API name (`"MultiHeadAttention"`); an unknown name raises KeyError."""
+    try:
+        return _BY_NAME[name]
+    except KeyError:
+        raise KeyError(f"{name!r} is not a name of the course API; known: {', '.join(names())}") from None
+
+
+def notebook(name_or_topic: str) -> Notebook:
+    """A notebook by its folder name (`"03_attention"`) or its topic (`"attention"`)."""
+    for candidate in NOTEBOOKS:
+        if name_or_topic in (candidate.name, candidate.topic):
+            return candidate
+    raise KeyError(f"{name_or_topic!r} is neither a course assignment ({', '.join(ASSIGNMENTS)}) "
+                   f"nor a topic ({', '.join(TOPICS)})")
+
+
+def for_notebook(name_or_topic: str) -> tuple[ApiEntry, ...]:
+    """The entries one notebook asks for, in notebook order (`"03_attention"` or `"attention"`)."""
+    wanted = notebook(name_or_topic).name
+    return tuple(entry for entry in API if entry.notebook == wanted)
+
+
+def hand_in_names(name_or_topic: str) -> tuple[str, ...]:
+    """Every name a notebook's grade cells hand in: its API names in snake case, then its graded results."""
+    wanted = notebook(name_or_topic).name
+    return (tuple(entry.snake_name for entry in for_notebook(wanted))
+            + tuple(result.name for result in GRADED_RESULTS if result.notebook == wanted))
+
+
+def check_modules() -> dict[str, str]:
+    """`check_<name>` -> the module of autograder/checks/ that defines it, for every hand-in of the course."""
+    modules = {entry.check_name: entry.check_module for entry in API}
+    modules.update({result.check_name: result.check_module for result in GRADED_RESULTS})
+    return modules
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|")
+
+
+def markdown() -> str:
+    """The text of docs/course-api.md."""
+    lines = [
+        "# Course API contract",
+        "",
+        "This is the fixed interface of the course: the names, signatures, shapes and",
+        "conventions that students implement in the notebooks, that the reference",
+        "implementation in `solutions/` provides under the same names, and that every",
+        "hidden check relies on. Prose, hints and internals are free; these names and",
+        "behaviours are not. Change them only through an issue.",
+        "",
+        "This page is generated from `coursekit/api.py` (the one copy of the contract in the repository):",
+        "edit that module, then run `python -m coursekit.api --markdown > docs/course-api.md`.",
+        "`tests/test_course_api.py` keeps this page, `solutions`, the hidden checks and every notebook's",
+        "hand-ins in agreement with the module.",
+        "",
+        "## Conventions (all notebooks)",
+        "",
+        CONVENTIONS,
+    ]
+    for book in NOTEBOOKS:
+        lines += ["", f"## {book.number} — {book.title}", "", "| name | signature | behaviour |", "|---|---|---|"]
+        for entry in for_notebook(book.name):
+            lines.append(f"| `{entry.name}` | `{_cell(entry.signature)}` | {_cell(entry.behaviour)} |")
+        for note in book.notes:
+            lines += ["", note]
+    return "\n".join(lines) + "\n"
+
+
+def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv == ["--markdown"]:
+        sys.stdout.write(markdown())
+        return 0
+    if argv == ["--names"]:
+        sys.stdout.write("\n".join(names()) + "\n")
+        return 0
+    sys.stderr.write("usage: python -m coursekit.api --markdown | --names\n")
+    return 2
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
