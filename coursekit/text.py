@@ -8,12 +8,11 @@ from __future__ import annotations
 
 import re
 
+from .data.yelp_format import decode_yelp_escapes  # the Yelp files' literal escapes (backslash-n, backslash-quote)
+
 __all__ = ["decode_yelp_escapes", "tokenize"]
 
-# The yelp_review_full CSV files store a newline as the two characters backslash + n, and some reviews carry a
-# backslash-escaped quote. Curly quotes are straightened so "wasn’t" splits like "wasn't".
-_ESCAPES = {"\\n": "\n", '\\"': '"'}
-_ESCAPE_PATTERN = re.compile(r'\\n|\\"')
+# Curly quotes are straightened so "wasn’t" splits like "wasn't".
 _CURLY = str.maketrans({"\u2019": "'", "\u2018": "'", "\u201c": '"', "\u201d": '"'})
 
 # nltk only splits a period off the END of its input ("great. the" would keep "great."), so sentence-final
@@ -25,11 +24,6 @@ _SENTENCE_END = re.compile(r"([.!?]+)(?=[\"')\]]*(?:\s|$))")
 _QUOTE_TOKENS = {"``": '"', "''": '"'}
 
 _word_tokenizer = None  # built on first use: importing nltk costs time at `import coursekit`
-
-
-def decode_yelp_escapes(text: str) -> str:
-    """Replace the literal escapes of the Yelp CSV files: backslash-n -> newline, backslash-quote -> quote."""
-    return _ESCAPE_PATTERN.sub(lambda match: _ESCAPES[match.group(0)], text)
 
 
 def _nltk_tokenizer():

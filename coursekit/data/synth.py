@@ -19,8 +19,12 @@ the labels are moved one star away on purpose (label noise, as in real reviews).
 """
 from __future__ import annotations
 
+import os
 import random
 from dataclasses import dataclass
+from pathlib import Path
+
+from .yelp_format import write_yelp_csv
 
 __all__ = ["SyntheticReview", "generate_reviews", "generate_splits", "score_to_stars", "LABEL_NOISE"]
 
@@ -360,11 +364,6 @@ def synthesize(dest, seed: int = 0, train_size: int = 8000, test_size: int = 200
     folder has no README.md with the synthetic marker) unless force=True. Files are written to temporary names
     and renamed, so an interrupted run leaves the old files intact.
     """
-    import os
-    from pathlib import Path
-
-    from .yelp import write_yelp_csv
-
     dest = Path(dest)
     existing = [dest / name for name in ("train.csv", "test.csv") if (dest / name).exists()]
     readme = dest / "README.md"

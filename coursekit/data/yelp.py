@@ -1,8 +1,4 @@
-"""Reading (and writing) reviews in the yelp_review_full format.
-
-The format (Zhang et al., 2015, as distributed by fast.ai): CSV without a header, two columns "label","text",
-every field quoted, a quote inside a field doubled (""), labels "1".."5", a newline inside a review stored as
-the two characters backslash + n. `load_yelp` reads it from
+"""The Yelp loader: `load_yelp` reads reviews in the yelp_review_full format (`yelp_format.py`) from
 
 * "synthetic": the synthetic set shipped in data/yelp_synthetic (see its README);
 * a folder holding train.csv/test.csv, or yelp_review_full_csv/train.csv, or the tarball, or parquet files;
@@ -19,18 +15,18 @@ instead; then a YelpSkippedRowsWarning (with .count and .rows) is issued, a line
 """
 from __future__ import annotations
 
-import csv
 import logging
 import os
 import random
 import tarfile
 import warnings
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Iterator
+from typing import Iterable
 
 from ..progress import progress
-from ..text import decode_yelp_escapes
+from .synth import generate_splits
+from .yelp_format import SkippedRow, YelpFormatError, decode_yelp_escapes, encode_yelp_text, read_yelp_csv, \
+    write_yelp_csv
 
 __all__ = [
     "load_yelp", "YelpFormatError", "YelpSkippedRowsWarning", "SkippedRow", "last_skipped_rows",
@@ -44,21 +40,6 @@ NUM_CLASSES = 5
 TARBALL_NAME = "yelp_review_full_csv.tgz"
 TARBALL_FOLDER = "yelp_review_full_csv"
 DATA_DIR_ENV = "COURSE_DATA_DIR"  # overrides where the "synthetic" set is looked for: $COURSE_DATA_DIR/yelp_synthetic
-
-
-class YelpFormatError(ValueError):
-    """A row that does not follow the yelp_review_full format; the message names the file and the line."""
-
-    def __init__(self, source: str, line: int, problem: str):
-        super().__init__(f"{source}, line {line}: {problem}")
-        self.source, self.line, self.problem = source, line, problem
-
-
-@dataclass(frozen=True)
-class SkippedRow:
-    source: str
-    line: int
-    problem: str
 
 
 class YelpSkippedRowsWarning(UserWarning):
@@ -80,91 +61,7 @@ def last_skipped_rows() -> list[SkippedRow]:
     return list(_last_skipped)
 
 
-# --- writing ----------------------------------------------------------------------------------------------------
-def encode_yelp_text(text: str) -> str:
-    """Store newlines the way the Yelp files do: as a literal backslash + n."""
-    return text.replace("\r\n", "\n").replace("\n", "\\n")
-
-
-def write_yelp_csv(path: str | os.PathLike, rows: Iterable[tuple[int, str]]) -> None:
-    """Write (stars 1..5, text) rows in the exact yelp_review_full format (UTF-8, "\\n" line ends)."""
-    with open(path, "w", encoding="utf-8", newline="") as handle:
-        writer = csv.writer(handle, quoting=csv.QUOTE_ALL, lineterminator="\n")
-        for stars, text in rows:
-            writer.writerow([str(stars), encode_yelp_text(text)])
-
-
 # --- reading ----------------------------------------------------------------------------------------------------
-class _LineDecoder:
-    """Decodes a binary stream line by line as strict UTF-8, remembering which lines were not valid."""
-
-    def __init__(self, stream: Iterable[bytes], source: str, skip_bad_rows: bool):
-        self.stream, self.source, self.skip_bad_rows = stream, source, skip_bad_rows
-        self.bad_lines: dict[int, str] = {}
-        self.line = 0
-
-    def __iter__(self) -> Iterator[str]:
-        for raw in self.stream:
-            self.line += 1
-            if self.line == 1 and raw.startswith(b"\xef\xbb\xbf"):
-                raw = raw[3:]  # a byte order mark left by a spreadsheet program
-            try:
-                yield raw.decode("utf-8")
-            except UnicodeDecodeError as error:
-                problem = f"invalid UTF-8 (byte {error.start})"
-                if not self.skip_bad_rows:
-                    raise YelpFormatError(self.source, self.line, problem) from None
-                self.bad_lines[self.line] = problem
-                yield raw.decode("utf-8", errors="replace")
-
-
-def _csv_rows(stream: Iterable[bytes], source: str, skip_bad_rows: bool, skipped: list[SkippedRow]):
-    """Yield (label 0..4, text) from a binary CSV stream in the Yelp format."""
-    decoder = _LineDecoder(stream, source, skip_bad_rows)
-    reader = csv.reader(decoder, strict=True)
-    first_line = 1
-    while True:
-        try:
-            row = next(reader)
-        except StopIteration:
-            return
-        except csv.Error as error:
-            # the record that starts at first_line is broken; the parser resumes after the line it stopped on
-            span = f" (lines {first_line}-{decoder.line})" if decoder.line > first_line else ""
-            problem = f"broken CSV quoting: {error}{span}"
-            if not skip_bad_rows:
-                raise YelpFormatError(source, first_line, problem) from None
-            skipped.append(SkippedRow(source, first_line, problem))
-            first_line = decoder.line + 1
-            continue
-        last_line = decoder.line
-        lines = range(first_line, last_line + 1)
-        first_line = last_line + 1
-        if not row and not any(n in decoder.bad_lines for n in lines):
-            continue  # a blank line is not a review (e.g. an empty last line added by an editor)
-        problem = next((decoder.bad_lines.pop(n) for n in lines if n in decoder.bad_lines), None)
-        if problem is None:
-            problem, result = _check_csv_row(row)
-        if problem is None:
-            yield result
-        elif skip_bad_rows:
-            skipped.append(SkippedRow(source, lines[0], problem))
-        else:
-            raise YelpFormatError(source, lines[0], problem)
-
-
-def _check_csv_row(row: list[str]):
-    if len(row) != 2:
-        return f"expected 2 fields (label, text), found {len(row)}", None
-    label, text = row
-    if label.strip() not in ("1", "2", "3", "4", "5"):
-        return f"label must be 1..5, found {label!r}", None
-    text = decode_yelp_escapes(text)
-    if not text.strip():
-        return "empty review text", None
-    return None, (int(label) - 1, text)
-
-
 def _parquet_rows(path: Path, skip_bad_rows: bool, skipped: list[SkippedRow]):
     """Yield (label 0..4, text) from a Hugging Face parquet file, one record batch at a time."""
     try:
@@ -202,7 +99,7 @@ def _tarball_rows(path: Path, split: str, skip_bad_rows: bool, skipped: list[Ski
             for member in archive:
                 if member.isfile() and member.name.lstrip("./") == wanted:
                     stream = archive.extractfile(member)
-                    yield from _csv_rows(stream, f"{path}:{wanted}", skip_bad_rows, skipped)
+                    yield from read_yelp_csv(stream, f"{path}:{wanted}", skip_bad_rows, skipped)
                     return
     except (tarfile.TarError, EOFError, OSError) as error:
         if isinstance(error, FileNotFoundError):
@@ -229,8 +126,6 @@ def _synthetic_rows(split: str):
         return ("csv", folder / f"{split}.csv")
     # Installed without the repository's data/ folder: the generator rebuilds the same set (byte-identical).
     logger.info("data/yelp_synthetic not found; generating the synthetic set in memory (seed 0)")
-    from .synth import generate_splits
-
     train, test = generate_splits(seed=0)
     reviews = train if split == "train" else test
     return ("rows", [(review.label - 1, review.text) for review in reviews])
@@ -281,7 +176,7 @@ def _rows(source, split: str, skip_bad_rows: bool, skipped: list[SkippedRow]):
         yield from where
     elif kind == "csv":
         with open(where, "rb") as handle:
-            yield from _csv_rows(handle, str(where), skip_bad_rows, skipped)
+            yield from read_yelp_csv(handle, str(where), skip_bad_rows, skipped)
     elif kind == "tarball":
         yield from _tarball_rows(where, split, skip_bad_rows, skipped)
     else:
