@@ -1,5 +1,6 @@
 # The two commands of the README:  make demo  (the main job)  and  make test  (the whole suite).
-# Both create .venv when it is missing and install the instructor profile from constraints.txt;
+# Both create .venv when it is missing and install the instructor profile and the test tools (extras
+# instructor,test) from constraints.txt;
 # a second run installs nothing (the stamp file is newer than its inputs).
 PYTHON ?= python3
 VENV   ?= .venv
@@ -25,7 +26,7 @@ install: $(STAMP)
 $(STAMP): pyproject.toml setup.py constraints.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PIP) install -q -c constraints.txt pip setuptools
-	$(PIP) install -q -c constraints.txt --no-build-isolation -e ".[instructor]"
+	$(PIP) install -q -c constraints.txt --no-build-isolation -e ".[instructor,test]"
 	touch $(STAMP)
 
 # Regenerate exercises/ (the student release) from course/source.
@@ -35,7 +36,7 @@ release: $(STAMP)
 # Re-resolve the pinned stack (run by hand, then commit constraints.txt and update environment.yml).
 lock:
 	rm -rf .venv-lock && $(PYTHON) -m venv .venv-lock
-	.venv-lock/bin/pip install -q --no-build-isolation setuptools && .venv-lock/bin/pip install -q -e ".[instructor]"
+	.venv-lock/bin/pip install -q --no-build-isolation setuptools && .venv-lock/bin/pip install -q -e ".[instructor,test]"
 	.venv-lock/bin/pip freeze --exclude-editable | sed 's/+cpu$$//' > constraints.txt.new
 	@echo "wrote constraints.txt.new: review, then move it over constraints.txt"
 

@@ -25,6 +25,4 @@ setup(
     options={"build": {"build_base": f"build/{profile}"}},
     # the `autograder` command ships only with the autograder package
     entry_points={"console_scripts": ["autograder = autograder.__main__:main"]} if "autograder" in top else {},
-    include_package_data=True,
-    package_data={"coursekit": ["py.typed"], "autograder": ["templates/*", "*.html"]},
 )

@@ -24,7 +24,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from autograder.coursedir import assignments_in_source, command_course_dir
+from autograder.coursedir import alembic_on_path, assignments_in_source, command_course_dir
 
 OK, ACT, USAGE = 0, 1, 2
 
@@ -113,6 +113,7 @@ def _limits(args):
 def main(argv=None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
+    alembic_on_path()  # every command may open (so create) the course's gradebook
     course_dir = getattr(args, "course_dir", None)
     course_dir = (course_dir or command_course_dir()).resolve()
     try:

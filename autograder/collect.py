@@ -31,7 +31,7 @@ from pathlib import Path
 
 import nbformat
 
-from autograder.coursedir import assignments_in_source, course_id, default_db_url
+from autograder.coursedir import alembic_on_path, assignments_in_source, course_id, default_db_url
 from autograder import submission_files
 from autograder.submission_files import RefusedFile, read_regular, refusal
 
@@ -199,6 +199,7 @@ def collect(course_dir, source, db_url: str | None = None) -> CollectReport:
                 folders.setdefault((student, assignment), path.parent)
         for key in folders:
             placed.setdefault(key, [])
+        alembic_on_path()  # the gradebook may be new
         with Gradebook(db_url or default_db_url(course_dir), course_id(course_dir)) as gb:
             known = {s.id for s in gb.students}
             for (student, assignment), files in sorted(placed.items()):

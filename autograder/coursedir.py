@@ -14,14 +14,18 @@ from pathlib import Path
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
 
-def ensure_env_bin_on_path() -> None:
-    """nbgrader's Gradebook runs the `alembic` command: make this environment's bin/ findable on PATH."""
+def alembic_on_path() -> None:
+    """Put this environment's bin/ on PATH (idempotent), so that nbgrader finds its `alembic` command.
+
+    nbgrader's Gradebook runs `alembic heads` (a subprocess found through PATH) whenever it creates a new
+    gradebook; an environment used without activating it (`.venv/bin/python -m ...`) does not have its bin/ on
+    PATH. Called explicitly where gradebooks may be created: the CLI, `nbgrader_coursedir` (nbgrader's API and
+    Autograde), grading, collecting (importing this module changes nothing)."""
     bin_dir = os.path.dirname(sys.executable)
     if bin_dir not in os.environ.get("PATH", "").split(os.pathsep):
         os.environ["PATH"] = bin_dir + os.pathsep + os.environ.get("PATH", "")
 
 
-ensure_env_bin_on_path()
 NOTEBOOK_IGNORE = (".ipynb_checkpoints", "__pycache__", "*.pyc", ".DS_Store", "feedback")
 
 
@@ -86,6 +90,7 @@ def nbgrader_coursedir(course_dir: Path, db_url: str | None = None):
     """(config, nbgrader CourseDirectory) for `course_dir`: its config files loaded, our root and gradebook."""
     from nbgrader.coursedir import CourseDirectory
 
+    alembic_on_path()  # the API's and Autograde's gradebooks
     course_dir = Path(course_dir).resolve()
     config = nbgrader_config(course_dir)
     config.CourseDirectory.root = str(course_dir)

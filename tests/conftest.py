@@ -14,6 +14,15 @@ from pathlib import Path
 TIERS = {"course": "notebooks", "pipeline": "pipeline", "browser": "browser"}
 
 
+def pytest_configure(config):
+    """Tests open nbgrader gradebooks of their own (fixtures): nbgrader runs the environment's `alembic` command."""
+    try:
+        from autograder.coursedir import alembic_on_path
+    except ImportError:  # an environment without the instructor packages
+        return
+    alembic_on_path()
+
+
 def pytest_collection_modifyitems(config, items):
     import pytest
 

@@ -14,7 +14,6 @@ import json
 import sqlalchemy as sa
 from nbgrader.api import Gradebook, MissingEntry
 
-import autograder.coursedir  # noqa: F401  (alembic on PATH)
 
 RUNS = sa.Table(
     "autograder_runs", sa.MetaData(),

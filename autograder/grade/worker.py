@@ -28,7 +28,7 @@ from nbgrader.api import Gradebook
 from nbgrader.preprocessors import (CheckCellMetadata, ClearOutput, DeduplicateIds, IgnorePattern, LimitOutput,
                                     OverwriteCells, OverwriteKernelspec, SaveAutoGrades)
 
-import autograder.coursedir  # noqa: F401  (puts alembic on PATH for nbgrader's Gradebook)
+from autograder.coursedir import alembic_on_path
 from autograder.grade import tamper_scan
 from autograder.grade.execute import error_output
 from autograder.grade.judge import JudgedExecute
@@ -57,6 +57,8 @@ def empty_gradebook(path: str, course: str, alembic_version: str | None = None) 
         original = nbgrader_api.get_alembic_version
         if alembic_version:
             nbgrader_api.get_alembic_version = lambda: alembic_version
+        else:
+            alembic_on_path()  # nbgrader runs `alembic heads`
         try:
             Gradebook(f"sqlite:///{template}", course).close()
         finally:
