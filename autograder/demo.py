@@ -11,6 +11,12 @@ variables renamed and other comments (hostile is held for review, so its score s
 score). Every demo student is an edit of the reference, so the course page's similarity check ignores the
 reference solution too (`include_reference`): what remains is what the students wrote themselves, and the
 copied helper is found in every assignment.
+
+Written answers (hand-graded markdown cells, `autograder.written`): every student but `blank` writes a short answer
+of their own words in each of them (`with_written_answers`: the first sentences of the model answer, in a
+student's phrasing; the copy hands in the original's answers); `blank` leaves "YOUR ANSWER HERE", which scores 0
+on its own. No student hands in the model answer or the rubric of the source notebook. The written answers change
+no automatic score; they wait for a grader, and the summary says how many (`autograder.export.waiting_line`).
 """
 from __future__ import annotations
 
@@ -39,7 +45,7 @@ def prepare_course(output: Path, assignments: list[str]) -> Path:
 
 def run_demo(assignments=None, students: int = 6, output: Path | None = None, workers: int | None = None) -> int:
     from autograder.collect import collect
-    from autograder.export import export_grades
+    from autograder.export import export_grades, waiting_for_grader, waiting_line
     from autograder.feedback import generate_feedback
     from autograder.grade.engine import grade_many
     from autograder.release import release
@@ -64,7 +70,8 @@ def run_demo(assignments=None, students: int = 6, output: Path | None = None, wo
     for assignment in assignments:
         source_nb = nbformat.read(course / "source" / assignment / f"{assignment}.ipynb", as_version=4)
         release_nb = nbformat.read(course / "release" / assignment / f"{assignment}.ipynb", as_version=4)
-        for student, (text, note) in with_copied_pair(demo_students(source_nb, release_nb, students)).items():
+        built = with_written_answers(with_copied_pair(demo_students(source_nb, release_nb, students)), source_nb)
+        for student, (text, note) in built.items():
             target = inbox / student / assignment / f"{assignment}.ipynb"
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_text(text)
@@ -94,6 +101,7 @@ def run_demo(assignments=None, students: int = 6, output: Path | None = None, wo
     print(f"  grades:   {csv_path}")
     print(f"  feedback: {feedback_count} HTML file(s) under {course / 'feedback'}")
     print(f"  copied:   {copied_work(course, assignments)}")
+    print(f"  {waiting_line(waiting_for_grader(course, assignments=assignments))}")
     print(f"  per assignment: {', '.join(str(p) for p in pages)}")
     print(f"  report:   {course_page}")
     return 0
@@ -140,6 +148,48 @@ def with_copied_pair(students: dict) -> dict:
     copied[-1].source += "\n\n\n" + _disguised(OWN_HELPER).rstrip()
     return {**students, original: (nbformat.writes(nb), f"{note}, plus a helper of her own"),
             copy: (nbformat.writes(target), f"{copy_note}; copied {original}'s notebook (renamed, reordered)")}
+
+
+# ----------------------------------------------------------------------------------------------- written answers
+BLANK_STUDENT = "blank"
+# How each student puts the model answer's ideas in their own words (a prefix and how many sentences they keep).
+PHRASING = {"reference": ("", 3), "mistake_heads": ("I think ", 1), "mistake_mask": ("In short: ", 2),
+            "mistake_scale": ("My understanding is that ", 1)}
+
+
+def student_answer(key, student: str) -> str:
+    """A short plausible answer to the written question `key` (an autograder.written.AnswerKey) by `student`."""
+    from autograder.written import sentences
+
+    prefix, keep = PHRASING.get(student, ("", 1 + sum(map(ord, student)) % 2))
+    kept = sentences(key.model_answer)[:keep] or ["I am not sure."]
+    first = kept[0]
+    if prefix and first[:1].isupper() and not first[1:2].isupper():
+        first = first[0].lower() + first[1:]
+    return prefix + " ".join([first] + kept[1:])
+
+
+def with_written_answers(students: dict, source_nb) -> dict:
+    """Every student's written answer cells filled with their own short answer; `blank` keeps the release's
+    stub, the copy of the copied pair hands in the original's answers. Nothing else of a notebook changes."""
+    from autograder.written import answer_keys, is_written
+
+    keys = answer_keys(source_nb)
+    if not keys:
+        return students
+    original, copy = COPIED_PAIR
+    out = {}
+    for student, (text, note) in students.items():
+        if student == BLANK_STUDENT:
+            out[student] = (text, note)
+            continue
+        nb = nbformat.reads(text, as_version=4)
+        writer = original if student == copy else student
+        for cell in nb.cells:
+            if is_written(cell) and cell.metadata["nbgrader"]["grade_id"] in keys:
+                cell.source = student_answer(keys[cell.metadata["nbgrader"]["grade_id"]], writer)
+        out[student] = (nbformat.writes(nb), note)
+    return out
 
 
 def copied_work(course: Path, assignments) -> str:

@@ -1,8 +1,13 @@
 """Grades as CSV: nbgrader's own CSV export (its columns unchanged), plus our columns at the end.
 
 Added columns (joined on assignment + student): `status`, `held_for_review`, `flags` (codes, ";"-joined),
-`mistakes` ("grade_id: mistake" ";"-joined), `grading_seconds`. Exposed to nbgrader as an export plugin
-(`nbgrader export --exporter=autograder.export.AnnotatedCsvExportPlugin`) and used by `autograder export`.
+`mistakes` ("grade_id: mistake" ";"-joined), `grading_seconds`, then manual grading: `manual_score` (the points
+given by hand in formgrader, already part of nbgrader's `score`; empty when none) and `waiting_for_grader` (the
+grade cells that still need a grader, ";"-joined; a held notebook not yet reviewed is one entry "<notebook>: held
+for review"). A cell that waits counts 0 in `score` until its grade is given. Exposed to nbgrader as an export
+plugin (`nbgrader export --exporter=autograder.export.AnnotatedCsvExportPlugin`) and used by `autograder export`.
+`waiting_for_grader(course_dir)` lists the written answers (and other manual cells) still to grade, as the
+report's "Waiting for manual grading" does; `waiting_line` says it in one line.
 
 `export_lms` (`autograder export --format canvas|moodle`) writes one row per student of the roster (nbgrader's
 students: `id`, names, `email`, `lms_user_id`) and one column per assignment holding nbgrader's final score: the
@@ -28,13 +33,16 @@ import csv
 import io
 from pathlib import Path
 
-from nbgrader.api import Gradebook, MissingEntry
+from nbgrader.api import (Assignment, Grade, GradeCell, Gradebook, MissingEntry, Notebook, SubmittedAssignment,
+                          SubmittedNotebook)
 from nbgrader.plugins.export import CsvExportPlugin
 
 from autograder.coursedir import course_id, default_db_url
 from autograder.grade.gradebook import RunsTable
 
-EXTRA_COLUMNS = ["status", "held_for_review", "flags", "mistakes", "grading_seconds"]
+RUN_COLUMNS = ["status", "held_for_review", "flags", "mistakes", "grading_seconds"]
+MANUAL_COLUMNS = ["manual_score", "waiting_for_grader"]
+EXTRA_COLUMNS = RUN_COLUMNS + MANUAL_COLUMNS
 
 
 def extra_columns(runs: list[dict]) -> dict[tuple[str, str], dict]:
@@ -54,17 +62,89 @@ def extra_columns(runs: list[dict]) -> dict[tuple[str, str], dict]:
                   "grading_seconds": round(v["grading_seconds"], 2)} for key, v in merged.items()}
 
 
+# ---------------------------------------------------------------------------------------------- manual grading
+def grade_rows(gb: Gradebook, assignments=None) -> list[dict]:
+    """Every grade of every submission, one query: assignment, notebook, student, cell, max_score, auto_score,
+    manual_score, needs_manual_grade."""
+    query = (gb.db.query(Assignment.name, Notebook.name, SubmittedAssignment.student_id, GradeCell.name,
+                         GradeCell.max_score, Grade.auto_score, Grade.manual_score, Grade.needs_manual_grade)
+             .select_from(Grade)
+             .join(GradeCell, Grade.cell_id == GradeCell.id)
+             .join(SubmittedNotebook, Grade.notebook_id == SubmittedNotebook.id)
+             .join(SubmittedAssignment, SubmittedNotebook.assignment_id == SubmittedAssignment.id)
+             .join(Notebook, SubmittedNotebook.notebook_id == Notebook.id)
+             .join(Assignment, Notebook.assignment_id == Assignment.id)
+             .filter(Assignment.course_id == gb.course_id))
+    if assignments:
+        query = query.filter(Assignment.name.in_(list(assignments)))
+    keys = ("assignment", "notebook", "student", "cell", "max_score", "auto_score", "manual_score",
+            "needs_manual_grade")
+    return [dict(zip(keys, row)) for row in query.all()]
+
+
+def held_notebooks(runs: list[dict]) -> set[tuple[str, str, str]]:
+    """(assignment, notebook, student) of the notebooks held for review (our runs table)."""
+    return {(r["assignment"], r["notebook"], r["student"]) for r in runs if r["held"]}
+
+
+def manual_columns(grades: list[dict], held: set) -> dict[tuple[str, str], dict]:
+    """(assignment, student) -> {manual_score, waiting_for_grader} (see the module doc)."""
+    merged: dict[tuple[str, str], dict] = {}
+    for g in sorted(grades, key=lambda g: (g["notebook"], g["cell"])):
+        row = merged.setdefault((g["assignment"], g["student"]), {"manual_score": None, "waiting": []})
+        if g["needs_manual_grade"]:
+            if (g["assignment"], g["notebook"], g["student"]) in held:
+                entry = f"{g['notebook']}: held for review"
+            else:
+                entry = g["cell"] if g["notebook"] == g["assignment"] else f"{g['notebook']}:{g['cell']}"
+            if entry not in row["waiting"]:
+                row["waiting"].append(entry)
+        elif g["manual_score"] is not None:  # given by a grader (or a reviewer who lifted a hold)
+            row["manual_score"] = (row["manual_score"] or 0.0) + float(g["manual_score"])
+    return {key: {"manual_score": "" if v["manual_score"] is None else round(v["manual_score"], 2),
+                  "waiting_for_grader": "; ".join(v["waiting"])} for key, v in merged.items()}
+
+
+def waiting_for_grader(course_dir, db_url: str | None = None, assignments=None) -> list[dict]:
+    """The grades that wait for a grader, outside the notebooks held for review (those are reviewed whole):
+    one dict per cell (assignment, notebook, student, cell, max_score, auto_score)."""
+    course_dir = Path(course_dir).resolve()
+    db_url = db_url or default_db_url(course_dir)
+    runs = RunsTable(db_url)
+    try:
+        held = held_notebooks(runs.all())
+    finally:
+        runs.dispose()
+    with Gradebook(db_url, course_id(course_dir)) as gb:
+        grades = grade_rows(gb, assignments)
+    return [g for g in grades if g["needs_manual_grade"]
+            and (g["assignment"], g["notebook"], g["student"]) not in held]
+
+
+def waiting_line(waiting: list[dict]) -> str:
+    """One line for the instructor: how many answers in how many notebooks wait, and where to grade them."""
+    if not waiting:
+        return "manual grading: nothing waits for a grader"
+    notebooks = {(w["assignment"], w["notebook"], w["student"]) for w in waiting}
+    return (f"manual grading: {len(waiting)} answer(s) in {len(notebooks)} notebook(s) wait for a grader; "
+            "give their scores in formgrader (Manual Grading), then run `autograder export` and `autograder report` "
+            "again (the report's 'Waiting for manual grading' lists them, with each rubric)")
+
+
 class AnnotatedCsvExportPlugin(CsvExportPlugin):
     """nbgrader's CSV export, then our columns appended to every row."""
 
     def export(self, gradebook: Gradebook) -> None:
         dest = self.to or "grades.csv"
         super().export(gradebook)
-        runs = RunsTable(str(gradebook.engine.url))
+        # str(url) masks a password ("***"): the runs table needs the real one
+        runs = RunsTable(gradebook.engine.url.render_as_string(hide_password=False))
         try:
-            extra = extra_columns(runs.all())
+            run_rows = runs.all()
         finally:
             runs.dispose()
+        extra = extra_columns(run_rows)
+        manual = manual_columns(grade_rows(gradebook), held_notebooks(run_rows))
         with open(dest, newline="") as fh:
             rows = list(csv.DictReader(fh))
             fieldnames = list(rows[0].keys()) if rows else _nbgrader_columns(dest)
@@ -72,8 +152,9 @@ class AnnotatedCsvExportPlugin(CsvExportPlugin):
         writer = csv.DictWriter(out, fieldnames=fieldnames + EXTRA_COLUMNS, lineterminator="\n")
         writer.writeheader()
         for row in rows:
-            row.update(extra.get((row["assignment"], row["student_id"]),
-                                 {c: "" for c in EXTRA_COLUMNS}))
+            key = (row["assignment"], row["student_id"])
+            row.update(extra.get(key, {c: "" for c in RUN_COLUMNS}))
+            row.update(manual.get(key, {c: "" for c in MANUAL_COLUMNS}))
             writer.writerow(row)
         Path(dest).write_text(out.getvalue())
 

@@ -14,7 +14,8 @@ heading) are inline: a page opens offline and can be mailed as one file. The fig
   flagged submissions, every submission, grading time.
 
 All of it comes from nbgrader's gradebook and our runs table (`autograder_runs`: status, held, flags, `messages`
-and `mistakes` per grade cell), never from parsing messages.
+and `mistakes` per grade cell), never from parsing messages: the mistakes are catalogue ids (`coursekit.mistakes`,
+handed on by the hidden checks as data), counted as ids and shown with the catalogue's text.
 """
 from __future__ import annotations
 
@@ -33,6 +34,7 @@ from nbgrader.api import Gradebook
 
 from autograder.coursedir import course_id, default_db_url
 from autograder.grade.gradebook import RunsTable
+from coursekit.mistakes import MISTAKES
 
 esc = html.escape
 
@@ -108,7 +110,19 @@ def collect_data(course_dir: Path, db_url: str, assignment: str | None) -> dict:
                                            "auto_score": grade.auto_score})
     return {"assignments": names, "submissions": submissions, "cells": dict(cells), "runs": rows,
             "cell_scores": dict(cell_scores), "late": late, "manual": manual, "max_scores": max_scores,
-            "roster": roster}
+            "roster": roster, "answer_keys": manual_answer_keys(course_dir, manual)}
+
+
+def manual_answer_keys(course_dir: Path, manual: list[dict]) -> dict:
+    """(assignment, notebook, grade_id) -> the written answer's key (question, model answer, rubric) from
+    course/source, for every cell that waits for a grader (the report is for instructors only)."""
+    from autograder.written import source_answer_keys
+
+    keys = {}
+    for assignment, notebook in sorted({(m["assignment"], m["notebook"]) for m in manual}):
+        for grade_id, key in source_answer_keys(course_dir, assignment, notebook).items():
+            keys[(assignment, notebook, grade_id)] = key
+    return keys
 
 
 def class_matrix(data: dict) -> tuple[list[str], list[str], dict]:
@@ -195,7 +209,7 @@ def figures(data: dict) -> dict[str, bytes]:
         out["cell_scores.png"] = _figure_png(draw, size=(9, 1.5 + 0.4 * len(names)))
     mistakes = top_mistakes(data["runs"])
     if mistakes:
-        labels = [textwrap.shorten(f"{cell}: {text}", 70) for (cell, text), _ in mistakes]
+        labels = [textwrap.shorten(f"{cell}: {mistake_text(mistake)}", 70) for (cell, mistake), _ in mistakes]
         counts = [count for _, count in mistakes]
         out["mistakes.png"] = _figure_png(lambda ax: (sns.barplot(x=counts, y=labels, ax=ax, color="tab:red"),
                                                       ax.set(xlabel="submissions", title="Most frequent mistakes")),
@@ -209,8 +223,16 @@ def figures(data: dict) -> dict[str, bytes]:
 
 
 def top_mistakes(runs: list[dict], n: int = 10):
-    counter = collections.Counter((cell, text) for r in runs for cell, text in r["mistakes"].items())
+    """The n most frequent ((grade cell, mistake id), number of submissions), from the runs' `mistakes` data."""
+    counter = collections.Counter((cell, mistake) for r in runs for cell, mistake in r["mistakes"].items())
     return counter.most_common(n)
+
+
+def mistake_text(mistake_id: str) -> str:
+    """The catalogue's text of a mistake id (`coursekit.mistakes`); a runs row written before the catalogue holds
+    the text itself, shown as it is."""
+    known = MISTAKES.get(mistake_id)
+    return known.text if known else mistake_id
 
 
 # ---------------------------------------------------------------------------------- anonymised mistake examples
@@ -232,11 +254,11 @@ def anonymise(text: str, student: str) -> str:
 
 
 def mistake_examples(course_dir: Path, runs: list[dict], mistakes) -> dict:
-    """(cell, mistake) -> {"message", "code"} from one submission with that mistake (the first by student id)."""
+    """(cell, mistake id) -> {"message", "code"} from one submission with that mistake (the first by student id)."""
     examples = {}
-    for (cell, text), _ in mistakes:
+    for (cell, mistake), _ in mistakes:
         for run in sorted(runs, key=lambda r: (r["student"], r["notebook"])):
-            if run["mistakes"].get(cell) != text:
+            if run["mistakes"].get(cell) != mistake:
                 continue
             code = None
             for folder in ("submitted", "autograded"):
@@ -247,8 +269,8 @@ def mistake_examples(course_dir: Path, runs: list[dict], mistakes) -> dict:
                     except Exception:  # an unreadable notebook gives no example code
                         code = None
                     break
-            message = run["messages"].get(cell) or text
-            examples[(cell, text)] = {"message": anonymise(message, run["student"]),
+            message = run["messages"].get(cell) or mistake_text(mistake)
+            examples[(cell, mistake)] = {"message": anonymise(message, run["student"]),
                                       "code": anonymise(code, run["student"]) if code else None}
             break
     return examples
@@ -336,21 +358,45 @@ def flagged_section(runs: list[dict], only_held: bool = False) -> str:
 
 
 def manual_section(data: dict) -> str:
+    """The cells still waiting for a grader (held notebooks are under "Held for review" instead), then the model
+    answer and rubric of each written answer among them, from course/source."""
     waiting = data["manual"]
+    keys = data.get("answer_keys", {})
     parts = [f"<h2>Waiting for manual grading ({len(waiting)})</h2>"]
     if not waiting:
         parts.append("<p>Nothing: every grade cell has its score.</p>")
         return "\n".join(parts)
+    notebooks = {(m["assignment"], m["notebook"], m["student"]) for m in waiting}
+    parts.append(f"<p>{len(waiting)} answer(s) in {len(notebooks)} notebook(s). Until a grader gives them a score, "
+                 "they count 0 in the scores above (an answer left as released scored 0 already and is not "
+                 "listed).</p>")
     parts.append("<table class='sortable'><thead><tr><th>student</th><th>notebook</th><th>grade cell</th>"
                  "<th>points</th><th>automatic score</th></tr></thead><tbody>")
     for m in sorted(waiting, key=lambda m: (m["assignment"], m["student"], m["cell"])):
         auto = "" if m["auto_score"] is None else _score(m["auto_score"])
+        cell = esc(m["cell"])
+        if (m["assignment"], m["notebook"], m["cell"]) in keys:
+            cell = f"<a href='#{esc(_rubric_anchor(m['assignment'], m['notebook'], m['cell']))}'>{cell}</a>"
         parts.append(f"<tr><td>{esc(m['student'])}</td><td>{esc(m['assignment'])}/{esc(m['notebook'])}</td>"
-                     f"<td>{esc(m['cell'])}</td><td class='num'>{_score(m['max_score'])}</td>"
+                     f"<td>{cell}</td><td class='num'>{_score(m['max_score'])}</td>"
                      f"<td class='num'>{auto}</td></tr>")
-    parts.append("</tbody></table><p>Give these scores in formgrader; the report and `autograder export` show them "
-                 "once given.</p>")
+    parts.append("</tbody></table><p>Give these scores in formgrader (Manual Grading); the report and "
+                 "`autograder export` show them once given.</p>")
+    counts = collections.Counter((m["assignment"], m["notebook"], m["cell"]) for m in waiting)
+    shown = [(where, keys[where]) for where in sorted(counts) if where in keys]
+    if shown:
+        parts.append("<h3>Rubrics of the written answers that wait</h3>")
+    for (assignment, notebook, grade_id), key in shown:
+        parts.append(f"<div class='rubric' id='{esc(_rubric_anchor(assignment, notebook, grade_id))}'>"
+                     f"<h4>{esc(assignment)}/{esc(grade_id)} ({_score(key.points)} points; "
+                     f"{counts[(assignment, notebook, grade_id)]} waiting)</h4>"
+                     f"<p><b>Question.</b> {esc(key.question)}</p><p><b>Model answer.</b> {esc(key.model_answer)}</p>"
+                     f"<p><b>Rubric.</b> {esc(key.rubric)}</p></div>")
     return "\n".join(parts)
+
+
+def _rubric_anchor(assignment: str, notebook: str, grade_id: str) -> str:
+    return "rubric-" + re.sub(r"[^\w-]", "-", f"{assignment}-{notebook}-{grade_id}")
 
 
 def mistakes_section(data: dict, examples: dict | None) -> str:
@@ -360,15 +406,16 @@ def mistakes_section(data: dict, examples: dict | None) -> str:
     parts = ["<h2>Most common mistakes" + (", with an example" if examples is not None else "") + "</h2>",
              "<table class='sortable'><thead><tr><th>grade cell</th><th>diagnosed mistake</th><th>submissions</th>"
              + ("<th>example (anonymised)</th>" if examples is not None else "") + "</tr></thead><tbody>"]
-    for (cell, text), n in mistakes:
+    for (cell, mistake), n in mistakes:
         example = ""
         if examples is not None:
-            ex = examples.get((cell, text))
+            ex = examples.get((cell, mistake))
             shown = ""
             if ex:
                 shown = f"<small>{esc(ex['message'])}</small>" + (f"<pre>{esc(ex['code'])}</pre>" if ex["code"] else "")
             example = f"<td class='example'>{shown}</td>"
-        parts.append(f"<tr><td>{esc(cell)}</td><td class='mistake'>{esc(text)}</td><td class='num'>{n}</td>"
+        parts.append(f"<tr><td>{esc(cell)}</td><td class='mistake'>{esc(mistake_text(mistake))}</td>"
+                     f"<td class='num'>{n}</td>"
                      f"{example}</tr>")
     parts.append("</tbody></table>")
     return "\n".join(parts)
