@@ -8,6 +8,9 @@ on the CPU and, when present, on CUDA.
     python bench/yelp.py                                  # synthetic set, the notebook's default budget
     python bench/yelp.py --budget grading --markdown      # the budget the notebook uses under nbgrader
     python bench/yelp.py --source data/ --limit 5000 --folds 5   # a small real sample, 5-fold cross-validation
+    python bench/yelp.py --variants random word2vec cls --limit 1000 --seeds 0 1 2
+        # side by side, same seeds, batches and epochs: random start vs a start from word2vec vectors trained on
+        # every training-split text (labelled or not), and [CLS]-token pooling instead of the masked mean
 
 Budgets (shared with the notebook; keep them in sync with course/source/07_yelp_classifier):
   grading: what the notebook trains under `coursekit.grading_mode()`; it sets the hidden check's accuracy bar.
@@ -56,13 +59,43 @@ def epoch_lr_factor(epoch: int, epochs: int) -> float:
     return 1.0 - 0.9 * epoch / (epochs - 1)
 
 
+class ClsTokenClassifier(torch.nn.Module):
+    """The reference encoder, classifying from the final vector of a [CLS] token put in front of every review."""
+
+    def __init__(self, vocab_size: int, num_classes: int, d_model: int, num_heads: int, d_ff: int, num_layers: int,
+                 max_len: int, dropout: float, pad_id: int = 0):
+        import solutions
+
+        super().__init__()
+        self.pad_id = pad_id
+        self.cls_id = vocab_size  # one extra row of the embedding, after the vocabulary
+        self.encoder = solutions.Encoder(vocab_size + 1, d_model, num_heads, d_ff, num_layers, max_len + 1, dropout)
+        self.classifier = torch.nn.Linear(d_model, num_classes)
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        import solutions
+
+        cls = torch.full((ids.shape[0], 1), self.cls_id, dtype=ids.dtype, device=ids.device)   # (B, 1)
+        ids = torch.cat([cls, ids], dim=1)                                                      # (B, 1 + T)
+        hidden = self.encoder(ids, solutions.make_padding_mask(ids, self.pad_id))              # (B, 1 + T, d)
+        return self.classifier(hidden[:, 0])                                                    # (B, classes)
+
+
 def train_transformer(train_texts, train_labels, test_texts, test_labels, epochs: int, lr: float, seed: int = 0,
-                      device: torch.device | str = "cpu", progress: bool = False, **overrides) -> dict:
-    """Train the reference classifier; returns metrics, the model, its vocab and the per-epoch history."""
+                      device: torch.device | str = "cpu", progress: bool = False, pooling: str = "mean",
+                      word2vec_texts=None, **overrides) -> dict:
+    """Train the reference classifier; returns metrics, the model, its vocab and the per-epoch history.
+
+    pooling: "mean" (the notebook's masked mean) or "cls" (ClsTokenClassifier). word2vec_texts: when given, the
+    token embedding starts from word2vec vectors trained on these texts (coursekit.word2vec_init); everything
+    else (seed, batches, steps) is the same as without.
+    """
     import solutions
     from coursekit import set_seed, tokenize
     from coursekit.loaders import make_loader
 
+    if pooling not in ("mean", "cls"):
+        raise ValueError(f"pooling must be 'mean' or 'cls', got {pooling!r}")
     settings = {**MODEL, **DATA, **OPTIMIZER, **overrides}
     device = torch.device(device)
     set_seed(seed)
@@ -75,10 +108,28 @@ def train_transformer(train_texts, train_labels, test_texts, test_labels, epochs
 
     train_loader = make_loader(train_ids, train_labels, settings["batch_size"], shuffle=True, seed=seed)
     test_loader = make_loader(test_ids, test_labels, 256, shuffle=False)
-    model = solutions.TransformerClassifier(
+    word2vec_seconds = 0.0
+    if word2vec_texts is not None:
+        from coursekit.word2vec_init import embedding_from_word2vec, train_word2vec
+
+        tick = time.perf_counter()
+        vectors = train_word2vec((tokenize(text) for text in word2vec_texts), dim=settings["d_model"], seed=seed,
+                                 min_count=settings["min_freq"])
+        matrix, known = embedding_from_word2vec(vocab, vectors)
+        word2vec_seconds = time.perf_counter() - tick
+    set_seed(seed)  # nothing above draws from torch's generator: the same start as without word2vec
+    architecture = solutions.TransformerClassifier if pooling == "mean" else ClsTokenClassifier
+    model = architecture(
         len(vocab), num_classes=5, d_model=settings["d_model"], num_heads=settings["num_heads"],
         d_ff=settings["d_ff"], num_layers=settings["num_layers"], max_len=settings["max_len"],
         dropout=settings["dropout"]).to(device)
+    if word2vec_texts is not None:
+        from coursekit.word2vec_init import init_embedding
+
+        if pooling == "cls":  # the [CLS] row stays random
+            matrix = torch.cat([matrix, torch.zeros(1, matrix.shape[1])])
+            known = torch.cat([known, torch.zeros(1, dtype=torch.bool)])
+        init_embedding(model, matrix, known)
     optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=settings["weight_decay"])
     schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda epoch: epoch_lr_factor(epoch, epochs))
 
@@ -107,6 +158,7 @@ def train_transformer(train_texts, train_labels, test_texts, test_labels, epochs
         "seconds": train_seconds,
         "prep_seconds": prep_seconds,
         "tokens_per_s": tokens / max(train_seconds, 1e-9),
+        "word2vec_seconds": word2vec_seconds,
         "model": model,
         "vocab": vocab,
         "max_len": settings["max_len"],
@@ -188,6 +240,48 @@ def cross_validate(texts, labels, k: int, epochs: int, lr: float, devices, seed:
     return summary
 
 
+VARIANTS = {  # name -> (label, pooling, word2vec start)
+    "random": ("masked mean, random start", "mean", False),
+    "word2vec": ("masked mean, word2vec start", "mean", True),
+    "cls": ("[CLS] token, random start", "cls", False),
+}
+
+
+def compare_variants(train, test, variants, epochs: int, lr: float, seeds, device="cpu",
+                     word2vec_texts=None) -> dict[str, dict]:
+    """Each variant trained with each seed on the same split; mean, spread and every seed's accuracy.
+
+    word2vec_texts: the text word2vec reads for the "word2vec" variant (default: the labelled training texts).
+    """
+    rows = {}
+    for key in variants:
+        label, pooling, from_word2vec = VARIANTS[key]
+        runs = [train_transformer(*train, *test, epochs=epochs, lr=lr, seed=seed, device=device, pooling=pooling,
+                                  word2vec_texts=(word2vec_texts or train[0]) if from_word2vec else None)
+                for seed in seeds]
+        rows[label] = {
+            "accuracy": statistics.fmean(r["accuracy"] for r in runs),
+            "accuracy_sd": statistics.pstdev(r["accuracy"] for r in runs),
+            "per_seed": [r["accuracy"] for r in runs],
+            "macro_f1": statistics.fmean(r["macro_f1"] for r in runs),
+            "seconds": statistics.fmean(r["seconds"] + r["word2vec_seconds"] for r in runs),
+            "tokens_per_s": statistics.fmean(r["tokens_per_s"] for r in runs),
+        }
+    return rows
+
+
+def format_variants(rows: dict[str, dict], seeds, title: str, markdown: bool) -> str:
+    header = ["variant", "mean accuracy", *[f"seed {s}" for s in seeds], "macro-F1", "s per run"]
+    body = [[name, f"{r['accuracy']:.3f} ± {r['accuracy_sd']:.3f}", *[f"{a:.3f}" for a in r["per_seed"]],
+             f"{r['macro_f1']:.3f}", f"{r['seconds']:.1f}"] for name, r in rows.items()]
+    if markdown:
+        lines = [f"**{title}**", "", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+        return "\n".join(lines + ["| " + " | ".join(row) + " |" for row in body])
+    widths = [max(len(str(row[i])) for row in [header] + body) for i in range(len(header))]
+    lines = [title, "  ".join(h.ljust(w) for h, w in zip(header, widths))]
+    return "\n".join(lines + ["  ".join(str(c).ljust(w) for c, w in zip(row, widths)) for row in body])
+
+
 def format_table(rows: dict[str, dict], title: str, markdown: bool) -> str:
     header = ["method", "accuracy", "macro-F1", "train s", "tokens/s"]
     body = []
@@ -222,6 +316,16 @@ def main(argv=None) -> int:
                         help="auto: the CPU, plus CUDA when present")
     parser.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
     parser.add_argument("--markdown", action="store_true", help="print a markdown table")
+    parser.add_argument("--variants", nargs="+", choices=sorted(VARIANTS), default=None,
+                        help="train these variants side by side (same seeds, batches, epochs) instead of the "
+                             "baselines comparison: random (masked mean), word2vec (masked mean, word2vec start), "
+                             "cls ([CLS]-token pooling)")
+    parser.add_argument("--seeds", type=int, nargs="+", default=None, help="seeds of --variants (default: --seed)")
+    parser.add_argument("--word2vec-text", choices=["all", "labelled"], default="all",
+                        help="what word2vec reads for --variants word2vec: training-split texts, labels unused "
+                             "(all, default; at most --word2vec-limit of them), or only the --limit labelled ones")
+    parser.add_argument("--word2vec-limit", type=int, default=50_000,
+                        help="most training-split texts word2vec reads with --word2vec-text all (default 50000)")
     args = parser.parse_args(argv)
 
     from coursekit import load_yelp
@@ -240,6 +344,25 @@ def main(argv=None) -> int:
     limit = args.limit if args.limit is not None else config["train_limit"]
     try:
         train = load_yelp(args.source, "train", limit=limit, seed=args.seed)
+        if args.variants:
+            if args.folds:
+                parser.error("--variants and --folds do not combine")
+            test = load_yelp(args.source, "test", limit=args.test_limit, seed=args.seed)
+            word2vec_texts = None
+            if "word2vec" in args.variants and args.word2vec_text == "all":
+                word2vec_texts = train[0]
+                if limit is not None and args.word2vec_limit > limit:  # more text than the labelled sample
+                    word2vec_texts = load_yelp(args.source, "train", limit=args.word2vec_limit, seed=args.seed)[0]
+            seeds = args.seeds or [args.seed]
+            rows = compare_variants(train, test, args.variants, epochs, config["lr"], seeds, devices[-1],
+                                    word2vec_texts)
+            machine = f"{platform.machine()}, {torch.get_num_threads()} torch threads, torch {torch.__version__}"
+            text = "every training-split text" if word2vec_texts is not None else "the labelled texts"
+            print(format_variants(rows, seeds, (
+                f"Yelp classifier variants on {args.source} ({len(train[0])} labelled train / {len(test[0])} test "
+                f"reviews; word2vec reads {text}; {epochs} epochs, budget {args.budget}, device {devices[-1]}; "
+                f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; {machine})"), args.markdown))
+            return 0
         if args.folds:
             rows = cross_validate(*train, k=args.folds, epochs=epochs, lr=config["lr"], devices=devices,
                                   seed=args.seed)

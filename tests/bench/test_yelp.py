@@ -109,3 +109,51 @@ def test_default_budget_clearly_beats_the_bag_of_ngrams_baseline_on_the_syntheti
     finally:
         torch.set_num_threads(threads)
     assert transformer["accuracy"] >= tfidf["accuracy"] + 0.03, (transformer["accuracy"], tfidf["accuracy"])
+
+
+def test_variants_side_by_side_on_a_real_format_sample(tmp_path, capsys):
+    write_sample(tmp_path, per_class=12, seed=3)
+    bench = load_bench()
+    code = bench.main(["--source", str(tmp_path), "--limit", "30", "--epochs", "1", "--device", "cpu", "--seeds",
+                       "0", "1", "--variants", "random", "word2vec", "cls", "--markdown"])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert "30 labelled train / 15 test reviews; word2vec reads every training-split text" in out
+    assert "| variant | mean accuracy | seed 0 | seed 1 | macro-F1 | s per run |" in out
+    for label in ("masked mean, random start", "masked mean, word2vec start", "[CLS] token, random start"):
+        row = next(line for line in out.splitlines() if line.startswith(f"| {label} |"))
+        seed_accuracies = [float(cell) for cell in row.split("|")[3:5]]
+        assert all(0.0 <= a <= 1.0 for a in seed_accuracies)
+
+
+def test_word2vec_start_changes_only_the_embedding_start(tmp_path):
+    """Same seed and batches: the word2vec run starts from other token vectors and so trains differently; the
+    random run is unchanged by the option's existence (two random runs are identical)."""
+    from coursekit import load_yelp
+
+    write_sample(tmp_path, per_class=8, seed=4)
+    bench = load_bench()
+    train, test = load_yelp(str(tmp_path), "train"), load_yelp(str(tmp_path), "test")
+    small = dict(epochs=1, lr=3e-3, seed=0, d_model=16, num_heads=2, d_ff=32, num_layers=1)
+    first = bench.train_transformer(*train, *test, **small)
+    second = bench.train_transformer(*train, *test, **small)
+    started = bench.train_transformer(*train, *test, word2vec_texts=train[0], **small)
+    assert first["history"] == second["history"]
+    assert started["history"]["train loss"] != first["history"]["train loss"]
+    assert started["word2vec_seconds"] > 0 and first["word2vec_seconds"] == 0
+
+
+def test_cls_pooling_ignores_padding():
+    import torch
+
+    bench = load_bench()
+    torch.manual_seed(0)
+    model = bench.ClsTokenClassifier(20, 5, d_model=16, num_heads=2, d_ff=32, num_layers=1, max_len=12,
+                                     dropout=0.1).eval()
+    ids = torch.tensor([[5, 6, 7]])
+    padded = torch.tensor([[5, 6, 7, 0, 0, 0]])
+    with torch.no_grad():
+        assert torch.allclose(model(ids), model(padded), atol=1e-5)
+        assert not torch.allclose(model(ids), model(torch.tensor([[7, 6, 5]])), atol=1e-4)  # the order counts
+    with pytest.raises(ValueError, match="pooling"):
+        bench.train_transformer(["a"], [0], ["a"], [0], epochs=1, lr=1e-3, pooling="max")
