@@ -9,9 +9,10 @@ A typical check (see `multi_head.py`) reads:
     got = call("MultiHeadAttention.forward", module, q, k, v, mask)
     expect_tensor(got, expected, "output", device, tested="query (2, 5, 24) ...", mistakes=lambda: {...})
 
-Every failure raises `AssertionError` with a short message for the student: what was tested (shapes only, never
-input values or reference code), expected vs got, and the most likely mistake when one of the known-mistake
-variants (`mistakes.py`) reproduces the student's numbers.
+Every failure raises `CheckFailure` (an AssertionError) with a short message for the student: what was tested
+(shapes only, never input values or reference code), expected vs got, and the most likely mistake when one of the
+known-mistake variants (`mistakes.py`) reproduces the student's numbers. The mistake is named by its id in the
+catalogue `coursekit.mistakes`: the message shows its text, the failure carries the id (`.mistake_id`).
 
 The checks run in the grader's process, never in the student's kernel: the student's objects are
 `RemoteObject`s (`_remote.py`), and what they return arrives as data. So nothing the student's code does to its
@@ -29,11 +30,12 @@ from torch import nn
 
 from autograder.checks._remote import ProbeBroken, RemoteObject, StudentError
 from autograder.checks._tolerance import grading_device, tolerance
+from coursekit.mistakes import text_of
 
 
 MAX_MESSAGE_LINES = 14
 
-# {description: thunk} or [(description, thunk), ...]: each thunk computes one known mistake's output.
+# {mistake id: thunk} or [(mistake id, thunk), ...]: each thunk computes one known mistake's output.
 Mistakes = Mapping[str, Callable[[], Any]] | Iterable[tuple[str, Callable[[], Any]]]
 
 
@@ -73,18 +75,32 @@ def shape_of(x) -> str:
 
 
 # ----------------------------------------------------------------------------------------------------- failures
+class CheckFailure(AssertionError):
+    """A hidden check's verdict: the message for the student and, when one was diagnosed, the catalogue id of the
+    likely mistake (`coursekit.mistakes`), which the judge hands on to the gradebook as data."""
+
+    def __init__(self, message: str, mistake_id: str | None = None):
+        super().__init__(message)
+        self.mistake_id = mistake_id
+
+
 def fail(problem: str, *, tested: str | None = None, details: Iterable[str] = (), mistake: str | None = None,
          hint: str | None = None):
-    """Raise the student-facing AssertionError (at most MAX_MESSAGE_LINES lines)."""
+    """Raise the student-facing CheckFailure (at most MAX_MESSAGE_LINES lines); `mistake` is a catalogue id."""
     lines = [problem]
     if tested:
         lines.append(f"  tested: {tested}")
     lines.extend(f"  {line}" for line in details)
     if mistake:
-        lines.append(f"  likely mistake: {mistake}")
+        lines.append(f"  likely mistake: {text_of(mistake)}")
     if hint:
         lines.append(f"  hint: {hint}")
-    raise AssertionError("\n".join(lines[:MAX_MESSAGE_LINES]))
+    raise CheckFailure("\n".join(lines[:MAX_MESSAGE_LINES]), mistake or None)
+
+
+def expected_got(expected: str, got: str) -> list[str]:
+    """The two detail lines `expected: ...` / `got: ...` of a failure message."""
+    return [f"expected: {expected}", f"got:      {got}"]
 
 
 # Exception texts that point at a known cause.
@@ -141,6 +157,41 @@ def call(label: str, fn: Callable, *args, tested: str | None = None, **kwargs):
              hint=_error_hint(error))
     except ProbeBroken as error:
         fail(f"{label} could not be checked: {error}.", tested=tested)
+
+
+def grader_step(label: str, action: Callable):
+    """Set-up the grader does in the kernel (a lent model, an optimizer, reading weights back); when it cannot run
+    there, the student's notebook broke something the grader relies on."""
+    try:
+        return action()
+    except StudentError as error:
+        fail(f"{label} could not be checked: the grader's test objects could not be used in your notebook "
+             f"({error.type_name}: {' '.join(error.message.split())[:160]}).",
+             hint="run every cell from the top (Kernel > Restart and Run All) without redefining torch or coursekit")
+    except ProbeBroken as error:
+        fail(f"{label} could not be checked: {error}.")
+
+
+def fetch(value, label: str):
+    """A handed-in value as data (a RemoteObject is fetched; anything else is already data)."""
+    if not isinstance(value, RemoteObject):
+        return value
+    try:
+        return value.fetch()
+    except StudentError as error:
+        fail(f"{label} could not be read: {error.type_name}: {' '.join(error.message.split())[:160]}")
+    except ProbeBroken as error:
+        fail(f"{label} could not be checked: {error}.")
+
+
+def type_name(value) -> str:
+    """The type of a returned value for a message (an object that stayed in the kernel: its type there)."""
+    if isinstance(value, RemoteObject):
+        try:
+            return str(value.kind.get("type", "object"))
+        except (StudentError, ProbeBroken):
+            return "object"
+    return type(value).__name__
 
 
 def kind_of(obj, name: str) -> dict:
@@ -266,8 +317,9 @@ def _select(x: torch.Tensor, where: torch.Tensor | None) -> torch.Tensor:
     return x[where.to(x.device)]
 
 
-def values_close(got: torch.Tensor, expected: torch.Tensor, device, where=None, exact: bool = False) -> bool:
-    """allclose with the course tolerance (or exact equality), through torch's C functions."""
+def values_close(got: torch.Tensor, expected: torch.Tensor, device, where=None, exact: bool = False,
+                 looser: float = 1.0) -> bool:
+    """allclose with the course tolerance (`looser` times it), or exact equality, through torch's C functions."""
     got, expected = _select(got, where), _select(expected, where)
     if tuple(got.shape) != tuple(expected.shape):
         return False
@@ -276,7 +328,7 @@ def values_close(got: torch.Tensor, expected: torch.Tensor, device, where=None, 
     if got.is_floating_point() or expected.is_floating_point():
         tol = tolerance(device, torch.float32)
         got64, expected64 = got.detach().double(), expected.detach().double().to(got.device)
-        return bool(torch.allclose(got64, expected64, rtol=tol["rtol"], atol=tol["atol"]))
+        return bool(torch.allclose(got64, expected64, rtol=tol["rtol"] * looser, atol=tol["atol"] * looser))
     return bool(torch.equal(got, expected.to(got.dtype).to(got.device)))
 
 
@@ -299,7 +351,7 @@ def _finite_close(got, expected, device, where=None) -> bool:
 
 def diagnose(got: torch.Tensor, mistakes: Callable[[], Mistakes] | None, device,
              where=None, exact: bool = False, finite_only: bool = False) -> str | None:
-    """Name of the first known mistake whose output equals `got` (variants that fail to run are skipped)."""
+    """Id of the first known mistake whose output equals `got` (variants that fail to run are skipped)."""
     if mistakes is None:
         return None
     candidates = mistakes()
@@ -326,7 +378,7 @@ def expect_tensor(got, expected: torch.Tensor, label: str, device, *, tested: st
     """The whole comparison of one output: type, shape, dtype, NaN/inf, values, then diagnosis.
 
     `where` (bool over the leading dims, e.g. (B, T) True at real tokens) restricts the value comparison;
-    `mistakes` returns {description: thunk producing that mistake's output}, evaluated only on a mismatch;
+    `mistakes` returns {mistake id: thunk producing that mistake's output}, evaluated only on a mismatch;
     `exact` compares with torch.equal (ids, masks); `dtype` additionally requires that dtype.
     """
     got = as_tensor(got, label, tested)

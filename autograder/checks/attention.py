@@ -41,7 +41,7 @@ def _mask_problem(got, expected, label, tested, inverted, extra=()):
     got = got.to(expected.device)
     if bool(torch.equal(got, expected)):
         return
-    mistake = M.MASK_INVERTED if bool(torch.equal(got, inverted)) else None
+    mistake = "attention.mask_inverted" if bool(torch.equal(got, inverted)) else None
     for name, candidate in extra:
         if mistake is None and bool(torch.equal(got, candidate)):
             mistake = name
@@ -85,8 +85,8 @@ def check_make_causal_mask(make_causal_mask) -> None:
                  details=[f"expected {expected.device}, got {got.device}"], hint="pass device=device to torch.ones")
         ones = torch.ones(size, size, dtype=torch.bool, device=expected.device)
         _mask_problem(got, expected, "the causal mask", tested, ~expected, extra=[
-            ("the diagonal is blocked: position i may attend to itself (j <= i)", torch.tril(ones, diagonal=-1)),
-            ("the mask is upper-triangular: position i may attend to j <= i (the lower triangle)", torch.triu(ones)),
+            ("causal_mask.diagonal_blocked", torch.tril(ones, diagonal=-1)),
+            ("causal_mask.upper_triangle", torch.triu(ones)),
         ])
 
 

@@ -50,12 +50,12 @@ def _vocab_mistakes(texts, kwargs):
         return lambda: M.build_vocab(texts, **kwargs, **flags)
 
     return [
-        (M.VOCAB_SPECIALS_LAST, variant(specials_first=False)),
-        (M.VOCAB_ASCENDING, variant(descending=False)),
-        (M.VOCAB_TIES, variant(ties="first_seen")),
-        (M.VOCAB_TIES, variant(ties="reverse_alpha")),
-        (M.VOCAB_MIN_FREQ, variant(strict_min=True)),
-        (M.VOCAB_SPECIAL_DUPLICATE, variant(dedupe_specials=False)),
+        ("vocab.specials_last", variant(specials_first=False)),
+        ("vocab.ascending", variant(descending=False)),
+        ("vocab.ties", variant(ties="first_seen")),
+        ("vocab.ties", variant(ties="reverse_alpha")),
+        ("vocab.min_freq_strict", variant(strict_min=True)),
+        ("vocab.special_duplicate", variant(dedupe_specials=False)),
     ]
 
 
@@ -136,7 +136,7 @@ def check_encode(encode) -> None:
             mistake = None
             for unk_id in (0, 1, len(vocab) - 1, -1, None):
                 if unk_id is not None and [int(i) for i in got] == M.encode(tokens, vocab, unk_id=unk_id):
-                    mistake = M.UNK_HARDCODED
+                    mistake = "encode.unk_hardcoded"
             wrong = sum(1 for a, b in zip(got, expected) if int(a) != b)
             fail("encode: ids differ from the reference solution.", tested=tested,
                  details=[f"{wrong} of {len(expected)} ids differ"], mistake=mistake)
@@ -168,9 +168,9 @@ def check_pad_batch(pad_batch) -> None:
         def mistakes(kwargs=kwargs):
             seqs = [list(s) for s in sequences]
             return {
-                M.PRE_PADDING: lambda: M.pad_batch(seqs, **kwargs, pre_padding=True),
-                M.TRUNCATE_FRONT: lambda: M.pad_batch(seqs, **kwargs, truncate_front=True),
-                M.PAD_ID_IGNORED: lambda: M.pad_batch(seqs, **kwargs, ignore_pad_id=True),
+                "pad_batch.pre_padding": lambda: M.pad_batch(seqs, **kwargs, pre_padding=True),
+                "pad_batch.truncate_front": lambda: M.pad_batch(seqs, **kwargs, truncate_front=True),
+                "pad_batch.pad_id_ignored": lambda: M.pad_batch(seqs, **kwargs, ignore_pad_id=True),
             }
 
         expect_tensor(got.cpu(), expected, "pad_batch's result", "cpu", tested=tested, exact=True, mistakes=mistakes)
@@ -203,7 +203,7 @@ def check_token_embedding(TokenEmbedding) -> None:
             fail("TokenEmbedding: weight must be initialised from N(0, d_model^-1/2), i.e. std d_model ** -0.5 "
                  f"({target:.3f} for d_model={d_model}).",
                  tested=f"TokenEmbedding({V}, {d_model})", details=[f"got mean {mean:.3f}, std {std:.3f}"],
-                 mistake="the old N(0, 1) initialisation: multiply by d_model ** -0.5" if abs(std - 1) < 0.05 else None,
+                 mistake="embedding.unit_init" if abs(std - 1) < 0.05 else None,
                  hint="torch.randn(vocab_size, d_model) * d_model ** -0.5")
     # values: copy the reference table, then look up ids
     V, d_model, B, T = 23, 8, 3, 5
@@ -219,7 +219,7 @@ def check_token_embedding(TokenEmbedding) -> None:
             expected = ref(ids)
             got = call("TokenEmbedding.forward", module, ids.clone(), tested=tested)
         expect_tensor(got, expected, "TokenEmbedding output", device, tested=tested,
-                      mistakes=lambda: {M.EMBED_SCALED: lambda: expected * d_model ** 0.5})
+                      mistakes=lambda: {"embedding.scaled": lambda: expected * d_model ** 0.5})
 
 
 # ------------------------------------------------------------------------------ embedding_matrix_from_word2vec
@@ -268,9 +268,9 @@ def check_embedding_matrix_from_word2vec(embedding_matrix_from_word2vec) -> None
                 got[[i for w, i in vocab.items() if w in kv.key_to_index]],
                 expected[[i for w, i in vocab.items() if w in kv.key_to_index]], "cpu"):
             fail("embedding_matrix_from_word2vec: values differ from the reference solution.", tested=tested,
-                 mistake=M.W2V_NOT_ZERO)
+                 mistake="word2vec.missing_not_zero")
         expect_tensor(got, expected, "the matrix", "cpu", tested=tested, mistakes=lambda vocab=vocab: {
-            M.W2V_ENUMERATE: lambda: M.embedding_matrix_from_word2vec(vocab, kv, by_iteration=True)})
+            "word2vec.by_iteration": lambda: M.embedding_matrix_from_word2vec(vocab, kv, by_iteration=True)})
 
 
 # ---------------------------------------------------------------------------------------- attention_over_words
@@ -296,8 +296,8 @@ def check_attention_over_words(attention_over_words) -> None:
         for label, arr, exp, part in (("weights", weights, expected_w, 0), ("value", value, expected_v, 1)):
             def mistakes(part=part, query=query, keys=keys):
                 return {name: (lambda scale=scale: M.attention_over_words(query, keys, kv, scale=scale)[part])
-                        for name, scale in ((M.MISSING_SCALE, "none"), (M.SCALE_MULTIPLIED, "mul_sqrt"),
-                                            (M.SCALE_BY_D, "d"))}
+                        for name, scale in (("attention.missing_scale", "none"),
+                                            ("attention.scale_multiplied", "mul_sqrt"), ("attention.scale_by_d", "d"))}
 
             expect_tensor(torch.as_tensor(np.asarray(arr, dtype=np.float64)), torch.as_tensor(exp), label, "cpu",
                           tested=tested, mistakes=mistakes)

@@ -48,18 +48,18 @@ def check_positionwise_feed_forward(PositionwiseFeedForward) -> None:
         expected = ref(x)
         got = call("PositionwiseFeedForward.forward", module, x.clone(), tested=tested)
     expect_tensor(got, expected, "PositionwiseFeedForward output", device, tested=tested, mistakes=lambda: [
-        (M.NO_RELU, lambda: M.feed_forward(ref, x, relu=False)),
-        (M.RELU_AFTER_LINEAR2, lambda: M.feed_forward(ref, x, relu_after=True)),
+        ("encoder.no_relu", lambda: M.feed_forward(ref, x, relu=False)),
+        ("encoder.relu_after_linear2", lambda: M.feed_forward(ref, x, relu_after=True)),
     ])
 
 
 def block_mistakes(call_variant, norm_first: bool, has_mask: bool, residual_flags=("attn_residual", "ffn_residual")):
     """Known mistakes of a block: `call_variant(**flags)` runs the reference block with those switches."""
-    names = {"attn_residual": M.MISSING_RESIDUAL_ATTN, "ffn_residual": M.MISSING_RESIDUAL_FFN,
-             "cross_residual": M.MISSING_RESIDUAL_CROSS}
+    names = {"attn_residual": "encoder.missing_residual_attn", "ffn_residual": "encoder.missing_residual_ffn",
+             "cross_residual": "decoder.missing_residual_cross"}
 
     def variants():
-        out = [(M.NORM_SWAPPED, lambda: call_variant(norm_first=not norm_first))]
+        out = [("encoder.norm_swapped", lambda: call_variant(norm_first=not norm_first))]
         out += [(names[flag], lambda flag=flag: call_variant(**{flag: False})) for flag in residual_flags]
         for name, flags in M.ATTENTION_MISTAKES.items():
             if has_mask or "mask" not in next(iter(flags)):
@@ -99,11 +99,11 @@ def check_encoder_block(EncoderBlock) -> None:
 def stack_mistakes(call_variant, norm_first: bool, has_mask: bool, residual_flags=("attn_residual", "ffn_residual")):
     """Mistakes of an Encoder/Decoder: embedding scale, positions, final norm, plus every block mistake."""
     def variants():
-        out = [(M.NO_EMBED_SCALE, lambda: call_variant(scale_embeddings=False)),
-               (M.NO_POSITIONS, lambda: call_variant(positions=False)),
-               (M.FINAL_NORM, lambda: call_variant(final_norm=not norm_first))]
+        out = [("encoder.no_embedding_scale", lambda: call_variant(scale_embeddings=False)),
+               ("encoder.no_positions", lambda: call_variant(positions=False)),
+               ("encoder.final_norm", lambda: call_variant(final_norm=not norm_first))]
         if has_mask:
-            out.append((M.MASK_IGNORED, lambda: call_variant(attn_flags={"ignore_mask": True})))
+            out.append(("attention.mask_ignored", lambda: call_variant(attn_flags={"ignore_mask": True})))
         out += block_mistakes(call_variant, norm_first, has_mask, residual_flags)()
         return out
 

@@ -4,6 +4,7 @@ Each function recomputes a reference result with one deliberate, common error sw
 own weights. With every switch at its default, each function reproduces the reference exactly (the tests check
 this), so a match with a switch on really points at that error.
 
+The mistakes' ids and texts live in `coursekit.mistakes` (the catalogue); here they only key the variants.
 Mask convention as in the course: True = may attend.
 """
 from __future__ import annotations
@@ -13,61 +14,6 @@ from collections import Counter
 
 import torch
 from torch import nn
-
-# Student-facing names of the diagnoses (the checks' messages and the tests use these constants).
-MISSING_SCALE = "the scores are not divided by sqrt(d_k)"
-SCALE_D_MODEL = "the scores are divided by sqrt(d_model) instead of sqrt(d_k) = sqrt(d_model / num_heads)"
-SCALE_MULTIPLIED = "the scores are multiplied by sqrt(d_k) instead of divided"
-SCALE_BY_D = "the scores are divided by d_k instead of sqrt(d_k)"
-SOFTMAX_DIM = "softmax is taken over the wrong dimension (it must run over the keys, the last dim)"
-MASK_INVERTED = "the mask polarity is inverted (our convention: True = may attend, False = blocked)"
-MASK_IGNORED = "the mask is not applied"
-MASK_AFTER_SOFTMAX = "the mask is applied after the softmax (blocked scores must be filled before it)"
-SPLIT_NO_TRANSPOSE = "the heads are split with a reshape but without transposing (B, T, H, d_head) -> (B, H, T, d_head)"
-SPLIT_INTERLEAVED = "head h takes every H-th feature instead of the block h*d_head:(h+1)*d_head"
-MERGE_NO_TRANSPOSE = "the heads are not merged back correctly: transpose (B, H, T, d_head) -> (B, T, H, d_head) " \
-                     "before reshaping"
-MHA_INPUTS_MIXED = "the inputs are mixed up: w_q projects `query`, w_k projects `key` and w_v projects `value` " \
-                   "(key and value are different tensors in general)"
-NORM_SWAPPED = "pre-norm and post-norm are swapped (norm_first=False means x = norm(x + sublayer(x)))"
-MISSING_RESIDUAL_ATTN = "the residual connection around the attention sublayer is missing"
-MISSING_RESIDUAL_FFN = "the residual connection around the feed-forward sublayer is missing"
-MISSING_RESIDUAL_CROSS = "the residual connection around the cross-attention sublayer is missing"
-NO_RELU = "the ReLU between linear1 and linear2 is missing"
-RELU_AFTER_LINEAR2 = "a ReLU is applied after linear2 as well"
-SIN_COS_SWAPPED = "sin and cos are swapped (sin goes to the even columns 2i, cos to the odd ones 2i+1)"
-EXPONENT_COLUMN = "wrong exponent: use 2i/d_model with i the pair index (columns 2i and 2i+1 share one frequency)"
-EXPONENT_NO_TWO = "wrong exponent: the frequency is 1 / 10000**(2i/d_model), the factor 2 is missing"
-HALVES = "sin and cos are placed in two halves instead of alternating columns (sin at 2i, cos at 2i+1)"
-POSITIONS_FROM_BATCH = "positions are taken from the batch axis (dim 0) instead of the sequence axis (dim 1)"
-DROPOUT_IGNORED = "dropout is not applied: forward returns dropout(x + pe[:T]) (it only acts in training mode)"
-POSITIONS_NOT_ADDED_TO_X = "the input x is not added (forward must return x + positions)"
-CROSS_FROM_DECODER = "cross-attention takes its keys/values from the decoder (x) instead of the encoder memory"
-MASKS_SWAPPED = "tgt_mask and memory_mask are swapped between self- and cross-attention"
-TGT_MASK_IGNORED = "the target mask is not applied in the decoder's self-attention"
-NO_EMBED_SCALE = "the token embeddings are not multiplied by sqrt(d_model)"
-NO_POSITIONS = "the positional encoding is not added"
-FINAL_NORM = "the final LayerNorm is wrong (it belongs only to the pre-norm stack, norm_first=True)"
-NO_CAUSAL = "the target has no causal mask (position i must not see positions after i)"
-NO_SRC_MASK = "the source padding mask is not applied"
-PAD_ID_HARDCODED = "the pad id is hard-coded as 0 instead of using pad_id"
-VOCAB_TIES = "ties are not broken alphabetically (tokens with the same count must be sorted by the string)"
-VOCAB_SPECIALS_LAST = "the special tokens do not come first (they take ids 0, 1, 2, 3 ...)"
-VOCAB_MIN_FREQ = "min_freq is applied as count > min_freq; keep tokens with count >= min_freq"
-VOCAB_SPECIAL_DUPLICATE = "a token equal to a special got a second id; it must keep the special's id"
-VOCAB_ASCENDING = "tokens are ordered by ascending count; the most frequent token must come first"
-UNK_HARDCODED = "unknown tokens get a hard-coded id; use vocab['<unk>']"
-PRE_PADDING = "the padding is put in front (pre-padding); pad at the end"
-TRUNCATE_FRONT = "sequences longer than max_len are cut at the front; keep the first max_len tokens"
-PAD_ID_IGNORED = "the padding value ignores pad_id"
-EMBED_SCALED = "the embedding output is scaled by sqrt(d_model); TokenEmbedding returns weight[ids] unscaled"
-W2V_ENUMERATE = "rows are placed by the vocabulary's iteration order instead of by each word's id"
-W2V_NOT_ZERO = "rows of words missing from word2vec must be zeros"
-GREEDY_WITH_BOS = "the output still starts with bos_id; return only the generated tokens"
-GREEDY_NO_EARLY_STOP = "decoding does not stop when every sequence has produced eos_id"
-GREEDY_STOP_ANY = "decoding stops as soon as one sequence produced eos_id; wait until every sequence has"
-GREEDY_NO_PAD = "tokens after a sequence's eos_id must be the model's pad_id"
-GREEDY_NO_EOS = "the eos_id token itself is missing from the output"
 
 
 # ---------------------------------------------------------------------------------------------- 01 data prep
@@ -138,13 +84,14 @@ def attention_over_words(query, keys, keyed_vectors, *, scale="sqrt"):
 
 
 # ----------------------------------------------------------------------------------------------- 02 positions
-def sinusoidal(max_len, d_model, *, swap=False, exponent="pair", halves=False):
-    """Sinusoidal table; exponent "pair" (correct 2i/d), "column" (j/d for column j), "no_two" (i/d)."""
+def sinusoidal(max_len, d_model, *, swap=False, exponent="pair", halves=False, base=10000.0):
+    """Sinusoidal table; exponent "pair" (correct 2i/d), "column" (j/d for column j), "no_two" (i/d); `base` the
+    frequency base (10000 in the course)."""
     position = torch.arange(max_len, dtype=torch.float64)[:, None]                           # (max_len, 1)
     column = torch.arange(d_model, dtype=torch.float64)                                      # (d_model,)
     pair = torch.div(column, 2, rounding_mode="floor")
     power = {"pair": 2 * pair / d_model, "column": column / d_model, "no_two": pair / d_model}[exponent]
-    angle = position / (10000.0 ** power)                                                    # (max_len, d_model)
+    angle = position / (base ** power)                                                       # (max_len, d_model)
     even = (column % 2 == 0)
     first, second = (torch.cos, torch.sin) if swap else (torch.sin, torch.cos)
     if halves:
@@ -225,17 +172,17 @@ def mha(attn, query, key, value, mask=None, *, split_how="ok", merge_how="ok", s
 
 
 ATTENTION_MISTAKES = {
-    MISSING_SCALE: {"scale": "none"},
-    SCALE_D_MODEL: {"scale_width": "d_model"},
-    SCALE_MULTIPLIED: {"scale": "mul_sqrt"},
-    SCALE_BY_D: {"scale": "d"},
-    SOFTMAX_DIM: {"softmax_dim": -2},
-    MASK_INVERTED: {"invert_mask": True},
-    MASK_IGNORED: {"ignore_mask": True},
-    MASK_AFTER_SOFTMAX: {"mask_after_softmax": True},
-    SPLIT_NO_TRANSPOSE: {"split_how": "no_transpose"},
-    SPLIT_INTERLEAVED: {"split_how": "interleaved"},
-    MERGE_NO_TRANSPOSE: {"merge_how": "no_transpose"},
+    "attention.missing_scale": {"scale": "none"},
+    "multi_head.scale_d_model": {"scale_width": "d_model"},
+    "attention.scale_multiplied": {"scale": "mul_sqrt"},
+    "attention.scale_by_d": {"scale": "d"},
+    "attention.softmax_dim": {"softmax_dim": -2},
+    "attention.mask_inverted": {"invert_mask": True},
+    "attention.mask_ignored": {"ignore_mask": True},
+    "attention.mask_after_softmax": {"mask_after_softmax": True},
+    "multi_head.split_no_transpose": {"split_how": "no_transpose"},
+    "multi_head.split_interleaved": {"split_how": "interleaved"},
+    "multi_head.merge_no_transpose": {"merge_how": "no_transpose"},
 }
 SDPA_FLAGS = ("scale", "softmax_dim", "invert_mask", "ignore_mask", "mask_after_softmax")
 
@@ -275,7 +222,7 @@ def _embed(stack, ids, *, scale_embeddings=True, positions=True):
     return x
 
 
-def _final_norm(stack, x, norm_first, final_norm):
+def _final_norm(stack, x, final_norm):
     """final_norm None: as the reference (norm only for pre-norm); True/False force it on/off."""
     has_norm = isinstance(stack.norm, nn.LayerNorm)
     if final_norm is None:
@@ -291,7 +238,7 @@ def encoder(stack, ids, mask=None, *, scale_embeddings=True, positions=True, fin
     x = _embed(stack, ids, scale_embeddings=scale_embeddings, positions=positions)
     for layer in stack.layers:
         x = encoder_block(layer, x, mask, **block_flags)
-    return _final_norm(stack, x, None, final_norm)
+    return _final_norm(stack, x, final_norm)
 
 
 # --------------------------------------------------------------------------------------- 06 decoder and model
@@ -328,7 +275,7 @@ def decoder(stack, ids, memory, tgt_mask=None, memory_mask=None, *, scale_embedd
     x = _embed(stack, ids, scale_embeddings=scale_embeddings, positions=positions)
     for layer in stack.layers:
         x = decoder_block(layer, x, memory, tgt_mask, memory_mask, **block_flags)
-    return _final_norm(stack, x, None, final_norm)
+    return _final_norm(stack, x, final_norm)
 
 
 def transformer(model, src_ids, tgt_ids, *, causal=True, src_mask=True, pad_id=None, invert_src_mask=False,

@@ -34,8 +34,9 @@ def check_split_heads(split_heads) -> None:
         got = call("split_heads", split_heads, x.clone(), num_heads, tested=tested)
         expect_tensor(got, expected, "split_heads output", device, tested=tested,
                       shape_hint="(B, T, d_model) -> (B, num_heads, T, d_model // num_heads)",
-                      mistakes=lambda x=x, n=num_heads: [(M.SPLIT_NO_TRANSPOSE, lambda: M.split(x, n, "no_transpose")),
-                                                        (M.SPLIT_INTERLEAVED, lambda: M.split(x, n, "interleaved"))])
+                      mistakes=lambda x=x, n=num_heads: [
+                          ("multi_head.split_no_transpose", lambda: M.split(x, n, "no_transpose")),
+                          ("multi_head.split_interleaved", lambda: M.split(x, n, "interleaved"))])
 
 
 @probed
@@ -50,13 +51,13 @@ def check_merge_heads(merge_heads) -> None:
     got = call("merge_heads", merge_heads, x.clone(), tested=tested)
     expect_tensor(got, expected, "merge_heads output", device, tested=tested,
                   shape_hint="(B, H, T, d_head) -> (B, T, H * d_head)",
-                  mistakes=lambda: [(M.MERGE_NO_TRANSPOSE, lambda: M.merge(x, "no_transpose"))])
+                  mistakes=lambda: [("multi_head.merge_no_transpose", lambda: M.merge(x, "no_transpose"))])
     # the inverse of split_heads on a transposed (non-contiguous) input, as it comes out of attention
     y = randn(B, T, H, D_HEAD, seed=51, device=device).transpose(1, 2)   # (B, H, T, d_head), non-contiguous
     tested = f"a non-contiguous x {shape_of(y)} (as returned by attention after a transpose)"
     got = call("merge_heads", merge_heads, y, tested=tested)
     expect_tensor(got, reference.merge_heads(y), "merge_heads output", device, tested=tested,
-                  mistakes=lambda: [(M.MERGE_NO_TRANSPOSE, lambda: M.merge(y, "no_transpose"))])
+                  mistakes=lambda: [("multi_head.merge_no_transpose", lambda: M.merge(y, "no_transpose"))])
 
 
 def mha_mistakes(attn, query, key, value, mask, part: int):
@@ -68,7 +69,7 @@ def mha_mistakes(attn, query, key, value, mask, part: int):
                 continue
             out.append((name, lambda flags=flags: M.mha(attn, query, key, value, mask, **flags)[part]))
         for inputs in ("kv_swapped", "value_from_key", "key_from_value", "query_from_key"):
-            out.append((M.MHA_INPUTS_MIXED, lambda inputs=inputs: M.mha(attn, query, key, value, mask,
+            out.append(("multi_head.inputs_mixed", lambda inputs=inputs: M.mha(attn, query, key, value, mask,
                                                                          inputs=inputs)[part]))
         return out
 

@@ -20,11 +20,12 @@ def _reference():
 
 def _table_mistakes(max_len, d_model):
     return lambda: [
-        (M.SIN_COS_SWAPPED, lambda: M.sinusoidal(max_len, d_model, swap=True)),
-        (M.EXPONENT_COLUMN, lambda: M.sinusoidal(max_len, d_model, exponent="column")),
-        (M.EXPONENT_NO_TWO, lambda: M.sinusoidal(max_len, d_model, exponent="no_two")),
-        (M.HALVES, lambda: M.sinusoidal(max_len, d_model, halves=True)),
-        (M.SIN_COS_SWAPPED, lambda: M.sinusoidal(max_len, d_model, swap=True, exponent="column")),
+        ("positional.sin_cos_swapped", lambda: M.sinusoidal(max_len, d_model, swap=True)),
+        ("positional.exponent_per_column", lambda: M.sinusoidal(max_len, d_model, exponent="column")),
+        ("positional.exponent_no_two", lambda: M.sinusoidal(max_len, d_model, exponent="no_two")),
+        ("positional.halves", lambda: M.sinusoidal(max_len, d_model, halves=True)),
+        ("positional.frequency_base", lambda: M.sinusoidal(max_len, d_model, base=1000.0)),
+        ("positional.sin_cos_swapped", lambda: M.sinusoidal(max_len, d_model, swap=True, exponent="column")),
     ]
 
 
@@ -66,8 +67,8 @@ def check_positional_encoding(PositionalEncoding) -> None:
     table = ref.pe
 
     def mistakes():
-        variants = [(M.POSITIONS_FROM_BATCH, lambda: M.add_positions(x, table, from_batch=True)),
-                    (M.POSITIONS_NOT_ADDED_TO_X, lambda: M.add_positions(x, table, without_x=True))]
+        variants = [("positional.from_batch_axis", lambda: M.add_positions(x, table, from_batch=True)),
+                    ("positional.x_not_added", lambda: M.add_positions(x, table, without_x=True))]
         for name, make in _table_mistakes(max_len, d_model)():
             variants.append((name, lambda make=make: M.add_positions(x, make().to(device))))
         return variants
@@ -104,7 +105,7 @@ def _check_positional_dropout(PositionalEncoding, x, expected, device, d_model: 
     kept_close = values_close(got[~dropped], (expected / (1 - p))[~dropped], device)
     fraction = float(dropped.float().mean())
     if not kept_close or not 0.25 <= fraction <= 0.75:
-        mistake = M.DROPOUT_IGNORED if values_close(got, expected, device) else None
+        mistake = "positional.dropout_ignored" if values_close(got, expected, device) else None
         fail("PositionalEncoding: dropout(x + pe[:T]) is wrong in training mode.", tested=tested,
              details=[f"expected about {p:.0%} of the entries zeroed and the others (x + pe[:T]) / (1 - p); "
                       f"got {fraction:.0%} zeroed" + ("" if kept_close else ", and other values differ")],
@@ -137,6 +138,6 @@ def check_learned_positional_embedding(LearnedPositionalEmbedding) -> None:
             expected = ref(x)
             got = call("LearnedPositionalEmbedding.forward", module, x.clone(), tested=tested)
         expect_tensor(got, expected, "LearnedPositionalEmbedding output", device, tested=tested, mistakes=lambda x=x: [
-            (M.POSITIONS_FROM_BATCH, lambda: M.add_positions(x, table, from_batch=True)),
-            (M.POSITIONS_NOT_ADDED_TO_X, lambda: M.add_positions(x, table, without_x=True)),
+            ("positional.from_batch_axis", lambda: M.add_positions(x, table, from_batch=True)),
+            ("positional.x_not_added", lambda: M.add_positions(x, table, without_x=True)),
         ])

@@ -43,11 +43,11 @@ def _decoder_mistakes(call_variant, norm_first, has_tgt_mask, has_memory_mask, s
     base = maker(call_variant, norm_first, has_tgt_mask or has_memory_mask, DECODER_RESIDUALS)
 
     def variants():
-        out = [(M.CROSS_FROM_DECODER, lambda: call_variant(cross_from_decoder=True))]
+        out = [("decoder.cross_from_decoder", lambda: call_variant(cross_from_decoder=True))]
         if has_tgt_mask:
-            out.append((M.TGT_MASK_IGNORED, lambda: call_variant(ignore_tgt_mask=True)))
+            out.append(("decoder.tgt_mask_ignored", lambda: call_variant(ignore_tgt_mask=True)))
         if has_tgt_mask and has_memory_mask:
-            out.append((M.MASKS_SWAPPED, lambda: call_variant(swap_masks=True)))
+            out.append(("decoder.masks_swapped", lambda: call_variant(swap_masks=True)))
         return out + base()
 
     return variants
@@ -124,11 +124,11 @@ def _transformer_mistakes(ref, src_ids, tgt_ids, norm_first):
         return M.transformer(ref, src_ids, tgt_ids, **flags)
 
     def variants():
-        out = [(M.NO_CAUSAL, lambda: run(causal=False)),
-               (M.NO_SRC_MASK, lambda: run(src_mask=False)),
-               (M.PAD_ID_HARDCODED, lambda: run(pad_id=0)),
-               (M.MASK_INVERTED, lambda: run(invert_src_mask=True)),
-               (M.MASK_INVERTED, lambda: run(attn_flags={"invert_mask": True}))]
+        out = [("transformer.no_causal_mask", lambda: run(causal=False)),
+               ("transformer.no_src_mask", lambda: run(src_mask=False)),
+               ("transformer.pad_id_hardcoded", lambda: run(pad_id=0)),
+               ("attention.mask_inverted", lambda: run(invert_src_mask=True)),
+               ("attention.mask_inverted", lambda: run(attn_flags={"invert_mask": True}))]
         out += _decoder_mistakes(run, norm_first, True, True, stack=True)()
         return out
 
@@ -174,15 +174,16 @@ def check_transformer(Transformer) -> None:
         if not isinstance(got, tuple) or len(got) != 2:
             fail("Transformer.encode must return a tuple (memory, src_mask).", tested=tested)
         expect_tensor(got[0], memory, "the memory returned by encode", device, tested=tested,
-                      where=keep_src, mistakes=lambda: [(M.NO_SRC_MASK, lambda: M.encoder(ref.encoder, src_ids))])
+                      where=keep_src,
+                      mistakes=lambda: [("transformer.no_src_mask", lambda: M.encoder(ref.encoder, src_ids))])
         got_mask = as_tensor(got[1], "the src_mask returned by encode", tested)
         try:
             got_mask = torch.broadcast_to(got_mask.to(device).bool(), src_mask.shape)
         except RuntimeError:
             expect_shape(got_mask, src_mask.shape, "the src_mask returned by encode", tested)
         expect_tensor(got_mask, src_mask, "the src_mask returned by encode", device, tested=tested, exact=True,
-                      mistakes=lambda: [(M.MASK_INVERTED, lambda: ~src_mask),
-                                        (M.PAD_ID_HARDCODED, lambda: (src_ids != 0)[:, None, None, :])])
+                      mistakes=lambda: [("attention.mask_inverted", lambda: ~src_mask),
+                                        ("transformer.pad_id_hardcoded", lambda: (src_ids != 0)[:, None, None, :])])
         with torch.no_grad():
             expected = ref.decode(tgt_ids, memory, src_mask)
             got = call("Transformer.decode", module.attr("decode"), tgt_ids.clone(), memory.clone(), src_mask.clone(),
@@ -259,11 +260,11 @@ def check_greedy_decode(greedy_decode) -> None:
             def run(**flags):
                 return M.greedy(model, src_ids, max_len, bos_id, eos_id, **flags)
 
-            return [(M.GREEDY_WITH_BOS, lambda: run(keep_bos=True)),
-                    (M.GREEDY_NO_EARLY_STOP, lambda: run(early_stop=False)),
-                    (M.GREEDY_STOP_ANY, lambda: run(stop_any=True)),
-                    (M.GREEDY_NO_PAD, lambda: run(pad_after_eos=False)),
-                    (M.GREEDY_NO_EOS, lambda: run(keep_eos=False))]
+            return [("greedy.keeps_bos", lambda: run(keep_bos=True)),
+                    ("greedy.no_early_stop", lambda: run(early_stop=False)),
+                    ("greedy.stops_at_first_eos", lambda: run(stop_any=True)),
+                    ("greedy.no_pad_after_eos", lambda: run(pad_after_eos=False)),
+                    ("greedy.drops_eos", lambda: run(keep_eos=False))]
 
         if tuple(got.shape) != tuple(expected.shape):
             mistake = diagnose(got.to(device), mistakes, device, exact=True)

@@ -13,7 +13,8 @@ snippet executed in the same kernel (`coursekit.probe.step`), whose reply comes 
 type `coursekit.probe.MIME`. The check compares the replies with the reference, diagnoses the mistake and
 returns a verdict; the cell's outputs are then REPLACED by the verdict: nothing, or one error output with the
 check's message (what was tested, what differs, the likely mistake, the hint, the student's own lines). nbgrader's
-SaveAutoGrades scores the cell from those outputs, as for any grade cell.
+SaveAutoGrades scores the cell from those outputs, as for any grade cell. The diagnosed mistake's catalogue id
+(`coursekit.mistakes`) goes into the cell's metadata (`MISTAKE_METADATA`), where the worker reads it as data.
 
 So the student's process holds no check, no reference and no expected value, and nothing it does to itself
 (patching, hooks, exception handlers, frame walking, grading detection, printing) reaches the verdict or the
@@ -39,6 +40,7 @@ from coursekit.probe import MIME
 log = logging.getLogger(__name__)
 
 MAX_PROBE_OUTPUT_BYTES = 256 * 1024**2  # everything one probe may print or display (replies included)
+MISTAKE_METADATA = "autograder_mistake"  # cell metadata key: the judged grade cell's mistake id, for the worker
 
 
 # --------------------------------------------------------------------------------------------- the grade cell
@@ -67,27 +69,28 @@ def check_function(name: str):
         return None
 
 
-def verdict(channel: Channel, calls) -> str | None:
-    """Run each handed-in check; None when all pass, else the first failure's message for the student."""
+def verdict(channel: Channel, calls) -> tuple[str | None, str | None]:
+    """Run each handed-in check: (None, None) when all pass, else the first failure's message for the student and
+    the catalogue id of the mistake it diagnosed (`coursekit.mistakes`; None when it named none)."""
     for name, positions, keywords in calls:
         check = check_function(name)
         if check is None:
-            return f"The grader has no check named {name!r}: tell your instructor."
+            return f"The grader has no check named {name!r}: tell your instructor.", None
         objects = [RemoteObject(channel, {"subject": name, "index": i}) for i in positions]
         named = {k: RemoteObject(channel, {"subject": name, "key": k}) for k in keywords}
         try:
             check(*objects, **named)
         except AssertionError as failure:
-            return str(failure) or "The check failed."
+            return str(failure) or "The check failed.", getattr(failure, "mistake_id", None)
         except ProbeBroken as broken:
-            return f"Your code could not be checked: {broken}."
+            return f"Your code could not be checked: {broken}.", None
         except DeadKernelError:
             raise  # the student's code killed the kernel: the worker skips this cell and runs the notebook again
         except Exception:  # noqa: BLE001 -- a bug of ours must not look like the student's fault, nor crash the batch
             log.exception("check %s failed with an internal error", name)
             return ("The grader could not finish this check because of an internal error (not a problem in your "
-                    "answer): your instructor has been told.")
-    return None
+                    "answer): your instructor has been told."), None
+    return None, None
 
 
 def verdict_outputs(message: str | None) -> list:
@@ -127,6 +130,7 @@ class JudgedExecute(SandboxedExecute):
         self._probe_bytes = 0
 
     def preprocess_cell(self, cell, resources, index):
+        cell.metadata.pop(MISTAKE_METADATA, None)  # only the judge writes it (a submission's own is dropped)
         cell, resources = super().preprocess_cell(cell, resources, index)
         meta = cell.metadata.get("nbgrader", {})
         if cell.cell_type != "code" or not meta.get("grade") or meta.get("solution"):
@@ -137,8 +141,10 @@ class JudgedExecute(SandboxedExecute):
         if any(o.get("ename") in ("KernelDied", "NotebookTimeout", "SubmissionKilled") for o in cell.outputs):
             return cell, resources  # the cell did not run: it keeps the note saying why
         deadline = min(time.monotonic() + self.limits.cell_timeout, self.deadline)
-        message = verdict(KernelChannel(self, index, deadline), calls)
+        message, mistake = verdict(KernelChannel(self, index, deadline), calls)
         cell.outputs = verdict_outputs(message)
+        if mistake:
+            cell.metadata[MISTAKE_METADATA] = mistake
         return cell, resources
 
     def probe(self, cell, index: int, timeout: float, request_id) -> dict:

@@ -1,12 +1,15 @@
-"""What a Dask worker runs for one submission: `grade_job(job) -> result`, plain dicts in and out.
+"""What a Dask worker runs for one submission: `grade_job(GradingJob) -> GradingResult` (jobs.py).
 
 The worker needs no shared filesystem and never touches the course's gradebook. It rebuilds the one notebook's
 cell records (sent by the coordinator) in a private SQLite gradebook, and runs nbgrader's own autograde steps
 against it: sanitize (ClearOutput, DeduplicateIds, OverwriteKernelspec, OverwriteCells with missing cells
 added back, CheckCellMetadata), then execute (our JudgedExecute: the sandbox runs the cells, the hidden checks judge
 `hand_in` grade cells from this process, see judge.py), IgnorePattern, LimitOutput,
-SaveAutoGrades (nbgrader's ClearMetadataPreprocessor is disabled by default, so it is left out). The scores it
-reads back go to the coordinator, the only writer.
+SaveAutoGrades (nbgrader's ClearMetadataPreprocessor is disabled by default, so it is left out). Every one of them
+gets the course's nbgrader configuration (the sections the job carries), as under `nbgrader autograde`; the
+grader's own invariants win over it: missing grade cells are added back, errors never stop the run, a timed-out
+cell is interrupted, and the limits (per-cell time included) come from the job. The scores it reads back go to the
+coordinator, the only writer.
 
 Kernel death policy: when a cell kills the kernel (segfault, os._exit, the OOM killer), that cell is marked
 "skipped" and the notebook is run again from the top without it, at most `Limits.kernel_restarts` times; cells
@@ -15,7 +18,6 @@ after the last allowed restart are not run. So a crash costs only the cells that
 from __future__ import annotations
 
 import os
-import re
 import shutil
 import tempfile
 import warnings
@@ -24,6 +26,7 @@ import traceback
 
 import nbformat
 from nbclient.exceptions import DeadKernelError
+from traitlets.config import Config
 from nbgrader.api import Gradebook
 from nbgrader.preprocessors import (CheckCellMetadata, ClearOutput, DeduplicateIds, IgnorePattern, LimitOutput,
                                     OverwriteCells, OverwriteKernelspec, SaveAutoGrades)
@@ -31,12 +34,13 @@ from nbgrader.preprocessors import (CheckCellMetadata, ClearOutput, DeduplicateI
 from autograder.coursedir import alembic_on_path
 from autograder.grade import tamper_scan
 from autograder.grade.execute import error_output
-from autograder.grade.judge import JudgedExecute
+from autograder.grade.jobs import GradingJob, GradingResult
+from autograder.grade.judge import MISTAKE_METADATA, JudgedExecute
 from autograder.grade.scrub import scrub_notebook
 from autograder.grade.sandbox import Limits, kernel_manager_class, kernel_spec
+from coursekit.mistakes import MISTAKES
 
 warnings.filterwarnings("ignore", module="nbgrader.api")  # SQLAlchemy autoflush chatter on every grade
-MISTAKE = re.compile(r"(?:likely mistake|probable mistake|common mistake)\s*[:\-]\s*(.+)", re.I)
 
 
 _TEMPLATE_DB: dict[str, str] = {}
@@ -67,31 +71,32 @@ def empty_gradebook(path: str, course: str, alembic_version: str | None = None) 
     shutil.copyfile(template, path)
 
 
-def build_gradebook(db_url: str, job: dict) -> None:
+def build_gradebook(db_url: str, job: GradingJob) -> None:
     """The notebook's cell records (as in the course gradebook) plus the student, in a private gradebook."""
-    a, nb_name, student = job["assignment"], job["notebook"], job["student"]
+    a, nb_name, student = job.assignment, job.notebook, job.student
     if db_url.startswith("sqlite:///"):
-        empty_gradebook(db_url[len("sqlite:///"):], job.get("course_id", "default_course"), job.get("alembic_version"))
-    with Gradebook(db_url, job.get("course_id", "default_course")) as gb:
+        empty_gradebook(db_url[len("sqlite:///"):], job.course_id, job.alembic_version)
+    with Gradebook(db_url, job.course_id) as gb:
         gb.update_or_create_assignment(a)
-        gb.update_or_create_notebook(nb_name, a, kernelspec=job.get("kernelspec"))
-        for cell in job["cells"]["grade"]:
+        gb.update_or_create_notebook(nb_name, a, kernelspec=job.kernelspec)
+        for cell in job.cells["grade"]:
             gb.update_or_create_grade_cell(cell["name"], nb_name, a, max_score=cell["max_score"],
                                            cell_type=cell["cell_type"])
-        for cell in job["cells"]["solution"]:
+        for cell in job.cells["solution"]:
             gb.update_or_create_solution_cell(cell["name"], nb_name, a)
-        for cell in job["cells"]["task"]:
+        for cell in job.cells["task"]:
             gb.update_or_create_task_cell(cell["name"], nb_name, a, max_score=cell["max_score"],
                                           cell_type=cell["cell_type"])
-        for cell in job["cells"]["source"]:
+        for cell in job.cells["source"]:
             gb.update_or_create_source_cell(cell["name"], nb_name, a, cell_type=cell["cell_type"],
                                             locked=cell["locked"], source=cell["source"], checksum=cell["checksum"])
         gb.update_or_create_student(student)
         gb.update_or_create_submission(a, student)
 
 
-def run_notebook(nb, resources: dict, limits: Limits, gpu: str | None, executor_class=None):
-    """Execute `nb` in the sandbox; returns (executed nb, notes). Restarts after a dead kernel (see module doc)."""
+def run_notebook(nb, resources: dict, limits: Limits, gpu: str | None, executor_class=None, config=None):
+    """Execute `nb` in the sandbox; returns (executed nb, notes). Restarts after a dead kernel (see module doc).
+    `config`: the nbgrader configuration of the Execute preprocessor (its limits are `limits`)."""
     spec = kernel_spec(limits, gpu=gpu)
     deadline = time.monotonic() + limits.notebook_timeout
     skip: set[int] = set()
@@ -101,7 +106,8 @@ def run_notebook(nb, resources: dict, limits: Limits, gpu: str | None, executor_
     while attempt <= limits.kernel_restarts:
         attempt_nb = nbformat.from_dict(nb)  # fresh copy: outputs of a failed attempt are discarded
         executor = (executor_class or JudgedExecute)(limits=limits, deadline=deadline, skip_cells=skip,
-                                    kernel_manager_class=kernel_manager_class(spec))
+                                                     kernel_manager_class=kernel_manager_class(spec),
+                                                     **({"config": config} if config is not None else {}))
         try:
             attempt_nb, resources = executor.preprocess(attempt_nb, resources)
             return attempt_nb, notes + executor.notes
@@ -167,29 +173,30 @@ def runtime_flags(nb) -> list[tamper_scan.Flag]:
     return flags
 
 
-def diagnosed_mistakes(messages: dict[str, str]) -> dict[str, str]:
-    """grade_id -> the mistake named by the check's message ("Likely mistake: ..."), when it names one."""
+def diagnosed_mistakes(nb) -> dict[str, str]:
+    """grade_id -> catalogue id of the mistake the hidden check diagnosed (`coursekit.mistakes`), as the judge put
+    it into the grade cell's metadata; grade cells that failed without a diagnosis, or passed, have none."""
     found = {}
-    for grade_id, message in messages.items():
-        match = MISTAKE.search(message)
-        if match:
-            found[grade_id] = match.group(1).strip().splitlines()[0][:200]
+    for cell in nb.cells:
+        meta = cell.metadata.get("nbgrader", {})
+        mistake = cell.metadata.get(MISTAKE_METADATA)
+        if cell.cell_type == "code" and meta.get("grade") and mistake in MISTAKES:
+            found[meta["grade_id"]] = mistake
     return found
 
 
-def _zero_result(job: dict, status: str, message: str, started: float, flags=()) -> dict:
-    return {
-        "key": job["key"], "student": job["student"], "assignment": job["assignment"], "notebook": job["notebook"],
-        "status": status, "message": message, "content_hash": job.get("content_hash"),
-        "grades": {c["name"]: {"auto_score": 0.0, "max_score": c["max_score"], "needs_manual_grade": False}
-                   for c in job["cells"]["grade"]},
-        "messages": {c["name"]: message for c in job["cells"]["grade"]}, "mistakes": {},
-        "flags": [f.to_dict() for f in flags], "notes": [], "graded_nb": None,
-        "seconds": round(time.monotonic() - started, 3), "host": os.uname().nodename,
-    }
+def _zero_result(job: GradingJob, status: str, message: str, started: float, flags=()) -> GradingResult:
+    return GradingResult(
+        assignment=job.assignment, notebook=job.notebook, student=job.student, status=status, message=message,
+        content_hash=job.content_hash,
+        grades={c["name"]: {"auto_score": 0.0, "max_score": c["max_score"], "needs_manual_grade": False}
+                for c in job.cells["grade"]},
+        messages={c["name"]: message for c in job.cells["grade"]}, mistakes={},
+        flags=[f.to_dict() for f in flags], notes=[], graded_nb=None,
+        seconds=round(time.monotonic() - started, 3), host=os.uname().nodename)
 
 
-def error_result(job: dict, message: str) -> dict:
+def error_result(job: GradingJob, message: str) -> GradingResult:
     """A zero result for a job whose worker failed outright (used by the coordinator)."""
     return _zero_result(job, "error", message, time.monotonic())
 
@@ -213,51 +220,51 @@ def assigned_gpu(requested: str | None) -> str | None:
     return gpus[index % len(gpus)]
 
 
-def grade_job(job: dict) -> dict:
+def grade_job(job: GradingJob) -> GradingResult:
     """Grade one submission notebook. Never raises: a failure becomes a result with status "error"."""
     started = time.monotonic()
-    limits = Limits.from_dict(job.get("limits"))
-    if job.get("nb_json") is None:
+    limits = job.limits
+    config = Config(job.config)  # the course's settings of nbgrader's preprocessors
+    if job.nb_json is None:
         return _zero_result(job, "missing", "No notebook was submitted.", started)
     try:
-        nb = nbformat.reads(job["nb_json"], as_version=4)
+        nb = nbformat.reads(job.nb_json, as_version=4)
     except Exception as exc:  # noqa: BLE001 - unreadable input is a result, not a crash
         return _zero_result(job, "unreadable", f"The notebook could not be read: {exc}", started)
-    flags = tamper_scan.scan(nb, job["cells"]["source"], job["cells"]["grade"])
+    flags = tamper_scan.scan(nb, job.cells["source"], job.cells["grade"])
     try:
         with tempfile.TemporaryDirectory(prefix="ag-db-") as db_dir, \
                 tempfile.TemporaryDirectory(prefix="ag-run-") as run_dir:
             db_url = f"sqlite:///{os.path.join(db_dir, 'gradebook.db')}"
             build_gradebook(db_url, job)
-            for relpath, data in (job.get("files") or {}).items():
+            for relpath, data in job.files.items():
                 target = os.path.join(run_dir, relpath)
                 os.makedirs(os.path.dirname(target), exist_ok=True)
                 with open(target, "wb") as fh:
                     fh.write(data)
-            resources = {"nbgrader": {"db_url": db_url, "assignment": job["assignment"],
-                                      "notebook": job["notebook"], "student": job["student"]},
+            resources = {"nbgrader": {"db_url": db_url, "assignment": job.assignment,
+                                      "notebook": job.notebook, "student": job.student},
                          "metadata": {"path": run_dir}}
-            for step in (ClearOutput(), DeduplicateIds(), OverwriteKernelspec(),
-                         OverwriteCells(add_missing_cells=True), CheckCellMetadata()):
+            for step in (ClearOutput(config=config), DeduplicateIds(config=config),
+                         OverwriteKernelspec(config=config), OverwriteCells(config=config, add_missing_cells=True),
+                         CheckCellMetadata(config=config)):
                 nb, resources = step.preprocess(nb, resources)
-            nb, notes = run_notebook(nb, resources, limits, assigned_gpu(job.get("gpu")))
+            nb, notes = run_notebook(nb, resources, limits, assigned_gpu(job.gpu), config=config)
             scrub_notebook(nb, {run_dir: "<submission>", db_dir: "<grader-tmp>"})
-            for step in (IgnorePattern(), LimitOutput(), SaveAutoGrades()):
+            for step in (IgnorePattern(config=config), LimitOutput(config=config), SaveAutoGrades(config=config)):
                 nb, resources = step.preprocess(nb, resources)
-            with Gradebook(db_url, job.get("course_id", "default_course")) as gb:
-                submission = gb.find_submission_notebook(job["notebook"], job["assignment"], job["student"])
+            with Gradebook(db_url, job.course_id) as gb:
+                submission = gb.find_submission_notebook(job.notebook, job.assignment, job.student)
                 grades = {g.name: {"auto_score": g.auto_score, "max_score": g.max_score,
                                    "needs_manual_grade": bool(g.needs_manual_grade)} for g in submission.grades}
     except Exception as exc:  # noqa: BLE001
         result = _zero_result(job, "error", f"Grading failed: {type(exc).__name__}: {exc}", started, flags)
-        result["notes"] = [traceback.format_exc(limit=5)]
+        result.notes = [traceback.format_exc(limit=5)]
         return result
     messages = cell_messages(nb)
     flags = flags + runtime_flags(nb)
-    return {
-        "key": job["key"], "student": job["student"], "assignment": job["assignment"], "notebook": job["notebook"],
-        "status": "graded", "message": "", "content_hash": job.get("content_hash"),
-        "grades": grades, "messages": messages, "mistakes": diagnosed_mistakes(messages),
-        "flags": [f.to_dict() for f in flags], "notes": notes, "graded_nb": nbformat.writes(nb),
-        "seconds": round(time.monotonic() - started, 3), "host": os.uname().nodename,
-    }
+    return GradingResult(
+        assignment=job.assignment, notebook=job.notebook, student=job.student, status="graded", message="",
+        content_hash=job.content_hash, grades=grades, messages=messages, mistakes=diagnosed_mistakes(nb),
+        flags=[f.to_dict() for f in flags], notes=notes, graded_nb=nbformat.writes(nb),
+        seconds=round(time.monotonic() - started, 3), host=os.uname().nodename)

@@ -6,6 +6,7 @@ import solutions
 from autograder.checks._remote import LoopbackChannel
 from autograder.grade import judge
 from coursekit import probe
+from coursekit.mistakes import MISTAKES
 
 
 def test_hand_in_calls_are_read_from_the_cell_source():
@@ -19,14 +20,23 @@ def test_hand_in_calls_are_read_from_the_cell_source():
 
 
 def _verdict(check: str, obj):
+    """The message of the verdict (None: passed)."""
+    return _verdict_and_mistake(check, obj)[0]
+
+
+def _verdict_and_mistake(check: str, obj):
     probe._State.subjects[check] = ((obj,), {})
     return judge.verdict(LoopbackChannel(), [(check, [0], [])])
 
 
 def test_a_correct_answer_passes_and_a_wrong_one_gets_the_checks_message():
-    assert _verdict("make_causal_mask", solutions.make_causal_mask) is None
-    message = _verdict("make_causal_mask", lambda size, device=None: ~solutions.make_causal_mask(size, device))
+    assert _verdict_and_mistake("make_causal_mask", solutions.make_causal_mask) == (None, None)
+    message, mistake = _verdict_and_mistake("make_causal_mask",
+                                            lambda size, device=None: ~solutions.make_causal_mask(size, device))
     assert message.startswith("the causal mask: values differ") and "likely mistake" in message
+    assert mistake == "attention.mask_inverted" and MISTAKES[mistake].text in message  # the id, as data
+    upper = _verdict_and_mistake("make_causal_mask", lambda size, device=None: solutions.make_causal_mask(size).T)
+    assert upper[1] == "causal_mask.upper_triangle"
     outputs = judge.verdict_outputs(message)
     assert len(outputs) == 1 and outputs[0].output_type == "error" and outputs[0].ename == "AssertionError"
     assert outputs[0].traceback[0].startswith("AssertionError: the causal mask")
@@ -35,8 +45,8 @@ def test_a_correct_answer_passes_and_a_wrong_one_gets_the_checks_message():
 
 def test_nothing_handed_in_unknown_checks_and_our_own_bugs_are_told_apart(monkeypatch):
     probe._State.subjects.pop("make_padding_mask", None)
-    message = judge.verdict(LoopbackChannel(), [("make_padding_mask", [0], [])])
-    assert "was not defined when the grade cell ran" in message
+    message, mistake = judge.verdict(LoopbackChannel(), [("make_padding_mask", [0], [])])
+    assert "was not defined when the grade cell ran" in message and mistake is None
     assert "no check named 'no_such_exercise'" in _verdict("no_such_exercise", len)
 
     def broken_check(obj):

@@ -6,7 +6,6 @@ import pytest
 import solutions
 import variants as V
 from autograder.checks import attention as checks
-from autograder.checks import mistakes as M
 
 
 @pytest.mark.parametrize("fn", [solutions.make_padding_mask, V.padding_mask_unsqueeze])
@@ -15,7 +14,7 @@ def test_padding_mask_correct_answers_pass(fn):
 
 
 def test_padding_mask_mistakes():
-    V.fails_with(checks.check_make_padding_mask, V.padding_mask_wrong("inverted"), M.MASK_INVERTED)
+    V.fails_with(checks.check_make_padding_mask, V.padding_mask_wrong("inverted"), "attention.mask_inverted")
     V.fails_with(checks.check_make_padding_mask, V.padding_mask_wrong("shape"), "expected shape (3, 1, 1, 7)")
     V.fails_with(checks.check_make_padding_mask, V.padding_mask_wrong("float"), "bool")
 
@@ -25,8 +24,9 @@ def test_causal_mask_correct_answers_pass(fn):
     checks.check_make_causal_mask(fn)
 
 
-@pytest.mark.parametrize("kind, fragment", [("inverted", M.MASK_INVERTED), ("strict", "diagonal is blocked"),
-                                            ("upper", "upper-triangular")])
+@pytest.mark.parametrize("kind, fragment", [
+    ("inverted", "attention.mask_inverted"), ("strict", "causal_mask.diagonal_blocked"),
+    ("upper", "causal_mask.upper_triangle")])
 def test_causal_mask_mistakes(kind, fragment):
     V.fails_with(checks.check_make_causal_mask, V.causal_mask_wrong(kind), fragment)
 
@@ -38,15 +38,17 @@ def test_sdpa_correct_answers_pass(fn):
 
 
 @pytest.mark.parametrize("kind, diagnosis", [
-    ("none", M.MISSING_SCALE), ("mul", M.SCALE_MULTIPLIED), ("by_d", M.SCALE_BY_D), ("dim", M.SOFTMAX_DIM),
-    ("inverted", M.MASK_INVERTED), ("ignore", M.MASK_IGNORED), ("after", M.MASK_AFTER_SOFTMAX)])
+    ("none", "attention.missing_scale"), ("mul", "attention.scale_multiplied"), ("by_d", "attention.scale_by_d"),
+    ("dim", "attention.softmax_dim"),
+    ("inverted", "attention.mask_inverted"), ("ignore", "attention.mask_ignored"),
+    ("after", "attention.mask_after_softmax")])
 def test_sdpa_mistakes_are_named(kind, diagnosis):
     V.fails_with(checks.check_scaled_dot_product_attention, V.sdpa_wrong(kind), diagnosis)
 
 
 def test_sdpa_inverted_mask_with_minus_inf_reports_nan_and_the_mistake():
     V.fails_with(checks.check_scaled_dot_product_attention, V.sdpa_wrong("inverted", fill=float("-inf")),
-                 "NaN", M.MASK_INVERTED)
+                 "NaN", "attention.mask_inverted")
 
 
 def test_sdpa_wrong_shape():

@@ -17,16 +17,22 @@ import torch.nn.functional as F
 import solutions
 from autograder.checks import _remote
 from autograder.checks import classifier as checks
+from autograder.checks import trained_classifier as trained
 from coursekit import probe
+from coursekit.mistakes import MISTAKES
 from solutions.attention import make_padding_mask
 from solutions.encoder import Encoder
 
 
 def fails_with(check, obj, *fragments):
+    """`check(obj)` fails with every fragment in its message; a catalogue id must be the failure's mistake id."""
     with pytest.raises(AssertionError) as info:
         check(obj)
     message = str(info.value)
     for fragment in fragments:
+        if fragment in MISTAKES:
+            assert getattr(info.value, "mistake_id", None) == fragment, message
+            fragment = MISTAKES[fragment].text
         assert fragment in message, message
     return message
 
@@ -52,11 +58,11 @@ def test_masked_mean_pool_accepts_correct_answers(pool):
 
 
 @pytest.mark.parametrize("pool, diagnosis", [
-    (lambda x, m: x.mean(1), "pooling includes padding"),
-    (lambda x, m: (x * m[..., None]).sum(1) / x.shape[1], "divided by T"),
-    (lambda x, m: (x * (~m)[..., None]).sum(1) / (~m).sum(1, keepdim=True).clamp(min=1), "mask polarity inverted"),
-    (lambda x, m: (x * m[..., None]).sum(1), "did not divide"),
-    (lambda x, m: (x * m[..., None]).sum(1) / m.sum(), "not per row"),
+    (lambda x, m: x.mean(1), "pool.includes_padding"),
+    (lambda x, m: (x * m[..., None]).sum(1) / x.shape[1], "pool.divides_by_T"),
+    (lambda x, m: (x * (~m)[..., None]).sum(1) / (~m).sum(1, keepdim=True).clamp(min=1), "pool.mask_inverted"),
+    (lambda x, m: (x * m[..., None]).sum(1), "pool.no_division"),
+    (lambda x, m: (x * m[..., None]).sum(1) / m.sum(), "pool.divides_by_batch_count"),
 ])
 def test_masked_mean_pool_names_the_mistake(pool, diagnosis):
     fails_with(checks.check_masked_mean_pool, pool, "likely mistake", diagnosis)
@@ -153,13 +159,13 @@ def test_transformer_classifier_accepts_correct_answers(cls):
 
 
 @pytest.mark.parametrize("cls, diagnosis", [
-    (IncludesPadding, "pooling includes padding"),
-    (NoEncoderMask, "no padding mask"),
-    (HardCodedPad, "hard-coded as 0"),
-    (Softmaxed, "returns probabilities"),
-    (LogSoftmaxed, "returns log-probabilities"),
-    (FirstToken, "first position"),
-    (MaxPool, "max-pooling"),
+    (IncludesPadding, "classifier.pool_includes_padding"),
+    (NoEncoderMask, "classifier.encoder_no_mask"),
+    (HardCodedPad, "classifier.pad_id_hardcoded"),
+    (Softmaxed, "classifier.returns_probabilities"),
+    (LogSoftmaxed, "classifier.returns_log_probabilities"),
+    (FirstToken, "classifier.first_position"),
+    (MaxPool, "classifier.max_pooling"),
 ])
 def test_transformer_classifier_names_the_mistake(cls, diagnosis):
     fails_with(checks.check_transformer_classifier, cls, "likely mistake", diagnosis)
@@ -222,21 +228,21 @@ def test_train_one_epoch_accepts_correct_answers(fn):
 
 
 @pytest.mark.parametrize("options, diagnosis", [
-    (dict(zero=False), "forgot optimizer.zero_grad()"),
-    (dict(loss_fn=lambda logits, y: F.cross_entropy(logits.softmax(-1), y)), "softmax before cross_entropy"),
-    (dict(loss_fn=lambda logits, y: F.nll_loss(logits, y)), "nll_loss on raw logits"),
-    (dict(loss_fn=lambda logits, y: F.cross_entropy(logits, y, reduction="sum")), "summed over the batch"),
-    (dict(step=False), "optimizer.step() is missing"),
-    (dict(zero_late=True), "zero_grad() sits between backward() and step()"),
-    (dict(result="sum"), "sum of the batch losses"),
-    (dict(result="last"), "last batch's loss"),
+    (dict(zero=False), "training.no_zero_grad"),
+    (dict(loss_fn=lambda logits, y: F.cross_entropy(logits.softmax(-1), y)), "training.softmax_before_loss"),
+    (dict(loss_fn=lambda logits, y: F.nll_loss(logits, y)), "training.nll_on_logits"),
+    (dict(loss_fn=lambda logits, y: F.cross_entropy(logits, y, reduction="sum")), "training.loss_summed"),
+    (dict(step=False), "training.no_step"),
+    (dict(zero_late=True), "training.no_step"),
+    (dict(result="sum"), "training.returns_sum"),
+    (dict(result="last"), "training.returns_last"),
 ])
 def test_train_one_epoch_names_the_mistake(options, diagnosis):
     fails_with(checks.check_train_one_epoch, make_trainer(**options), "likely mistake", diagnosis)
 
 
 def test_train_one_epoch_mode_and_type_messages():
-    fails_with(checks.check_train_one_epoch, make_trainer(train=False), "forgot model.train()")
+    fails_with(checks.check_train_one_epoch, make_trainer(train=False), "training.no_train_mode")
     checks.check_train_one_epoch(make_trainer(no_grad=True))  # an extra forward pass under no_grad does no harm
 
     def no_grad_training(model, loader, optimizer, device):
@@ -293,13 +299,13 @@ def test_evaluate_accepts_correct_answers(fn):
 
 
 @pytest.mark.parametrize("options, diagnosis", [
-    (dict(eval_mode=False), "forgot model.eval()"),
-    (dict(no_grad=False), "forgot torch.no_grad()"),
-    (dict(result="percent"), "percentage"),
-    (dict(result="count"), "number of correct"),
-    (dict(result="batch_mean"), "per-batch accuracies"),
-    (dict(result="error"), "error rate"),
-    (dict(result="per_batch_count"), "number of batches"),
+    (dict(eval_mode=False), "evaluate.no_eval_mode"),
+    (dict(no_grad=False), "evaluate.grad_enabled"),
+    (dict(result="percent"), "evaluate.percentage"),
+    (dict(result="count"), "evaluate.count"),
+    (dict(result="batch_mean"), "evaluate.mean_of_batches"),
+    (dict(result="error"), "evaluate.error_rate"),
+    (dict(result="per_batch_count"), "evaluate.divides_by_batches"),
 ])
 def test_evaluate_names_the_mistake(options, diagnosis):
     fails_with(checks.check_evaluate, make_evaluator(**options), diagnosis)
@@ -318,18 +324,18 @@ def test_untrained_model_fails_the_trained_check():
     torch.manual_seed(0)
     model = solutions.TransformerClassifier(len(vocab), d_model=32, num_heads=2, d_ff=64, num_layers=1,
                                             max_len=128)
-    message = fails_with(lambda m: checks.check_trained_classifier(m, vocab, max_len=128), model,
-                         "not accurate enough", f"{checks.TRAINED_MIN_ACCURACY:.2f}")
+    message = fails_with(lambda m: trained.check_trained_classifier(m, vocab, max_len=128), model,
+                         "not accurate enough", f"{trained.TRAINED_MIN_ACCURACY:.2f}")
     assert "0.20" in message  # the majority baseline is stated for comparison
 
 
 def test_trained_check_rejects_bad_arguments():
-    fails_with(lambda v: checks.check_trained_classifier(nn.Linear(2, 2), v), {"a": 1}, "vocabulary")
-    fails_with(lambda m: checks.check_trained_classifier(m, {"<pad>": 0, "<unk>": 1}), "model", "nn.Module")
+    fails_with(lambda v: trained.check_trained_classifier(nn.Linear(2, 2), v), {"a": 1}, "vocabulary")
+    fails_with(lambda m: trained.check_trained_classifier(m, {"<pad>": 0, "<unk>": 1}), "model", "nn.Module")
 
 
 def test_threshold_is_far_above_the_majority_baseline():
-    assert checks.TRAINED_MIN_ACCURACY >= 2 * checks.MAJORITY_ACCURACY
+    assert trained.TRAINED_MIN_ACCURACY >= 2 * trained.MAJORITY_ACCURACY
 
 
 @pytest.mark.slow
@@ -342,7 +348,7 @@ def test_reference_pipeline_in_grading_budget_passes_the_trained_check():
     bench = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(bench)
     result = bench.train_reference(budget="grading", seed=0)
-    checks.check_trained_classifier(result["model"], result["vocab"], max_len=result["max_len"])
+    trained.check_trained_classifier(result["model"], result["vocab"], max_len=result["max_len"])
 
 
 # ------------------------------------------------------------------------------------------ forged records
@@ -367,7 +373,7 @@ def no_training_forging_records(model, loader, optimizer, device):
 
 def test_forged_forward_records_do_not_pass_train_one_epoch():
     fails_with(checks.check_train_one_epoch, train_in_eval_mode_forging_records, "weights differ",
-               "likely mistake", "forgot model.train()")
+               "likely mistake", "training.no_train_mode")
     fails_with(checks.check_train_one_epoch, no_training_forging_records, "weights differ")
 
     def cleared(model, loader, optimizer, device):  # correct training, record list emptied: still a failure
@@ -386,7 +392,7 @@ def test_forged_forward_records_do_not_pass_evaluate():
                 total += len(labels)
         model.calls[:] = [(False, False)] * len(model.calls)
         return correct / total
-    fails_with(checks.check_evaluate, train_mode_forging, "wrong accuracy", "likely mistake", "forgot model.eval()")
+    fails_with(checks.check_evaluate, train_mode_forging, "wrong accuracy", "likely mistake", "evaluate.no_eval_mode")
 
 
 # ------------------------------------------------------------------------------------------ what crosses the wire
@@ -444,7 +450,7 @@ def test_trained_check_sends_only_ids_never_labels(recorded):
     model = solutions.TransformerClassifier(len(vocab), d_model=16, num_heads=2, d_ff=32, num_layers=1, max_len=32)
     channel, (remote_model, remote_vocab), _ = recorded(model, vocab)  # no max_len: the model's table decides
     with pytest.raises(AssertionError, match="not accurate enough"):
-        checks.check_trained_classifier(remote_model, remote_vocab)
+        trained.check_trained_classifier(remote_model, remote_vocab)
     assert {r["op"] for r in channel.requests} <= {"describe", "get", "call"}
     rows, widths = 0, []
     for request in channel.requests:

@@ -6,7 +6,6 @@ import pytest
 import solutions
 import variants as V
 from autograder.checks import embeddings as checks
-from autograder.checks import mistakes as M
 
 
 @pytest.mark.parametrize("build_vocab", [solutions.build_vocab, V.build_vocab_two_sorts, V.build_vocab_most_common])
@@ -15,12 +14,12 @@ def test_build_vocab_correct_answers_pass(build_vocab):
 
 
 @pytest.mark.parametrize("kind, diagnosis", [
-    ("most_common_ties", M.VOCAB_TIES),
-    ("reverse_ties", M.VOCAB_TIES),
-    ("ascending", M.VOCAB_ASCENDING),
-    ("strict_min", M.VOCAB_MIN_FREQ),
-    ("specials_last", M.VOCAB_SPECIALS_LAST),
-    ("special_duplicate", M.VOCAB_SPECIAL_DUPLICATE),
+    ("most_common_ties", "vocab.ties"),
+    ("reverse_ties", "vocab.ties"),
+    ("ascending", "vocab.ascending"),
+    ("strict_min", "vocab.min_freq_strict"),
+    ("specials_last", "vocab.specials_last"),
+    ("special_duplicate", "vocab.special_duplicate"),
 ])
 def test_build_vocab_mistakes_are_named(kind, diagnosis):
     V.fails_with(checks.check_build_vocab, V.build_vocab_wrong(kind), "build_vocab", diagnosis)
@@ -44,7 +43,7 @@ def test_encode_correct_answers_pass(encode):
 
 
 def test_encode_hard_coded_unk():
-    V.fails_with(checks.check_encode, V.encode_unk_one, "'<unk>' id is not 1", M.UNK_HARDCODED)
+    V.fails_with(checks.check_encode, V.encode_unk_one, "'<unk>' id is not 1", "encode.unk_hardcoded")
 
 
 @pytest.mark.parametrize("pad_batch", [solutions.pad_batch, V.pad_batch_pad_sequence, V.pad_batch_lists])
@@ -53,7 +52,8 @@ def test_pad_batch_correct_answers_pass(pad_batch):
 
 
 @pytest.mark.parametrize("kind, diagnosis", [
-    ("pre", M.PRE_PADDING), ("front", M.TRUNCATE_FRONT), ("ignore_pad_id", M.PAD_ID_IGNORED)])
+    ("pre", "pad_batch.pre_padding"), ("front", "pad_batch.truncate_front"),
+    ("ignore_pad_id", "pad_batch.pad_id_ignored")])
 def test_pad_batch_mistakes_are_named(kind, diagnosis):
     V.fails_with(checks.check_pad_batch, V.pad_batch_wrong(kind), "pad_batch", diagnosis)
 
@@ -79,7 +79,7 @@ def test_token_embedding_correct_answers_pass(cls):
 
 
 def test_token_embedding_mistakes():
-    V.fails_with(checks.check_token_embedding, V.mistake(V.TokenEmbeddingWrong, "scaled"), M.EMBED_SCALED)
+    V.fails_with(checks.check_token_embedding, V.mistake(V.TokenEmbeddingWrong, "scaled"), "embedding.scaled")
     V.fails_with(checks.check_token_embedding, V.mistake(V.TokenEmbeddingWrong, "xavier_init"), "std d_model ** -0.5")
     V.fails_with(checks.check_token_embedding, V.mistake(V.TokenEmbeddingWrong, "unit_init"), "got mean",
                  "std 1.0")
@@ -93,8 +93,9 @@ def test_embedding_matrix_correct_answers_pass(fn):
 
 
 def test_embedding_matrix_mistakes():
-    V.fails_with(checks.check_embedding_matrix_from_word2vec, V.w2v_wrong("enumerate"), M.W2V_ENUMERATE)
-    V.fails_with(checks.check_embedding_matrix_from_word2vec, V.w2v_wrong("random_missing"), M.W2V_NOT_ZERO)
+    V.fails_with(checks.check_embedding_matrix_from_word2vec, V.w2v_wrong("enumerate"), "word2vec.by_iteration")
+    V.fails_with(checks.check_embedding_matrix_from_word2vec, V.w2v_wrong("random_missing"),
+                 "word2vec.missing_not_zero")
     V.fails_with(checks.check_embedding_matrix_from_word2vec, V.w2v_wrong("float64"), "float32")
 
 
@@ -103,7 +104,8 @@ def test_attention_over_words_correct_answers_pass(fn):
     checks.check_attention_over_words(fn)
 
 
-@pytest.mark.parametrize("kind, diagnosis", [("none", M.MISSING_SCALE), ("mul", M.SCALE_MULTIPLIED)])
+@pytest.mark.parametrize("kind, diagnosis", [
+    ("none", "attention.missing_scale"), ("mul", "attention.scale_multiplied")])
 def test_attention_over_words_mistakes(kind, diagnosis):
     V.fails_with(checks.check_attention_over_words, V.attention_over_words_wrong(kind), diagnosis)
 

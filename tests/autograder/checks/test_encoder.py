@@ -6,7 +6,6 @@ import pytest
 import solutions
 import variants as V
 from autograder.checks import encoder as checks
-from autograder.checks import mistakes as M
 
 
 @pytest.mark.parametrize("cls", [solutions.PositionwiseFeedForward, V.FeedForwardFunctional, V.FeedForwardWrong])
@@ -14,7 +13,8 @@ def test_feed_forward_correct_answers_pass(cls):
     checks.check_positionwise_feed_forward(cls)
 
 
-@pytest.mark.parametrize("kind, diagnosis", [("no_relu", M.NO_RELU), ("relu_after", M.RELU_AFTER_LINEAR2)])
+@pytest.mark.parametrize("kind, diagnosis", [
+    ("no_relu", "encoder.no_relu"), ("relu_after", "encoder.relu_after_linear2")])
 def test_feed_forward_mistakes(kind, diagnosis):
     V.fails_with(checks.check_positionwise_feed_forward, V.mistake(V.FeedForwardWrong, kind), diagnosis)
 
@@ -27,8 +27,8 @@ def test_encoder_block_correct_answers_pass(cls):
 
 
 @pytest.mark.parametrize("kind, diagnosis", [
-    ("norm_swapped", M.NORM_SWAPPED), ("no_residual_attn", M.MISSING_RESIDUAL_ATTN),
-    ("no_residual_ffn", M.MISSING_RESIDUAL_FFN), ("inverted", M.MASK_INVERTED)])
+    ("norm_swapped", "encoder.norm_swapped"), ("no_residual_attn", "encoder.missing_residual_attn"),
+    ("no_residual_ffn", "encoder.missing_residual_ffn"), ("inverted", "attention.mask_inverted")])
 def test_encoder_block_mistakes(kind, diagnosis):
     V.fails_with(checks.check_encoder_block, V.mistake(V.EncoderBlockStudent, kind), diagnosis)
 
@@ -39,8 +39,9 @@ def test_encoder_correct_answers_pass(cls):
 
 
 @pytest.mark.parametrize("kind, diagnosis", [
-    ("no_scale", M.NO_EMBED_SCALE), ("no_positions", M.NO_POSITIONS), ("final_norm", M.FINAL_NORM),
-    ("norm_swapped", M.NORM_SWAPPED), ("ignore_mask", M.MASK_IGNORED)])
+    ("no_scale", "encoder.no_embedding_scale"), ("no_positions", "encoder.no_positions"),
+    ("final_norm", "encoder.final_norm"),
+    ("norm_swapped", "encoder.norm_swapped"), ("ignore_mask", "attention.mask_ignored")])
 def test_encoder_mistakes(kind, diagnosis):
     V.fails_with(checks.check_encoder, V.mistake(V.EncoderStudent, kind), diagnosis)
 

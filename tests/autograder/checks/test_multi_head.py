@@ -5,7 +5,6 @@ import pytest
 
 import solutions
 import variants as V
-from autograder.checks import mistakes as M
 from autograder.checks import multi_head as checks
 
 
@@ -14,8 +13,8 @@ def test_split_heads_correct_answers_pass(fn):
     checks.check_split_heads(fn)
 
 
-@pytest.mark.parametrize("kind, diagnosis", [("no_transpose", M.SPLIT_NO_TRANSPOSE),
-                                             ("interleaved", M.SPLIT_INTERLEAVED)])
+@pytest.mark.parametrize("kind, diagnosis", [("no_transpose", "multi_head.split_no_transpose"),
+                                             ("interleaved", "multi_head.split_interleaved")])
 def test_split_heads_mistakes(kind, diagnosis):
     V.fails_with(checks.check_split_heads, V.split_heads_wrong(kind), diagnosis)
 
@@ -31,7 +30,7 @@ def test_merge_heads_correct_answers_pass(fn):
 
 
 def test_merge_heads_mistakes():
-    V.fails_with(checks.check_merge_heads, V.merge_heads_wrong("no_transpose"), M.MERGE_NO_TRANSPOSE)
+    V.fails_with(checks.check_merge_heads, V.merge_heads_wrong("no_transpose"), "multi_head.merge_no_transpose")
     V.fails_with(checks.check_merge_heads, V.merge_heads_wrong("view"), "raised an error", ".contiguous()")
 
 
@@ -42,9 +41,10 @@ def test_mha_correct_answers_pass(cls):
 
 
 @pytest.mark.parametrize("kind, diagnosis", [
-    ("no_scale", M.MISSING_SCALE), ("d_model", M.SCALE_D_MODEL), ("softmax_dim", M.SOFTMAX_DIM),
-    ("inverted", M.MASK_INVERTED), ("split_no_transpose", M.SPLIT_NO_TRANSPOSE),
-    ("merge_no_transpose", M.MERGE_NO_TRANSPOSE)])
+    ("no_scale", "attention.missing_scale"), ("d_model", "multi_head.scale_d_model"),
+    ("softmax_dim", "attention.softmax_dim"),
+    ("inverted", "attention.mask_inverted"), ("split_no_transpose", "multi_head.split_no_transpose"),
+    ("merge_no_transpose", "multi_head.merge_no_transpose")])
 def test_mha_mistakes_are_named(kind, diagnosis):
     V.fails_with(checks.check_multi_head_attention, V.mistake(V.MultiHeadAttentionBase, kind), diagnosis)
 
@@ -53,7 +53,7 @@ def test_mha_mistakes_are_named(kind, diagnosis):
 def test_mha_mixed_up_inputs_are_named(kind):
     """key and value (and query) are different tensors in some probes: an answer that mixes them up fails."""
     V.fails_with(checks.check_multi_head_attention, V.mistake(V.MultiHeadAttentionInputsMixed, kind),
-                 "MultiHeadAttention output", M.MHA_INPUTS_MIXED)
+                 "MultiHeadAttention output", "multi_head.inputs_mixed")
 
 
 def test_mha_structure_problems():

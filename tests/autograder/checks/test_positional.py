@@ -5,7 +5,6 @@ import pytest
 
 import solutions
 import variants as V
-from autograder.checks import mistakes as M
 from autograder.checks import positional as checks
 
 
@@ -15,7 +14,9 @@ def test_sinusoidal_correct_answers_pass(fn):
 
 
 @pytest.mark.parametrize("kind, diagnosis", [
-    ("swap", M.SIN_COS_SWAPPED), ("column", M.EXPONENT_COLUMN), ("no_two", M.EXPONENT_NO_TWO), ("halves", M.HALVES)])
+    ("swap", "positional.sin_cos_swapped"), ("column", "positional.exponent_per_column"),
+    ("no_two", "positional.exponent_no_two"), ("halves", "positional.halves"),
+    ("base_1000", "positional.frequency_base")])
 def test_sinusoidal_mistakes_are_named(kind, diagnosis):
     V.fails_with(checks.check_sinusoidal_positional_encoding, V.pe_wrong(kind), "the table", diagnosis)
 
@@ -48,7 +49,7 @@ def test_positional_encoding_correct_answers_pass(cls):
 
 def test_positional_encoding_mistakes():
     V.fails_with(checks.check_positional_encoding, V.mistake(V.PositionalEncodingWrong, "batch_axis"),
-                 M.POSITIONS_FROM_BATCH)
+                 "positional.from_batch_axis")
     V.fails_with(checks.check_positional_encoding, V.mistake(V.PositionalEncodingWrong, "not_buffer"),
                  "must be a buffer")
     V.fails_with(checks.check_positional_encoding, V.mistake(V.PositionalEncodingWrong, "no_error"),
@@ -56,7 +57,7 @@ def test_positional_encoding_mistakes():
 
 
 @pytest.mark.parametrize("kind, fragments", [
-    ("ignored", ("training mode", M.DROPOUT_IGNORED)), ("always", ("eval mode", "training=self.training")),
+    ("ignored", ("training mode", "positional.dropout_ignored")), ("always", ("eval mode", "training=self.training")),
     ("before", ("training mode", "other values differ"))])
 def test_positional_encoding_dropout_matters(kind, fragments):
     V.fails_with(checks.check_positional_encoding, V.mistake(V.PositionalEncodingDropoutWrong, kind), *fragments)
@@ -70,6 +71,6 @@ def test_learned_correct_answers_pass(cls):
 
 def test_learned_mistakes():
     V.fails_with(checks.check_learned_positional_embedding, V.mistake(V.LearnedPositionalEmbeddingWrong, "batch_axis"),
-                 M.POSITIONS_FROM_BATCH)
+                 "positional.from_batch_axis")
     V.fails_with(checks.check_learned_positional_embedding, V.mistake(V.LearnedPositionalEmbeddingWrong, "no_x"),
-                 M.POSITIONS_NOT_ADDED_TO_X)
+                 "positional.x_not_added")

@@ -7,7 +7,6 @@ import pytest
 
 import solutions
 import variants as V
-from autograder.checks import mistakes as M
 from autograder.checks import transformer as checks
 
 
@@ -17,9 +16,9 @@ def test_decoder_block_correct_answers_pass(cls):
 
 
 @pytest.mark.parametrize("kind, diagnosis", [
-    ("cross_from_decoder", M.CROSS_FROM_DECODER), ("ignore_tgt_mask", M.TGT_MASK_IGNORED),
-    ("norm_swapped", M.NORM_SWAPPED), ("no_residual_attn", M.MISSING_RESIDUAL_ATTN),
-    ("no_residual_cross", M.MISSING_RESIDUAL_CROSS), ("no_residual_ffn", M.MISSING_RESIDUAL_FFN)])
+    ("cross_from_decoder", "decoder.cross_from_decoder"), ("ignore_tgt_mask", "decoder.tgt_mask_ignored"),
+    ("norm_swapped", "encoder.norm_swapped"), ("no_residual_attn", "encoder.missing_residual_attn"),
+    ("no_residual_cross", "decoder.missing_residual_cross"), ("no_residual_ffn", "encoder.missing_residual_ffn")])
 def test_decoder_block_mistakes(kind, diagnosis):
     V.fails_with(checks.check_decoder_block, V.mistake(V.DecoderBlockStudent, kind), "DecoderBlock", diagnosis)
 
@@ -30,7 +29,8 @@ def test_decoder_correct_answers_pass(cls):
 
 
 @pytest.mark.parametrize("kind, diagnosis", [
-    ("no_scale", M.NO_EMBED_SCALE), ("final_norm", M.FINAL_NORM), ("cross_from_decoder", M.CROSS_FROM_DECODER)])
+    ("no_scale", "encoder.no_embedding_scale"), ("final_norm", "encoder.final_norm"),
+    ("cross_from_decoder", "decoder.cross_from_decoder")])
 def test_decoder_mistakes(kind, diagnosis):
     V.fails_with(checks.check_decoder, V.mistake(V.DecoderStudent, kind), "Decoder output", diagnosis)
 
@@ -41,8 +41,9 @@ def test_transformer_correct_answers_pass(cls):
 
 
 @pytest.mark.parametrize("kind, diagnosis", [
-    ("no_causal", M.NO_CAUSAL), ("no_src_mask", M.NO_SRC_MASK), ("pad_zero", M.PAD_ID_HARDCODED),
-    ("inverted_src", M.MASK_INVERTED)])
+    ("no_causal", "transformer.no_causal_mask"), ("no_src_mask", "transformer.no_src_mask"),
+    ("pad_zero", "transformer.pad_id_hardcoded"),
+    ("inverted_src", "attention.mask_inverted")])
 def test_transformer_mistakes(kind, diagnosis):
     V.fails_with(checks.check_transformer, V.mistake(V.TransformerStudent, kind), diagnosis)
 
@@ -54,8 +55,8 @@ def test_greedy_correct_answers_pass(fn):
 
 
 @pytest.mark.parametrize("kind, diagnosis", [
-    ("with_bos", M.GREEDY_WITH_BOS), ("no_stop", M.GREEDY_NO_EARLY_STOP), ("stop_any", M.GREEDY_STOP_ANY),
-    ("no_pad", M.GREEDY_NO_PAD), ("no_eos", M.GREEDY_NO_EOS)])
+    ("with_bos", "greedy.keeps_bos"), ("no_stop", "greedy.no_early_stop"), ("stop_any", "greedy.stops_at_first_eos"),
+    ("no_pad", "greedy.no_pad_after_eos"), ("no_eos", "greedy.drops_eos")])
 def test_greedy_mistakes(kind, diagnosis):
     V.fails_with(checks.check_greedy_decode, V.greedy_wrong(kind), "greedy_decode", diagnosis)
 

@@ -17,17 +17,24 @@ import torch.nn.functional as F
 from torch import nn
 
 import solutions
+from coursekit.mistakes import MISTAKES
 from solutions.attention import make_padding_mask
 
 SPECIALS = ("<pad>", "<unk>", "<bos>", "<eos>")
 
 
 def fails_with(check, obj, *fragments):
-    """`check(obj)` raises AssertionError whose message contains every fragment; returns the message."""
+    """`check(obj)` raises AssertionError whose message contains every fragment; returns the message.
+
+    A fragment that is a mistake id of the catalogue (`coursekit.mistakes`) must be the failure's `mistake_id`, and
+    its text must be in the message."""
     with pytest.raises(AssertionError) as info:
         check(obj)
     message = str(info.value)
     for fragment in fragments:
+        if fragment in MISTAKES:
+            assert getattr(info.value, "mistake_id", None) == fragment, message
+            fragment = MISTAKES[fragment].text
         assert fragment in message, message
     assert len(message.splitlines()) < 15, message
     return message
@@ -253,17 +260,18 @@ def pe_wrong(kind):
         if d_model % 2 and kind != "no_error":
             raise ValueError("odd")
         pe = torch.zeros(max_len, d_model)
+        base = 1000 if kind == "base_1000" else 10000
         for p in range(max_len):
             for j in range(0, d_model - d_model % 2, 2):
                 exponent = {"column": j, "no_two": j // 2}.get(kind, j)
-                angle = p / 10000 ** (exponent / d_model)
+                angle = p / base ** (exponent / d_model)
                 first, second = (math.cos, math.sin) if kind == "swap" else (math.sin, math.cos)
                 if kind == "halves":
                     pe[p, j // 2], pe[p, d_model // 2 + j // 2] = first(angle), second(angle)
                 else:
                     pe[p, j] = first(angle)
                     exponent2 = j + 1 if kind == "column" else exponent
-                    pe[p, j + 1] = second(p / 10000 ** (exponent2 / d_model))
+                    pe[p, j + 1] = second(p / base ** (exponent2 / d_model))
         return pe
 
     return sinusoidal_positional_encoding

@@ -1,0 +1,190 @@
+"""The catalogue of known mistakes: one id and one student-facing sentence for each.
+
+Both check layers name a mistake by its id: the public self-checks (`coursekit.checks`) show its text as a hint, the
+hidden checks of the grader (`autograder.checks`) write it into their message and hand the id on as data, and the
+class report counts ids. The public hints already reveal these mistakes, so the catalogue lives on the student side
+(this module imports nothing from `solutions` or `autograder`).
+
+An id reads `<topic>.<what went wrong>`; `api` is the course API name (docs/course-api.md) whose check diagnoses it
+first (a mistake such as an inverted mask can show up in the checks of later exercises too).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Mistake:
+    id: str    # e.g. "attention.missing_scale"
+    api: str   # e.g. "scaled_dot_product_attention"
+    text: str  # what the student did, in one sentence
+
+
+_CATALOGUE = [
+    # ------------------------------------------------------------------------------------ 01 tokens and embeddings
+    ("vocab.ties", "build_vocab",
+     "ties are not broken alphabetically (tokens with the same count must be sorted by the string)"),
+    ("vocab.specials_last", "build_vocab", "the special tokens do not come first (they take ids 0, 1, 2, 3 ...)"),
+    ("vocab.min_freq_strict", "build_vocab",
+     "min_freq is applied as count > min_freq; keep tokens with count >= min_freq"),
+    ("vocab.special_duplicate", "build_vocab",
+     "a token equal to a special got a second id; it must keep the special's id"),
+    ("vocab.ascending", "build_vocab",
+     "tokens are ordered by ascending count; the most frequent token must come first"),
+    ("encode.unk_hardcoded", "encode", "unknown tokens get a hard-coded id; use vocab['<unk>']"),
+    ("pad_batch.pre_padding", "pad_batch", "the padding is put in front (pre-padding); pad at the end"),
+    ("pad_batch.truncate_front", "pad_batch",
+     "sequences longer than max_len are cut at the front; keep the first max_len tokens"),
+    ("pad_batch.pad_id_ignored", "pad_batch", "the padding value ignores pad_id"),
+    ("embedding.scaled", "TokenEmbedding",
+     "the embedding output is scaled by sqrt(d_model); TokenEmbedding returns weight[ids] unscaled"),
+    ("embedding.unit_init", "TokenEmbedding", "the old N(0, 1) initialisation: multiply by d_model ** -0.5"),
+    ("word2vec.by_iteration", "embedding_matrix_from_word2vec",
+     "rows are placed by the vocabulary's iteration order instead of by each word's id"),
+    ("word2vec.missing_not_zero", "embedding_matrix_from_word2vec",
+     "rows of words missing from word2vec must be zeros"),
+    # ------------------------------------------------------------------------------------- 02 positional encoding
+    ("positional.sin_cos_swapped", "sinusoidal_positional_encoding",
+     "sin and cos are swapped (sin goes to the even columns 2i, cos to the odd ones 2i+1)"),
+    ("positional.exponent_per_column", "sinusoidal_positional_encoding",
+     "wrong exponent: use 2i/d_model with i the pair index (columns 2i and 2i+1 share one frequency)"),
+    ("positional.exponent_no_two", "sinusoidal_positional_encoding",
+     "wrong exponent: the frequency is 1 / 10000**(2i/d_model), the factor 2 is missing"),
+    ("positional.halves", "sinusoidal_positional_encoding",
+     "sin and cos are placed in two halves instead of alternating columns (sin at 2i, cos at 2i+1)"),
+    ("positional.frequency_base", "sinusoidal_positional_encoding",
+     "wrong frequency base: the frequencies are 1 / 10000**(2i/d_model)"),
+    ("positional.from_batch_axis", "PositionalEncoding",
+     "positions are taken from the batch axis (dim 0) instead of the sequence axis (dim 1)"),
+    ("positional.x_not_added", "PositionalEncoding", "the input x is not added (forward must return x + positions)"),
+    ("positional.dropout_ignored", "PositionalEncoding",
+     "dropout is not applied: forward returns dropout(x + pe[:T]) (it only acts in training mode)"),
+    # --------------------------------------------------------------------------------------- 03 attention and masks
+    ("causal_mask.diagonal_blocked", "make_causal_mask",
+     "the diagonal is blocked: position i may attend to itself (j <= i)"),
+    ("causal_mask.upper_triangle", "make_causal_mask",
+     "the mask is upper-triangular: position i may attend to j <= i (the lower triangle)"),
+    ("attention.missing_scale", "scaled_dot_product_attention", "the scores are not divided by sqrt(d_k)"),
+    ("attention.scale_multiplied", "scaled_dot_product_attention",
+     "the scores are multiplied by sqrt(d_k) instead of divided"),
+    ("attention.scale_by_d", "scaled_dot_product_attention", "the scores are divided by d_k instead of sqrt(d_k)"),
+    ("attention.softmax_dim", "scaled_dot_product_attention",
+     "softmax is taken over the wrong dimension (it must run over the keys, the last dim)"),
+    ("attention.mask_inverted", "scaled_dot_product_attention",
+     "the mask polarity is inverted (our convention: True = may attend, False = blocked)"),
+    ("attention.mask_ignored", "scaled_dot_product_attention", "the mask is not applied"),
+    ("attention.mask_after_softmax", "scaled_dot_product_attention",
+     "the mask is applied after the softmax (blocked scores must be filled before it)"),
+    # -------------------------------------------------------------------------------------- 04 multi-head attention
+    ("multi_head.split_no_transpose", "split_heads",
+     "the heads are split with a reshape but without transposing (B, T, H, d_head) -> (B, H, T, d_head)"),
+    ("multi_head.split_interleaved", "split_heads",
+     "head h takes every H-th feature instead of the block h*d_head:(h+1)*d_head"),
+    ("multi_head.merge_no_transpose", "merge_heads",
+     "the heads are not merged back correctly: transpose (B, H, T, d_head) -> (B, T, H, d_head) before reshaping"),
+    ("multi_head.scale_d_model", "MultiHeadAttention",
+     "the scores are divided by sqrt(d_model) instead of sqrt(d_k) = sqrt(d_model / num_heads)"),
+    ("multi_head.inputs_mixed", "MultiHeadAttention",
+     "the inputs are mixed up: w_q projects `query`, w_k projects `key` and w_v projects `value` "
+     "(key and value are different tensors in general)"),
+    # ------------------------------------------------------------------------------------------------- 05 encoder
+    ("encoder.no_relu", "PositionwiseFeedForward", "the ReLU between linear1 and linear2 is missing"),
+    ("encoder.relu_after_linear2", "PositionwiseFeedForward", "a ReLU is applied after linear2 as well"),
+    ("encoder.norm_swapped", "EncoderBlock",
+     "pre-norm and post-norm are swapped (norm_first=False means x = norm(x + sublayer(x)))"),
+    ("encoder.missing_residual_attn", "EncoderBlock",
+     "the residual connection around the attention sublayer is missing"),
+    ("encoder.missing_residual_ffn", "EncoderBlock",
+     "the residual connection around the feed-forward sublayer is missing"),
+    ("encoder.no_embedding_scale", "Encoder", "the token embeddings are not multiplied by sqrt(d_model)"),
+    ("encoder.no_positions", "Encoder", "the positional encoding is not added"),
+    ("encoder.final_norm", "Encoder",
+     "the final LayerNorm is wrong (it belongs only to the pre-norm stack, norm_first=True)"),
+    # ------------------------------------------------------------------------------------ 06 decoder and Transformer
+    ("decoder.missing_residual_cross", "DecoderBlock",
+     "the residual connection around the cross-attention sublayer is missing"),
+    ("decoder.cross_from_decoder", "DecoderBlock",
+     "cross-attention takes its keys/values from the decoder (x) instead of the encoder memory"),
+    ("decoder.masks_swapped", "DecoderBlock", "tgt_mask and memory_mask are swapped between self- and cross-attention"),
+    ("decoder.tgt_mask_ignored", "DecoderBlock", "the target mask is not applied in the decoder's self-attention"),
+    ("transformer.no_causal_mask", "Transformer",
+     "the target has no causal mask (position i must not see positions after i)"),
+    ("transformer.no_src_mask", "Transformer", "the source padding mask is not applied"),
+    ("transformer.pad_id_hardcoded", "Transformer", "the pad id is hard-coded as 0 instead of using pad_id"),
+    ("greedy.keeps_bos", "greedy_decode", "the output still starts with bos_id; return only the generated tokens"),
+    ("greedy.no_early_stop", "greedy_decode", "decoding does not stop when every sequence has produced eos_id"),
+    ("greedy.stops_at_first_eos", "greedy_decode",
+     "decoding stops as soon as one sequence produced eos_id; wait until every sequence has"),
+    ("greedy.no_pad_after_eos", "greedy_decode", "tokens after a sequence's eos_id must be the model's pad_id"),
+    ("greedy.drops_eos", "greedy_decode", "the eos_id token itself is missing from the output"),
+    ("greedy.argmax_wrong_axis", "greedy_decode",
+     "the argmax runs over the wrong axis: the next token is the argmax over the vocabulary (dim=-1)"),
+    # ---------------------------------------------------------------------------------------------- 07 classifier
+    ("pool.includes_padding", "masked_mean_pool",
+     "pooling includes padding: you averaged over all T positions, padding too"),
+    ("pool.divides_by_T", "masked_mean_pool",
+     "divided by T instead of by the number of real tokens in each row"),
+    ("pool.mask_inverted", "masked_mean_pool",
+     "mask polarity inverted: you averaged the padding positions (mask is True where a token is real)"),
+    ("pool.no_division", "masked_mean_pool", "summed the real positions but did not divide by their count"),
+    ("pool.divides_by_batch_count", "masked_mean_pool",
+     "divided by the total number of real tokens in the batch, not per row"),
+    ("pool.mask_wrong_axis", "masked_mean_pool",
+     "the mask gets its new axis in the wrong place: mask.unsqueeze(-1) (B, T, 1) lines up with x (B, T, d)"),
+    ("classifier.pool_includes_padding", "TransformerClassifier",
+     "pooling includes padding: average only the real positions (mask_mean_pool with the padding mask)"),
+    ("classifier.encoder_no_mask", "TransformerClassifier",
+     "the encoder got no padding mask: real tokens attend to padding"),
+    ("classifier.pad_id_hardcoded", "TransformerClassifier",
+     "the padding id is hard-coded as 0: use the model's `pad_id`"),
+    ("classifier.returns_probabilities", "TransformerClassifier",
+     "returns probabilities: forward must return raw logits (F.cross_entropy applies the softmax itself)"),
+    ("classifier.returns_log_probabilities", "TransformerClassifier",
+     "returns log-probabilities: forward must return raw logits (F.cross_entropy applies log_softmax)"),
+    ("classifier.first_position", "TransformerClassifier",
+     "classifies the first position instead of the mean over the real positions"),
+    ("classifier.max_pooling", "TransformerClassifier", "max-pooling instead of mean-pooling"),
+    ("classifier.padding_not_excluded", "TransformerClassifier",
+     "padding positions are not excluded (padding mask in the encoder and in the pooling)"),
+    ("training.no_zero_grad", "train_one_epoch", "forgot optimizer.zero_grad(): gradients of earlier batches pile up"),
+    ("training.softmax_before_loss", "train_one_epoch",
+     "softmax before cross_entropy: F.cross_entropy takes raw logits (it applies log_softmax itself)"),
+    ("training.nll_on_logits", "train_one_epoch",
+     "F.nll_loss on raw logits: it expects log-probabilities (use F.cross_entropy on the logits)"),
+    ("training.loss_summed", "train_one_epoch",
+     "the loss is summed over the batch instead of averaged (reduction='mean' is the default)"),
+    ("training.no_step", "train_one_epoch",
+     "the weights never change: optimizer.step() is missing, or optimizer.zero_grad() sits between backward() "
+     "and step()"),
+    ("training.returns_sum", "train_one_epoch", "returns the sum of the batch losses, not their mean"),
+    ("training.returns_last", "train_one_epoch", "returns the last batch's loss, not the mean over the epoch"),
+    ("training.returns_first", "train_one_epoch", "returns the first batch's loss, not the mean over the epoch"),
+    ("training.no_train_mode", "train_one_epoch",
+     "forgot model.train() (dropout stays off and the model does not learn as it should)"),
+    ("training.under_no_grad", "train_one_epoch", "training must not run under torch.no_grad()"),
+    ("evaluate.no_eval_mode", "evaluate", "forgot model.eval(): the model ran in training mode (dropout on)"),
+    ("evaluate.grad_enabled", "evaluate", "forgot torch.no_grad() (evaluation builds no graph)"),
+    ("evaluate.percentage", "evaluate", "returns a percentage: return a fraction between 0 and 1"),
+    ("evaluate.count", "evaluate", "returns the number of correct examples, not the fraction"),
+    ("evaluate.mean_of_batches", "evaluate",
+     "averages the per-batch accuracies: batches differ in size, count over all examples"),
+    ("evaluate.error_rate", "evaluate", "returns the error rate (1 - accuracy)"),
+    ("evaluate.divides_by_batches", "evaluate",
+     "divides by the number of batches instead of the number of examples"),
+]
+
+MISTAKES: dict[str, Mistake] = {entry[0]: Mistake(*entry) for entry in _CATALOGUE}
+assert len(MISTAKES) == len(_CATALOGUE), "a mistake id is listed twice"
+
+
+def mistakes_for(api_name: str) -> list[Mistake]:
+    """The mistakes first diagnosed by the check of `api_name`, in catalogue order."""
+    return [m for m in MISTAKES.values() if m.api == api_name]
+
+
+def text_of(mistake_id: str) -> str:
+    """The student-facing text of a catalogue id (KeyError with the id when there is no such mistake)."""
+    try:
+        return MISTAKES[mistake_id].text
+    except KeyError:
+        raise KeyError(f"no mistake {mistake_id!r} in coursekit.mistakes") from None

@@ -1,0 +1,67 @@
+"""The mistake catalogue (`coursekit.mistakes`) is the one home of every diagnosis: each id the hidden checks name is
+in it, each entry is named by some check, and it ships to students without grader code."""
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+import pytest
+
+import coursekit.mistakes as catalogue
+from autograder.checks._common import CheckFailure, fail
+from coursekit.api import API
+from coursekit.mistakes import MISTAKES, Mistake, mistakes_for
+
+ROOT = Path(__file__).resolve().parents[3]
+ID = re.compile(r"""["']([a-z0-9_]+\.[a-zA-Z0-9_]+)["']""")
+
+
+def _ids_named_in(folder: str) -> set[str]:
+    found = set()
+    for path in (ROOT / folder).glob("*.py"):
+        found |= {m for m in ID.findall(path.read_text()) if m in MISTAKES}
+    return found
+
+
+def test_entries_are_well_formed():
+    api_names = {entry.name for entry in API}
+    for key, mistake in MISTAKES.items():
+        assert isinstance(mistake, Mistake) and mistake.id == key
+        assert ID.fullmatch(f'"{key}"'), key
+        assert mistake.api in api_names, f"{key}: {mistake.api} is not a course API name"
+        assert mistake.text and mistake.text == mistake.text.strip() and "\n" not in mistake.text
+    assert len({m.text for m in MISTAKES.values()}) == len(MISTAKES), "two ids with one text"
+
+
+def test_every_entry_is_diagnosed_by_a_hidden_check_or_made_by_the_demo_class():
+    from autograder.demo_class import CODE_EDITS, STUDENT_MISTAKES
+
+    assert set(MISTAKES) - _ids_named_in("autograder/checks") - set(CODE_EDITS) == set()
+    assert set(CODE_EDITS) == {m for made in STUDENT_MISTAKES.values() for m in made} and set(CODE_EDITS) <= set(MISTAKES)
+
+
+def test_mistakes_for_an_api():
+    sdpa = mistakes_for("scaled_dot_product_attention")
+    assert "attention.missing_scale" in {m.id for m in sdpa}
+    assert all(m.api == "scaled_dot_product_attention" for m in sdpa)
+    assert mistakes_for("no_such_api") == []
+
+
+def test_a_failure_carries_the_id_as_data_and_shows_the_text():
+    with pytest.raises(CheckFailure) as info:
+        fail("output: values differ.", mistake="attention.missing_scale")
+    assert info.value.mistake_id == "attention.missing_scale"
+    assert str(info.value).endswith("likely mistake: " + MISTAKES["attention.missing_scale"].text)
+    with pytest.raises(CheckFailure) as info:
+        fail("output: values differ.")
+    assert info.value.mistake_id is None and "likely mistake" not in str(info.value)
+    with pytest.raises(KeyError, match="no_such.mistake"):
+        fail("output: values differ.", mistake="no_such.mistake")
+
+
+def test_the_catalogue_ships_to_students_without_grader_code():
+    tree = ast.parse(Path(catalogue.__file__).read_text())
+    imported = {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
+    imported |= {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.module}
+    assert not {name for name in imported if name.split(".")[0] in ("solutions", "autograder")}
