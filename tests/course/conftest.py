@@ -22,7 +22,7 @@ EXERCISES = REPO / "exercises"
 ASSIGNMENTS = find_assignments(COURSE)
 
 # The two submissions graded for every assignment.
-REFERENCE_STUDENT = "reference"      # the source notebook itself: must get full marks
+REFERENCE_STUDENT = "reference"      # the source notebook itself: full automatic marks, written answers to a grader
 UNMODIFIED_STUDENT = "unmodified"    # the release as handed out: must grade to 0 without crashing
 
 _NOTEBOOK_TIMES: dict[str, float] = {}
@@ -83,6 +83,8 @@ def _autograde(root: Path, assignment: str) -> dict:
                 "score": submission.score,
                 "max_score": submission.max_score,
                 "grades": {g.name: (g.score, g.max_score) for nb in submission.notebooks for g in nb.grades},
+                "auto": {g.name: g.auto_score for nb in submission.notebooks for g in nb.grades},
+                "needs_manual_grade": {g.name: g.needs_manual_grade for nb in submission.notebooks for g in nb.grades},
             }
     failed = "; ".join(f"{r['student']}: {r.get('message', '')}" for r in summary.failed)
     result = {"success": not summary.failed, "error": failed, "log": failed}

@@ -1,4 +1,5 @@
-"""Nothing of the reference or of the hidden tests reaches students through exercises/ or the student image.
+"""Nothing of the reference or of the hidden tests reaches students through exercises/ or the student image; nor
+does the model answer or the rubric of a written answer (graded by hand: only "YOUR ANSWER HERE" is released).
 
 provided.py (the reference of every earlier notebook, 04-07) is never committed and never in the student image's
 build context; a release holds it only once the notebooks it covers are past due (tests/autograder/test_release.py),
@@ -18,6 +19,7 @@ import pytest
 from autograder.provided import (PROVIDED_FILENAME, _defined_names, covered_assignments, reference_fingerprints,
                                  reference_found_in, withheld_names, write_provided_module)
 from autograder.release import find_assignments
+from autograder.written import MODEL_HEADING, TEXT_STUB, answer_keys, is_written, sentences
 
 REPO = Path(__file__).resolve().parents[2]
 ASSIGNMENTS = find_assignments(REPO / "course")
@@ -99,8 +101,54 @@ def test_released_grade_cells_hold_no_test_code(assignment):
     grade_cells = [c for c in notebook.cells if c.metadata.get("nbgrader", {}).get("grade")]
     assert grade_cells, "the release has no grade cells"
     for cell in grade_cells:
+        if is_written(cell):  # a written answer is the student's to write: test_no_answer_key_reaches_students
+            continue
         code = [line for line in cell.source.splitlines() if line.strip() and not line.strip().startswith("#")]
         assert not code, f"grade cell {cell.metadata['nbgrader']['grade_id']} still holds code: {code}"
+
+
+def _answer_key_passages(assignment: str) -> dict[str, list[str]]:
+    """grade_id -> the passages of its model answer and rubric (sentences and rubric criteria of 30+ characters,
+    whitespace flattened) for every written answer of the source notebook."""
+    notebook = nbformat.read(SOURCE / assignment / f"{assignment}.ipynb", as_version=4)
+    passages = {}
+    for grade_id, key in answer_keys(notebook).items():
+        pieces = sentences(key.model_answer) + sentences(key.rubric) + re.split(r"\s*\d+ points?:\s*", key.rubric)
+        passages[grade_id] = sorted({" ".join(p.split()) for p in pieces if len(p.strip()) >= 30})
+    return passages
+
+
+def _released_notebooks(folder: Path) -> tuple[dict[str, str], dict[str, str]]:
+    """(every cell's text by location, grade_id -> source of each written answer) of the notebooks in `folder`."""
+    texts, answers = {}, {}
+    for path in sorted(folder.glob("*.ipynb")):
+        for index, cell in enumerate(nbformat.read(path, as_version=4).cells):
+            texts[f"{path.name} cell {index}"] = cell.source
+            if is_written(cell):
+                answers[cell.metadata["nbgrader"]["grade_id"]] = cell.source
+    return texts, answers
+
+
+@pytest.mark.parametrize("assignment", ASSIGNMENTS)
+def test_no_answer_key_reaches_students(assignment, course_copy):
+    """Each written answer is released as "YOUR ANSWER HERE" only, in exercises/ and in a fresh release, and no
+    sentence of its model answer or rubric appears anywhere a student can read."""
+    passages = _answer_key_passages(assignment)
+    if not passages:
+        pytest.skip(f"{assignment} has no written answer")
+    assert all(passages.values()), "every written answer has passages to look for"
+    for place, folder in (("exercises", EXERCISES / assignment), ("a fresh release", course_copy / "release" / assignment)):
+        texts, answers = _released_notebooks(folder)
+        if place == "exercises":
+            texts = _released_texts(assignment)  # the notebooks and every other file handed out
+        assert answers == {grade_id: TEXT_STUB for grade_id in passages}, \
+            f"{place}/{assignment}: every written answer is released as {TEXT_STUB!r} only"
+        for where, text in texts.items():
+            flat = " ".join(text.split())
+            assert MODEL_HEADING not in flat and "**Rubric (" not in flat, f"{place}/{assignment}: {where}"
+            for grade_id, found in passages.items():
+                leaked = [p for p in found if p in flat]
+                assert not leaked, f"{place}/{assignment}: {where} holds {grade_id}'s answer key: {leaked[:2]}"
 
 
 @pytest.mark.parametrize("assignment", [a for a in ASSIGNMENTS if covered_assignments(a)])

@@ -1,4 +1,9 @@
-"""Every source notebook follows the course conventions (fast, structural checks only)."""
+"""Every source notebook follows the course conventions (fast, structural checks only).
+
+Grade cells are of two kinds: locked code tests judged by the hidden checks (their points add up to exactly 100 per
+notebook) and written answers graded by hand on top (`autograder.written`: a question cell, then a markdown answer
+cell `written_*` whose source holds a model answer and a rubric whose points match the cell's).
+"""
 from __future__ import annotations
 
 import re
@@ -10,7 +15,8 @@ from pathlib import Path
 
 from autograder.provided import API_NAMES, topic_of
 from autograder.release import find_assignments
-from coursekit.checks._hints import snake_case
+from autograder.written import PREFIX, answer_keys, automatic_points, is_written, written_cells
+from coursekit.checks.toolkit import snake_case
 
 COURSE = Path(__file__).resolve().parents[2] / "course"
 ASSIGNMENTS = find_assignments(COURSE)
@@ -50,6 +56,8 @@ def test_points_total_100_and_cells_are_well_formed(assignment):
         if not meta:
             continue
         assert meta["schema_version"] == 3
+        if is_written(cell):
+            continue  # test_written_answers_are_well_formed
         if meta["grade"]:
             assert meta["locked"] and not meta["solution"], f"{meta['grade_id']}: grade cells are locked tests"
             assert meta["grade_id"].startswith("test_")
@@ -67,7 +75,37 @@ def test_points_total_100_and_cells_are_well_formed(assignment):
         if meta["solution"]:
             assert cell.cell_type == "code" and not meta["locked"]
             assert "### BEGIN SOLUTION" in cell.source and "### END SOLUTION" in cell.source
-    assert total == 100
+    assert total == 100 == automatic_points(_notebook(assignment)), "the automatic points of a notebook add up to 100"
+
+
+@pytest.mark.parametrize("assignment", ASSIGNMENTS)
+def test_written_answers_are_well_formed(assignment):
+    """Each written answer: a prose question right before it, a markdown answer cell (grade + solution, unlocked,
+    `written_*`, 5 points) holding a model answer and a rubric whose points are the cell's and whose criteria add
+    up to them. At most 3 per notebook."""
+    notebook = _notebook(assignment)
+    cells = notebook.cells
+    written = written_cells(notebook)
+    assert len(written) <= 3, "1-3 written answers per notebook"
+    for cell in cells:  # a markdown grade cell that is not a written answer would be graded by nobody
+        meta = _nbgrader(cell)
+        if cell.cell_type == "markdown" and (meta.get("grade") or meta.get("solution")):
+            assert is_written(cell), f"{meta.get('grade_id')}: a markdown grade cell is a written answer"
+    keys = answer_keys(notebook)  # raises for an answer cell out of the format
+    for cell in written:
+        meta = _nbgrader(cell)
+        grade_id = meta["grade_id"]
+        assert grade_id.startswith(PREFIX) and not meta["locked"] and not meta.get("task"), grade_id
+        assert meta["points"] == 5, f"{grade_id}: a written answer is worth 5 points"
+        before = cells[cells.index(cell) - 1]
+        assert before.cell_type == "markdown" and not _nbgrader(before), f"{grade_id}: the question cell comes first"
+        key = keys[grade_id]
+        assert key.question.strip() and len(key.model_answer.split()) >= 15, f"{grade_id}: a real model answer"
+        heading_points = float(re.search(r"\*\*Rubric \((\d+(?:\.\d+)?) points?\)", cell.source).group(1))
+        assert heading_points == meta["points"], f"{grade_id}: the rubric is out of {meta['points']} points"
+        assert key.criteria_points and sum(key.criteria_points) == meta["points"], \
+            f"{grade_id}: the rubric's criteria ({key.criteria_points}) add up to the cell's {meta['points']} points"
+        assert "### BEGIN SOLUTION" not in cell.source, f"{grade_id}: the whole cell is replaced, no markers"
 
 
 @pytest.mark.parametrize("assignment", ASSIGNMENTS)
@@ -76,7 +114,7 @@ def test_each_exercise_has_solution_selfcheck_and_grade_cells(assignment):
     snake case (`TokenEmbedding` or `token_embedding`); the checks called are always snake case."""
     cells = _notebook(assignment).cells
     ids = [_nbgrader(c).get("grade_id") for c in cells]
-    exercises = [_nbgrader(c)["grade_id"] for c in cells if _nbgrader(c).get("solution")]
+    exercises = [_nbgrader(c)["grade_id"] for c in cells if _nbgrader(c).get("solution") and not is_written(c)]
     topic = topic_of(assignment)
     expected = {snake_case(name) for name in API_NAMES[topic]}
     assert expected <= {snake_case(e) for e in exercises}, "every API name of the topic is an exercise"
