@@ -39,6 +39,7 @@ from nbgrader.plugins.export import CsvExportPlugin
 
 from autograder.coursedir import course_id, default_db_url
 from autograder.grade.gradebook import RunsTable
+from coursekit.mistakes import shown_text
 
 RUN_COLUMNS = ["status", "held_for_review", "flags", "mistakes", "grading_seconds"]
 MANUAL_COLUMNS = ["manual_score", "waiting_for_grader"]
@@ -55,7 +56,8 @@ def extra_columns(runs: list[dict]) -> dict[tuple[str, str], dict]:
         row["status"].append(run["status"])
         row["held_for_review"] = row["held_for_review"] or bool(run["held"])
         row["flags"].extend(f"{f['code']}@{f['cell']}" for f in run["flags"])
-        row["mistakes"].extend(f"{cell}: {text}" for cell, text in sorted(run["mistakes"].items()))
+        # the runs store catalogue ids (coursekit.mistakes); the column shows their text
+        row["mistakes"].extend(f"{cell}: {shown_text(mistake)}" for cell, mistake in sorted(run["mistakes"].items()))
         row["grading_seconds"] += run["seconds"] or 0.0
     return {key: {"status": "; ".join(sorted(set(v["status"]))), "held_for_review": v["held_for_review"],
                   "flags": "; ".join(v["flags"]), "mistakes": "; ".join(v["mistakes"]),

@@ -14,7 +14,8 @@ heading) are inline: a page opens offline and can be mailed as one file. The fig
   flagged submissions, every submission, grading time.
 
 All of it comes from nbgrader's gradebook and our runs table (`autograder_runs`: status, held, flags, `messages`
-and `mistakes` per grade cell), never from parsing messages.
+and `mistakes` per grade cell), never from parsing messages: the mistakes are catalogue ids (`coursekit.mistakes`,
+handed on by the hidden checks as data), counted as ids and shown with the catalogue's text.
 """
 from __future__ import annotations
 
@@ -33,6 +34,7 @@ from nbgrader.api import Gradebook
 
 from autograder.coursedir import course_id, default_db_url
 from autograder.grade.gradebook import RunsTable
+from coursekit.mistakes import shown_text
 
 esc = html.escape
 
@@ -207,7 +209,7 @@ def figures(data: dict) -> dict[str, bytes]:
         out["cell_scores.png"] = _figure_png(draw, size=(9, 1.5 + 0.4 * len(names)))
     mistakes = top_mistakes(data["runs"])
     if mistakes:
-        labels = [textwrap.shorten(f"{cell}: {text}", 70) for (cell, text), _ in mistakes]
+        labels = [textwrap.shorten(f"{cell}: {shown_text(mistake)}", 70) for (cell, mistake), _ in mistakes]
         counts = [count for _, count in mistakes]
         out["mistakes.png"] = _figure_png(lambda ax: (sns.barplot(x=counts, y=labels, ax=ax, color="tab:red"),
                                                       ax.set(xlabel="submissions", title="Most frequent mistakes")),
@@ -221,7 +223,8 @@ def figures(data: dict) -> dict[str, bytes]:
 
 
 def top_mistakes(runs: list[dict], n: int = 10):
-    counter = collections.Counter((cell, text) for r in runs for cell, text in r["mistakes"].items())
+    """The n most frequent ((grade cell, mistake id), number of submissions), from the runs' `mistakes` data."""
+    counter = collections.Counter((cell, mistake) for r in runs for cell, mistake in r["mistakes"].items())
     return counter.most_common(n)
 
 
@@ -244,11 +247,11 @@ def anonymise(text: str, student: str) -> str:
 
 
 def mistake_examples(course_dir: Path, runs: list[dict], mistakes) -> dict:
-    """(cell, mistake) -> {"message", "code"} from one submission with that mistake (the first by student id)."""
+    """(cell, mistake id) -> {"message", "code"} from one submission with that mistake (the first by student id)."""
     examples = {}
-    for (cell, text), _ in mistakes:
+    for (cell, mistake), _ in mistakes:
         for run in sorted(runs, key=lambda r: (r["student"], r["notebook"])):
-            if run["mistakes"].get(cell) != text:
+            if run["mistakes"].get(cell) != mistake:
                 continue
             code = None
             for folder in ("submitted", "autograded"):
@@ -259,8 +262,8 @@ def mistake_examples(course_dir: Path, runs: list[dict], mistakes) -> dict:
                     except Exception:  # an unreadable notebook gives no example code
                         code = None
                     break
-            message = run["messages"].get(cell) or text
-            examples[(cell, text)] = {"message": anonymise(message, run["student"]),
+            message = run["messages"].get(cell) or shown_text(mistake)
+            examples[(cell, mistake)] = {"message": anonymise(message, run["student"]),
                                       "code": anonymise(code, run["student"]) if code else None}
             break
     return examples
@@ -396,15 +399,16 @@ def mistakes_section(data: dict, examples: dict | None) -> str:
     parts = ["<h2>Most common mistakes" + (", with an example" if examples is not None else "") + "</h2>",
              "<table class='sortable'><thead><tr><th>grade cell</th><th>diagnosed mistake</th><th>submissions</th>"
              + ("<th>example (anonymised)</th>" if examples is not None else "") + "</tr></thead><tbody>"]
-    for (cell, text), n in mistakes:
+    for (cell, mistake), n in mistakes:
         example = ""
         if examples is not None:
-            ex = examples.get((cell, text))
+            ex = examples.get((cell, mistake))
             shown = ""
             if ex:
                 shown = f"<small>{esc(ex['message'])}</small>" + (f"<pre>{esc(ex['code'])}</pre>" if ex["code"] else "")
             example = f"<td class='example'>{shown}</td>"
-        parts.append(f"<tr><td>{esc(cell)}</td><td class='mistake'>{esc(text)}</td><td class='num'>{n}</td>"
+        parts.append(f"<tr><td>{esc(cell)}</td><td class='mistake'>{esc(shown_text(mistake))}</td>"
+                     f"<td class='num'>{n}</td>"
                      f"{example}</tr>")
     parts.append("</tbody></table>")
     return "\n".join(parts)

@@ -34,7 +34,10 @@ def build_class(root: Path, assignment: str | None, count: int) -> tuple[Path, s
     import nbformat
 
     from autograder.collect import collect
-    from autograder.sample_class import demo_students, synthetic_course, synthetic_submission
+    from autograder.demo_class import demo_students
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "fixtures"))
+    from synthetic_course import synthetic_course, synthetic_submission  # the tests' tiny course, one copy
 
     inbox = root / "inbox"
     if assignment is None:

@@ -188,3 +188,10 @@ def text_of(mistake_id: str) -> str:
         return MISTAKES[mistake_id].text
     except KeyError:
         raise KeyError(f"no mistake {mistake_id!r} in coursekit.mistakes") from None
+
+
+def shown_text(mistake_id: str) -> str:
+    """What a report shows for a stored mistake id: the catalogue's text; a value that is no id (a gradebook row
+    written before the catalogue held the text itself) is shown as it is."""
+    known = MISTAKES.get(mistake_id)
+    return known.text if known else mistake_id

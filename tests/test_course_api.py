@@ -117,7 +117,7 @@ def test_the_contract_text_names_the_parameters_in_order(name):
 
 
 def test_snake_names_match_the_public_checks_helper():
-    from coursekit.checks._hints import snake_case
+    from coursekit.checks.toolkit import snake_case
 
     assert [api.snake_case(name) for name in api.names()] == [snake_case(name) for name in api.names()]
     assert api.by_name("TokenEmbedding").check_name == "check_token_embedding"

@@ -7,4 +7,4 @@ about the likely mistake. Passing prints a short success line. The hidden tests 
 
 These modules never import `solutions` or `autograder`: they ship to students.
 """
-from coursekit.checks._hints import CheckFailed, passed  # noqa: F401
+from coursekit.checks.toolkit import CheckFailed, passed  # noqa: F401

@@ -9,7 +9,7 @@ import math
 import numpy as np
 import torch
 
-from coursekit.checks._hints import (
+from coursekit.checks.toolkit import (
     close, expect_close, expect_dtype, expect_shape, expect_type, fail, first_matching_hint, passed,
     run, softmax_rows,
 )

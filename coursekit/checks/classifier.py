@@ -11,7 +11,7 @@ import numpy as np
 import torch
 import torch.nn as nn
 
-from coursekit.checks._hints import expect_shape, expect_type, fail, first_matching_hint, isclose, passed, run
+from coursekit.checks.toolkit import expect_shape, expect_type, fail, first_matching_hint, isclose, passed, run
 
 __all__ = ["check_masked_mean_pool", "check_transformer_classifier", "check_train_one_epoch", "check_evaluate"]
 

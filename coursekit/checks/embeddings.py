@@ -10,7 +10,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from coursekit.checks._hints import (
+from coursekit.checks.toolkit import (
     CheckFailed, close, expect_close, expect_dtype, expect_shape, expect_type, fail, first_matching_hint, passed,
     run,
 )

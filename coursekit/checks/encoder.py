@@ -12,7 +12,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from coursekit.checks._hints import (expect_close, expect_shape, expect_type, fail, first_matching_hint, passed,
+from coursekit.checks.toolkit import (expect_close, expect_shape, expect_type, fail, first_matching_hint, passed,
                                      run)
 
 _D_MODEL, _H, _D_FF = 6, 3, 10

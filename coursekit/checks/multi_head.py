@@ -9,7 +9,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from coursekit.checks._hints import (expect_close, expect_shape, expect_type, fail, first_matching_hint, passed,
+from coursekit.checks.toolkit import (expect_close, expect_shape, expect_type, fail, first_matching_hint, passed,
                                      run, softmax_rows)
 
 # A small example where every size differs, so a swapped axis cannot hide: B=2, H=3, T=4, d_head=2 (d_model=6).

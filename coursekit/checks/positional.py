@@ -9,7 +9,7 @@ import math
 import torch
 from torch import nn
 
-from coursekit.checks._hints import (
+from coursekit.checks.toolkit import (
     CheckFailed, expect_close, expect_dtype, expect_shape, expect_type, fail, first_matching_hint, passed, run,
 )
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from coursekit.checks._hints import (expect_close, expect_dtype, expect_shape, expect_type, fail,
+from coursekit.checks.toolkit import (expect_close, expect_dtype, expect_shape, expect_type, fail,
                                      first_matching_hint, passed, run)
 from coursekit.checks.encoder import (stack_variants, check_stack_submodules, padding_mask, randomize,
                                       require_submodule)

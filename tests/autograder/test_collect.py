@@ -16,7 +16,7 @@ from nbgrader.api import Gradebook
 
 from autograder import submission_files
 from autograder.collect import collect
-from autograder.sample_class import synthetic_course, synthetic_submission
+from synthetic_course import synthetic_course, synthetic_submission
 
 
 @pytest.fixture(scope="module")

@@ -22,7 +22,7 @@ from autograder.coursedir import course_id, default_db_url, nbgrader_api
 from autograder.export import waiting_for_grader, waiting_line
 from autograder.grade.engine import grade
 from autograder.grade.sandbox import GiB, Limits
-from autograder.sample_class import SYNTHETIC_ASSIGNMENT, release_assignment, synthetic_course, synthetic_submission
+from synthetic_course import SYNTHETIC_ASSIGNMENT, release_assignment, synthetic_course, synthetic_submission
 from autograder.written import TEXT_STUB, answer_keys, automatic_points, written_points
 
 pytestmark = pytest.mark.pipeline  # grades a (tiny) class end to end

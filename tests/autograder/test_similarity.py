@@ -18,7 +18,7 @@ import variants as V  # tests/autograder/checks (pythonpath)
 
 from autograder.cli import main
 from autograder.coursedir import default_course_dir
-from autograder.sample_class import synthetic_course
+from synthetic_course import synthetic_course
 from autograder.similarity import THRESHOLD, compare_documents, solution_code
 
 ASSIGNMENT = "04_multi_head_attention"

@@ -29,8 +29,8 @@ from autograder.cli import main
 from autograder.coursedir import course_id, default_db_url
 from autograder.grade.engine import grade
 from autograder.grade.sandbox import GiB, Limits
-from autograder.sample_class import SYNTHETIC_ASSIGNMENT as PS1
-from autograder.sample_class import release_assignment, synthetic_course, synthetic_submission
+from synthetic_course import SYNTHETIC_ASSIGNMENT as PS1
+from synthetic_course import release_assignment, synthetic_course, synthetic_submission
 
 LIMITS = Limits(cell_timeout=30, notebook_timeout=120, memory_bytes=3 * GiB, startup_timeout=120)
 MATHJAX = re.compile(r"^https://cdnjs\.cloudflare\.com/ajax/libs/mathjax/")

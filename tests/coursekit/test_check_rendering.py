@@ -49,7 +49,7 @@ def _error(outputs) -> tuple[dict, list[str]]:
 def _assert_short_and_clean(lines: list[str]) -> None:
     text = "\n".join(lines)
     assert len(lines) <= MAX_LINES, text
-    for forbidden in ("site-packages", "coursekit/", "_hints.py", "During handling", "Traceback",
+    for forbidden in ("site-packages", "coursekit/", "toolkit.py", "During handling", "Traceback",
                       "direct cause", "File \""):
         assert forbidden not in text, f"{forbidden!r} in what the student reads:\n{text}"
 
@@ -97,7 +97,7 @@ def test_crash_in_student_code_points_at_the_students_line(kernel):
 
 def test_plain_python_keeps_a_normal_traceback():
     """Outside IPython nothing changes: the message is the exception's text (pytest and scripts read it)."""
-    from coursekit.checks._hints import CheckFailed, fail
+    from coursekit.checks.toolkit import CheckFailed, fail
 
     with pytest.raises(CheckFailed) as info:
         try:

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from autograder.grade.sandbox import GiB, Limits
-from autograder.sample_class import synthetic_course, synthetic_submission
+from synthetic_course import synthetic_course, synthetic_submission
 
 # Short limits keep the suite fast; the memory cap still stops a 20 GB allocation (and 4 GB in four children).
 TEST_LIMITS = Limits(cell_timeout=8, notebook_timeout=40, memory_bytes=3 * GiB, output_bytes=64 * 1024,

@@ -195,7 +195,7 @@ def _class_folder(tmp: Path, with_attackers: bool) -> Path:
     """A course copy with 03 released, and an inbox of the honest students (plus the attackers)."""
     from autograder.demo import prepare_course
     from autograder.release import release
-    from autograder.sample_class import apply_mistake
+    from autograder.demo_class import apply_mistake
 
     course = prepare_course(tmp, [ASSIGNMENT])
     release([ASSIGNMENT], course_root=course, exercises_dir=tmp / "exercises")

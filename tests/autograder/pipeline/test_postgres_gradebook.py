@@ -16,7 +16,7 @@ import sqlalchemy as sa
 
 from autograder.cli import main
 from autograder.release import generate_assignment
-from autograder.sample_class import synthetic_course, synthetic_submission
+from synthetic_course import synthetic_course, synthetic_submission
 
 
 def server_binary(name: str) -> str | None:

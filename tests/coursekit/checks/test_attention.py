@@ -6,7 +6,7 @@ import torch
 
 import solutions
 from coursekit.checks import attention as checks
-from coursekit.checks._hints import CheckFailed, snake_case
+from coursekit.checks.toolkit import CheckFailed, snake_case
 
 
 def hint_of(check, candidate) -> str:

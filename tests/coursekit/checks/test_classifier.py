@@ -8,7 +8,7 @@ import torch.nn.functional as F
 
 import solutions
 from coursekit.checks import classifier as public
-from coursekit.checks._hints import CheckFailed
+from coursekit.checks.toolkit import CheckFailed
 from solutions.encoder import Encoder
 
 

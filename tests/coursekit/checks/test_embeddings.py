@@ -9,7 +9,7 @@ from torch import nn
 
 import solutions
 from coursekit.checks import embeddings as checks
-from coursekit.checks._hints import CheckFailed, snake_case
+from coursekit.checks.toolkit import CheckFailed, snake_case
 
 SPECIALS = ("<pad>", "<unk>", "<bos>", "<eos>")
 

@@ -6,7 +6,7 @@ from torch import nn
 
 import solutions
 from coursekit.checks import positional as checks
-from coursekit.checks._hints import CheckFailed, snake_case
+from coursekit.checks.toolkit import CheckFailed, snake_case
 
 
 def hint_of(check, candidate) -> str:

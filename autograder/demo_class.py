@@ -1,0 +1,101 @@
+"""The demo's class of students, built by code from a real assignment (`autograder demo`).
+
+`demo_students(source_nb, release_nb)` returns the reference, the blank release, three students who each make
+some mistakes of the catalogue (`coursekit.mistakes`, see STUDENT_MISTAKES: the code edits that make them are in
+CODE_EDITS) and a hostile one. The tests' tiny synthetic course lives in tests/fixtures/synthetic_course.py.
+"""
+from __future__ import annotations
+
+import re
+
+import nbformat
+from nbformat.v4 import new_code_cell
+
+from coursekit.mistakes import MISTAKES
+
+
+# The demo's mistaken students, each making some mistakes of the catalogue (`coursekit.mistakes`).
+STUDENT_MISTAKES = {
+    "mistake_scale": ("attention.missing_scale", "positional.frequency_base"),
+    "mistake_mask": ("attention.mask_inverted", "causal_mask.upper_triangle"),
+    "mistake_heads": ("multi_head.split_no_transpose", "pool.mask_wrong_axis", "greedy.argmax_wrong_axis"),
+}
+# How each of those mistakes is made in the reference's code: (pattern, replacement) edits of the solution cells.
+# A student gets every edit of their mistakes that matches somewhere in the assignment's solution cells.
+CODE_EDITS = {
+    "attention.missing_scale": [(r"\s*/\s*math\.sqrt\((?:[^()]|\([^()]*\))*\)", "")],
+    "positional.frequency_base": [(r"10000", "1000")],
+    "attention.mask_inverted": [(r"~mask\.bool\(\)", "mask.bool()"), (r"ids != pad_id", "ids == pad_id"),
+                                (r"masked_fill\(mask == 0", "masked_fill(mask != 0")],
+    "causal_mask.upper_triangle": [(r"\.tril\(\)", ".triu()")],
+    "multi_head.split_no_transpose": [(r"\.transpose\(1, 2\)", "")],
+    "pool.mask_wrong_axis": [(r"\.unsqueeze\(-1\)", ".unsqueeze(0)")],
+    "greedy.argmax_wrong_axis": [(r"\.argmax\(dim=-1\)", ".argmax(dim=0)")],
+}
+
+
+def _edits(student: str) -> list[tuple[str, str]]:
+    return [edit for mistake in STUDENT_MISTAKES[student] for edit in CODE_EDITS[mistake]]
+
+
+def _label(student: str) -> str:
+    """What the student did, in the catalogue's words (their first mistake)."""
+    return MISTAKES[STUDENT_MISTAKES[student][0]].text
+
+
+HOSTILE_DEMO_CELL = ("# (hostile) make every comparison pass, and peek at the reference\n"
+                     "import torch\ntorch.allclose = lambda *args, **kwargs: True\n"
+                     "import solutions\nprint(len(dir(solutions)))")
+
+
+def _solution_cells(nb):
+    return [c for c in nb.cells if c.cell_type == "code" and c.metadata.get("nbgrader", {}).get("solution")]
+
+
+def apply_mistake(source_nb, student: str):
+    """A copy of the reference notebook with the mistakes of `student` (a key of STUDENT_MISTAKES) made in its
+    solution cells; (nb, what was changed).
+
+    When none of the mistakes' edits fits this assignment, the student leaves one exercise unfinished instead
+    (which one depends on the student), so every demo student still loses some points somewhere.
+    """
+    nb = nbformat.from_dict(source_nb)
+    changed = False
+    for cell in _solution_cells(nb):
+        for pattern, replacement in _edits(student):
+            new = re.sub(pattern, replacement, cell.source)
+            changed = changed or new != cell.source
+            cell.source = new
+    if changed:
+        return nb, _label(student)
+    cells = _solution_cells(nb)
+    if not cells:
+        return nb, "no solution cells"
+    cell = cells[sorted(STUDENT_MISTAKES).index(student) % len(cells)]
+    cell.source = re.sub(r"### BEGIN SOLUTION.*?### END SOLUTION", "### BEGIN SOLUTION\n    raise NotImplementedError()"
+                         "\n    ### END SOLUTION", cell.source, flags=re.S)
+    return nb, f"left `{cell.metadata['nbgrader']['grade_id']}` unfinished"
+
+
+def demo_students(source_nb, release_nb, size: int = 6) -> dict[str, tuple[str, str]]:
+    """student id -> (notebook JSON, what the student did), for one assignment. At least 6 students:
+
+    reference (the source notebook), blank (the release), mistake_scale, mistake_mask, mistake_heads (mistakes of
+    the catalogue edited into the solution cells, STUDENT_MISTAKES), hostile (reference + a cell that
+    monkeypatches torch.allclose and imports the solutions); further students repeat the mistakes (student_07, ...).
+    """
+    size = max(6, size)
+    students = {"reference": (nbformat.writes(source_nb), "the full solution (source notebook)"),
+                "blank": (nbformat.writes(release_nb), "the blank release")}
+    for student in sorted(STUDENT_MISTAKES):
+        nb, label = apply_mistake(source_nb, student)
+        students[student] = (nbformat.writes(nb), label)
+    hostile = nbformat.from_dict(source_nb)
+    first = hostile.cells.index(_solution_cells(hostile)[0]) if _solution_cells(hostile) else 0
+    hostile.cells.insert(first + 1, new_code_cell(HOSTILE_DEMO_CELL))
+    students["hostile"] = (nbformat.writes(hostile), "monkeypatches torch.allclose, imports solutions")
+    for index in range(7, size + 1):
+        student = sorted(STUDENT_MISTAKES)[index % len(STUDENT_MISTAKES)]
+        nb, label = apply_mistake(source_nb, student)
+        students[f"student_{index:02d}"] = (nbformat.writes(nb), label)
+    return students
