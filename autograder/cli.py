@@ -64,9 +64,12 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--workers", type=int, default=None, help="local worker processes (default: CPU cores)")
     p.add_argument("--scheduler", default=None, help="address of a running Dask scheduler, e.g. tcp://host:8786")
     p.add_argument("--force", action="store_true", help="regrade submissions that did not change")
-    p.add_argument("--cell-timeout", type=float, default=None, help="seconds per cell")
-    p.add_argument("--notebook-timeout", type=float, default=None, help="seconds per notebook")
-    p.add_argument("--memory-gb", type=float, default=None, help="memory cap of a grading kernel (GiB)")
+    p.add_argument("--cell-timeout", type=float, default=None,
+                   help="seconds per cell (default: the course config's Execute.timeout)")
+    p.add_argument("--notebook-timeout", type=float, default=None,
+                   help="seconds per notebook (default: the course config's SandboxLimits.notebook_timeout)")
+    p.add_argument("--memory-gb", type=float, default=None,
+                   help="memory cap of a submission in GiB (default: the course config's SandboxLimits.memory_bytes)")
 
     p = sub.add_parser("feedback", parents=[common], help="per-student HTML feedback")
     p.add_argument("assignment", nargs="?")
@@ -97,8 +100,12 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _limits(args):
-    from autograder.grade.sandbox import GiB, Limits
+def _limits(args, course_dir: Path):
+    """The course config's limits (nbgrader_config.py) with this run's overrides; None when there are none."""
+    import dataclasses
+
+    from autograder.coursedir import nbgrader_config
+    from autograder.grade.sandbox import GiB, course_limits
 
     changes = {}
     if args.cell_timeout is not None:
@@ -107,7 +114,7 @@ def _limits(args):
         changes["notebook_timeout"] = args.notebook_timeout
     if args.memory_gb is not None:
         changes["memory_bytes"] = int(args.memory_gb * GiB)
-    return Limits(**changes)
+    return dataclasses.replace(course_limits(nbgrader_config(course_dir)), **changes) if changes else None
 
 
 def main(argv=None) -> int:
@@ -160,7 +167,7 @@ def cmd_grade(args, course_dir: Path) -> int:
 
     try:
         summary = grade(course_dir, args.assignment, db_url=args.db, students=args.student, workers=args.workers,
-                        scheduler=args.scheduler, force=args.force, limits=_limits(args))
+                        scheduler=args.scheduler, force=args.force, limits=_limits(args, course_dir))
     except GradingError as exc:
         print(f"autograder grade: {exc}", file=sys.stderr)
         return ACT

@@ -14,6 +14,7 @@ Run it on an otherwise idle machine: on a shared one the numbers are noise.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import datetime
 import os
 import platform
@@ -107,10 +108,10 @@ def worker_seconds(course: Path, assignment: str, jailed: bool) -> list[float]:
     try:
         # warm-up: the worker process's one-time set-up (template gradebook, the jail's checks) is not per
         # submission; the end-to-end rows include it
-        grade_job({**jobs[0], "gpu": None})
+        grade_job(dataclasses.replace(jobs[0], gpu=None))
         times = []
         for job in jobs:
-            job = {**job, "gpu": None}
+            job = dataclasses.replace(job, gpu=None)
             started = time.perf_counter()
             grade_job(job)
             times.append(time.perf_counter() - started)

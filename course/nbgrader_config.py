@@ -23,11 +23,28 @@ c.CourseDirectory.ignore = [".ipynb_checkpoints", "*.pyc", "__pycache__", "feedb
 c.ClearSolutions.code_stub = {"python": "# YOUR CODE HERE\nraise NotImplementedError()"}
 c.ClearSolutions.text_stub = "YOUR ANSWER HERE"
 
-# Every notebook runs in well under a minute; one stuck cell must not hold a grader for long.
-c.Execute.timeout = 300
+# --- Grading: every knob of `autograder grade` is set here (docs/grading-config.md) ----------------------------
+# The per-cell time limit: ONE value for `nbgrader autograde` and for the grader's sandbox. Every notebook runs
+# top to bottom in about a minute (07 in three); one stuck cell must not hold a grader for long. A cell past it
+# is interrupted (the grader always interrupts), and killed with the whole submission when it ignores that.
+c.Execute.timeout = 120
 c.Execute.interrupt_on_timeout = True
+# Seconds a kernel may take to start (also the grader's jailed kernel: a busy machine starts them slowly).
+c.Execute.startup_timeout = 120
 # Kernels are launched from this environment (kernel `python3` -> the running interpreter).
 c.Execute.kernel_name = "python3"
+
+# The grader's sandbox (autograder.grade.sandbox.SandboxLimits): what one submission may use while it is graded.
+# Totals are for the whole submission: its kernel and every process it starts (one cgroup, one jail).
+c.SandboxLimits.notebook_timeout = 600.0        # seconds for the whole notebook; cells left then are not run
+c.SandboxLimits.memory_bytes = 6 * 1024**3      # memory of the submission, also the cap of any one process
+c.SandboxLimits.processes = 512                 # processes + threads at once (cgroup pids.max)
+c.SandboxLimits.disk_bytes = 1 * 1024**3        # what it may write (its private /tmp); also the largest file
+c.SandboxLimits.output_bytes = 1 * 1024**2      # output kept per cell; the rest is dropped with a note
+c.SandboxLimits.notebook_output_bytes = 8 * 1024**2  # output kept for the whole notebook, errors included
+c.SandboxLimits.kernel_restarts = 2             # a cell that kills the kernel is skipped, the notebook re-run
+c.SandboxLimits.interrupt_grace = 5.0           # seconds a timed-out cell has to stop before the kill
+# `autograder grade --cell-timeout/--notebook-timeout/--memory-gb` override these for one run.
 
 # A student who deleted a grade cell gets it back (scored), rather than the whole notebook failing.
 c.OverwriteCells.add_missing_cells = True

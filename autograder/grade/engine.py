@@ -6,8 +6,13 @@ submission's content in the job (notebook JSON, cell records, the assignment's e
 so they need no shared filesystem; they return the graded notebook and its scores, and this process alone
 writes the gradebook and autograded/.
 
-Resumable: a notebook whose content hash (submission + released cells + limits) matches its last successful
-run is skipped unless `force`.
+Resumable: a notebook whose content hash (submission + released cells + files + limits + grading config) matches
+its last successful run is skipped unless `force`.
+
+Grading is configured like nbgrader: the course's nbgrader_config.py (and the nbgrader_config.py files on Jupyter's
+config path, see `coursedir.nbgrader_config`) sets the sandbox's limits (`sandbox.course_limits`: Execute.timeout,
+Execute.startup_timeout, SandboxLimits.*) and configures nbgrader's preprocessors on the workers (the job carries
+their sections of the config). Jobs and results are dataclasses (`jobs.GradingJob`, `jobs.GradingResult`).
 
 nbgrader parity (autograder.grade.nbgrader_rules, nbgrader's own code): before grading, each submission goes
 through nbgrader's Autograde.init_assignment (roster check honouring `Autograde.create_student`, timestamp,
@@ -42,8 +47,9 @@ from nbgrader.api import Gradebook, MissingEntry
 from autograder import submission_files
 from autograder.coursedir import NOTEBOOK_IGNORE, course_id, default_db_url
 from autograder.grade.gradebook import RunsTable, notebook_cells, record_result
+from autograder.grade.jobs import GradingJob, GradingResult, preprocessor_config
 from autograder.grade.nbgrader_rules import StudentRefused, SubmissionRules
-from autograder.grade.sandbox import Limits
+from autograder.grade.sandbox import Limits, course_limits
 from autograder.provided import PROVIDED_FILENAME, build_provided_source, provided_topics
 from autograder.submission_files import RefusedFile, read_regular
 
@@ -57,7 +63,7 @@ class GradingError(RuntimeError):
 @dataclasses.dataclass
 class GradeSummary:
     assignment: str
-    graded: list[dict]
+    graded: list[dict]  # the runs rows written (gradebook.record_result)
     skipped: list[tuple[str, str]]  # (student, notebook) already graded with the same content
     refused: list[tuple[str, str]] = dataclasses.field(default_factory=list)  # (student, why) not graded at all
 
@@ -119,33 +125,41 @@ def submission_problems(folder: Path, notebooks) -> list[str]:
     return problems
 
 
-def content_hash(nb_bytes: bytes | None, cells: dict, files: dict[str, bytes], limits: Limits) -> str:
+def content_hash(nb_bytes: bytes | None, cells: dict, files: dict[str, bytes], limits: Limits,
+                 config: dict | None = None) -> str:
+    """What decides a grade: the submission, the released cells, the files, the limits and the grading config."""
     digest = hashlib.sha256()
     digest.update(nb_bytes if nb_bytes is not None else b"<missing>")
     digest.update(json.dumps(cells, sort_keys=True, default=str).encode())
     for name in sorted(files):
         digest.update(name.encode() + hashlib.sha256(files[name]).digest())
     digest.update(json.dumps(limits.to_dict(), sort_keys=True).encode())
+    if config:
+        digest.update(json.dumps(config, sort_keys=True, default=repr).encode())
     return digest.hexdigest()
 
 
 @dataclasses.dataclass
 class Plan:
     """What `build_jobs` decided for one assignment."""
-    jobs: list[dict]
+    jobs: list[GradingJob]
     skipped: list[tuple[str, str]]  # (student, notebook) unchanged since its last successful run
     timestamps: dict  # student -> submission time (None without timestamp.txt)
     admitted: list[str]  # students that passed nbgrader's init_assignment (graded or skipped)
     refused: list[tuple[str, str]]  # (student, nbgrader's reason)
-    failed: list[dict] = dataclasses.field(default_factory=list)  # results decided here: submissions refused
+    failed: list[GradingResult] = dataclasses.field(default_factory=list)  # decided here: submissions refused
     problems: list[tuple[str, str]] = dataclasses.field(default_factory=list)  # (student, message) to report
 
 
 def build_jobs(course_dir: Path, db_url: str, assignment: str, students=None, force=False,
-               limits: Limits = Limits(), rules: SubmissionRules | None = None) -> Plan:
-    """Jobs for every submitted notebook of `assignment` (or of `students`), after nbgrader's init_assignment."""
+               limits: Limits | None = None, rules: SubmissionRules | None = None) -> Plan:
+    """Jobs for every submitted notebook of `assignment` (or of `students`), after nbgrader's init_assignment.
+
+    `limits`: default, the course config's (`sandbox.course_limits`)."""
     course_dir = Path(course_dir)
     rules = rules or SubmissionRules(course_dir, db_url)
+    limits = limits or course_limits(rules.config)
+    config = preprocessor_config(rules.config)
     cid = course_id(course_dir)
     with Gradebook(db_url, cid) as gb:
         try:
@@ -170,7 +184,7 @@ def build_jobs(course_dir: Path, db_url: str, assignment: str, students=None, fo
             student = folder.parent.name
             if (wanted is not None and student not in wanted) or rules.excluded(student):
                 continue
-            base = {"assignment": assignment, "student": student, "course_id": cid, "content_hash": None}
+            base = {"assignment": assignment, "student": student, "course_id": cid}
             problems = submission_problems(folder, list(cells))
             if problems:
                 _fail_submission(plan, base, cells, "refused: " + "; ".join(problems[:5]))
@@ -205,20 +219,17 @@ def build_jobs(course_dir: Path, db_url: str, assignment: str, students=None, fo
             plan.timestamps[student] = stamp
             for notebook, nb_cells in cells.items():
                 nb_bytes = notebooks[notebook]
-                digest = content_hash(nb_bytes, nb_cells, files, limits)
+                digest = content_hash(nb_bytes, nb_cells, files, limits, config)
                 previous = runs.get(assignment, notebook, student)
                 if not force and previous and previous["content_hash"] == digest and \
                         not previous["status"].startswith("error"):
                     skipped.append((student, notebook))
                     continue
-                jobs.append({
-                    "key": f"{assignment}/{student}/{notebook}", "assignment": assignment, "notebook": notebook,
-                    "student": student, "course_id": cid, "content_hash": digest,
-                    "nb_json": nb_bytes.decode("utf-8", errors="replace") if nb_bytes is not None else None,
-                    "cells": nb_cells, "kernelspec": nb_cells["kernelspec"], "files": files,
-                    "limits": limits.to_dict(), "gpu": "auto", "alembic_version": alembic_version,
-                    "coordinator_flags": flags,
-                })
+                jobs.append(GradingJob(
+                    assignment=assignment, notebook=notebook, student=student, course_id=cid, cells=nb_cells,
+                    nb_json=nb_bytes.decode("utf-8", errors="replace") if nb_bytes is not None else None,
+                    content_hash=digest, files=files, limits=limits, config=config,
+                    alembic_version=alembic_version, coordinator_flags=tuple(flags)))
     finally:
         runs.dispose()
     if wanted:
@@ -234,14 +245,13 @@ def _fail_submission(plan: Plan, base: dict, cells: dict, message: str) -> None:
 
     plan.problems.append((base["student"], message))
     for notebook, nb_cells in cells.items():
-        job = dict(base, notebook=notebook, cells=nb_cells, key=f"{base['assignment']}/{base['student']}/{notebook}")
-        plan.failed.append(error_result(job, message))
+        plan.failed.append(error_result(GradingJob(notebook=notebook, cells=nb_cells, **base), message))
 
 
 def assign_late_penalties(rules: SubmissionRules, course_dir: Path, plan: Plan, assignment: str) -> None:
     """nbgrader's AssignLatePenalties on every submitted notebook of the admitted students (graded or unchanged:
     a new timestamp on the same content still changes the penalty)."""
-    notebooks = sorted({job["notebook"] for job in plan.jobs} | {nb for _, nb in plan.skipped})
+    notebooks = sorted({job.notebook for job in plan.jobs} | {nb for _, nb in plan.skipped})
     for student in plan.admitted:
         for notebook in notebooks:
             if (Path(course_dir) / "submitted" / student / assignment / f"{notebook}.ipynb").is_file():
@@ -276,27 +286,29 @@ def dask_client(workers: int | None = None, scheduler: str | None = None):
         yield client
 
 
-def write_graded_notebook(course_dir: Path, result: dict) -> None:
-    folder = Path(course_dir) / "autograded" / result["student"] / result["assignment"]
+def write_graded_notebook(course_dir: Path, result: GradingResult) -> None:
+    folder = Path(course_dir) / "autograded" / result.student / result.assignment
     folder.mkdir(parents=True, exist_ok=True)
-    target = folder / f"{result['notebook']}.ipynb"
-    if result.get("graded_nb"):
-        target.write_text(result["graded_nb"])
+    target = folder / f"{result.notebook}.ipynb"
+    if result.graded_nb:
+        target.write_text(result.graded_nb)
     elif target.exists():
         target.unlink()  # a stale graded copy must not outlive a submission that can no longer be graded
 
 
 def grade(course_dir, assignment: str, *, db_url: str | None = None, students=None, workers: int | None = None,
-          scheduler: str | None = None, force: bool = False, limits: Limits = Limits(),
+          scheduler: str | None = None, force: bool = False, limits: Limits | None = None,
           progress: bool = True) -> GradeSummary:
-    """Autograde every submitted notebook of `assignment` in parallel; the caller's process writes the results."""
+    """Autograde every submitted notebook of `assignment` in parallel; the caller's process writes the results.
+
+    `limits`: default, the course config's (`sandbox.course_limits`)."""
     return grade_many(course_dir, [assignment], db_url=db_url, students=students, workers=workers,
                       scheduler=scheduler, force=force, limits=limits, progress=progress)[0]
 
 
 def grade_many(course_dir, assignments: list[str], *, db_url: str | None = None, students=None,
                workers: int | None = None, scheduler: str | None = None, force: bool = False,
-               limits: Limits = Limits(), progress: bool = True) -> list[GradeSummary]:
+               limits: Limits | None = None, progress: bool = True) -> list[GradeSummary]:
     """Autograde several assignments on one cluster (all their notebooks share the workers).
 
     With local workers, a machine that cannot jail student code refuses before anything runs (JailUnavailable,
@@ -308,6 +320,7 @@ def grade_many(course_dir, assignments: list[str], *, db_url: str | None = None,
     course_dir = Path(course_dir).resolve()
     db_url = db_url or default_db_url(course_dir)
     rules = SubmissionRules(course_dir, db_url)
+    limits = limits or course_limits(rules.config)
     summaries, plans, jobs, timestamps = {}, {}, [], {}
     for assignment in assignments:
         plan = plans[assignment] = build_jobs(course_dir, db_url, assignment, students, force, limits, rules)
@@ -328,19 +341,19 @@ def grade_many(course_dir, assignments: list[str], *, db_url: str | None = None,
     return list(summaries.values())
 
 
-def record_decided(course_dir: Path, db_url: str, results: list[dict], summaries: dict) -> None:
+def record_decided(course_dir: Path, db_url: str, results: list[GradingResult], summaries: dict) -> None:
     """Record results decided by the coordinator (refused submissions) as the workers' results are recorded."""
     runs = RunsTable(db_url)
     try:
         with Gradebook(db_url, course_id(course_dir)) as gb:
             for result in results:
                 write_graded_notebook(course_dir, result)
-                summaries[result["assignment"]].graded.append(record_result(gb, runs, result))
+                summaries[result.assignment].graded.append(record_result(gb, runs, result))
     finally:
         runs.dispose()
 
 
-def run_jobs(course_dir: Path, db_url: str, jobs: list[dict], timestamps: dict, summaries: dict,
+def run_jobs(course_dir: Path, db_url: str, jobs: list[GradingJob], timestamps: dict, summaries: dict,
              workers: int | None, scheduler: str | None, progress: bool, assignments: list[str]) -> None:
     """Grade `jobs` on Dask; this process records each result as it arrives (the only gradebook writer)."""
     from distributed import as_completed
@@ -352,8 +365,8 @@ def run_jobs(course_dir: Path, db_url: str, jobs: list[dict], timestamps: dict, 
     try:
         with dask_client(workers, scheduler) as client, Gradebook(db_url, course_id(course_dir)) as gb:
             # longest first (by notebook size, a rough proxy) keeps the workers busy to the end
-            ordered = sorted(jobs, key=lambda job: -len(job["nb_json"] or ""))
-            futures = {client.submit(grade_job, job, key=f"grade-{job['content_hash'][:16]}-{job['key']}",
+            ordered = sorted(jobs, key=lambda job: -len(job.nb_json or ""))
+            futures = {client.submit(grade_job, job, key=f"grade-{job.content_hash[:16]}-{job.key}",
                                      pure=False, retries=1): job for job in ordered}
             label = assignments[0] if len(assignments) == 1 else f"{len(assignments)} assignments"
             bar = tqdm(total=len(futures), desc=f"grading {label}", unit="nb", disable=not progress)
@@ -363,10 +376,10 @@ def run_jobs(course_dir: Path, db_url: str, jobs: list[dict], timestamps: dict, 
                     result = future.result()
                 except Exception as exc:  # noqa: BLE001 - a lost worker costs only this submission
                     result = error_result(job, f"the grading worker failed: {type(exc).__name__}: {exc}")
-                result["flags"] = list(result.get("flags") or []) + list(job.get("coordinator_flags") or [])
+                result.flags = list(result.flags) + list(job.coordinator_flags)
                 write_graded_notebook(course_dir, result)
-                row = record_result(gb, runs, result, timestamps.get((result["assignment"], result["student"])))
-                summaries[result["assignment"]].graded.append(row)
+                row = record_result(gb, runs, result, timestamps.get((result.assignment, result.student)))
+                summaries[result.assignment].graded.append(row)
                 bar.update(1)
             bar.close()
     finally:

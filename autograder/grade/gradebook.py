@@ -1,7 +1,8 @@
 """The single writer: nbgrader's gradebook, plus our table `autograder_runs` in the same database.
 
-Only the coordinator (the engine's process) opens the gradebook for writing. Workers get plain dicts
-(`notebook_cells`) and return plain dicts (`record_result` writes them). Any SQLAlchemy URL works.
+Only the coordinator (the engine's process) opens the gradebook for writing. Workers get the cell records as plain
+dicts (`notebook_cells`) in their job and return a `jobs.GradingResult` (`record_result` writes it). Any SQLAlchemy
+URL works.
 
 `autograder_runs` keeps what nbgrader has no column for: the content hash used to skip already graded
 submissions, status, review flags (tamper scan, runtime), per-cell messages and diagnosed mistakes, notes, grading time.
@@ -13,6 +14,8 @@ import json
 
 import sqlalchemy as sa
 from nbgrader.api import Gradebook, MissingEntry
+
+from autograder.grade.jobs import GradingResult
 
 
 RUNS = sa.Table(
@@ -87,13 +90,14 @@ def notebook_cells(gb: Gradebook, assignment: str, notebook: str) -> dict:
 HOLD_SEVERITY = "tamper"
 
 
-def record_result(gb: Gradebook, runs: RunsTable, result: dict, timestamp: datetime.datetime | None = None) -> dict:
+def record_result(gb: Gradebook, runs: RunsTable, result: GradingResult,
+                  timestamp: datetime.datetime | None = None) -> dict:
     """Write one worker result into the gradebook and the runs table; returns the runs row written.
 
     A result with a "tamper" flag is held: every grade of the notebook gets manual_score 0 and needs_manual_grade,
     so the submission scores 0 until an instructor reviews it (the automatic score stays in auto_score).
     """
-    a, nb_name, student = result["assignment"], result["notebook"], result["student"]
+    a, nb_name, student = result.assignment, result.notebook, result.student
     gb.update_or_create_student(student)
     try:
         gb.find_submission(a, student)
@@ -101,12 +105,12 @@ def record_result(gb: Gradebook, runs: RunsTable, result: dict, timestamp: datet
             gb.update_or_create_submission(a, student, timestamp=timestamp)
     except MissingEntry:
         gb.add_submission(a, student, **({"timestamp": timestamp} if timestamp else {}))
-    held = any(f["severity"] == HOLD_SEVERITY for f in result["flags"])
+    held = any(f["severity"] == HOLD_SEVERITY for f in result.flags)
     submission_nb = gb.find_submission_notebook(nb_name, a, student)
     score = 0.0
     max_score = 0.0
     for grade in submission_nb.grades:
-        values = result["grades"].get(grade.name, {"auto_score": 0.0, "needs_manual_grade": False})
+        values = result.grades.get(grade.name, {"auto_score": 0.0, "needs_manual_grade": False})
         grade.auto_score = values["auto_score"]
         grade.needs_manual_grade = bool(values.get("needs_manual_grade")) or held
         grade.manual_score = 0.0 if held else None
@@ -114,11 +118,11 @@ def record_result(gb: Gradebook, runs: RunsTable, result: dict, timestamp: datet
         max_score += float(grade.max_score or 0.0)
     gb.db.commit()
     row = {
-        "assignment": a, "notebook": nb_name, "student": student, "content_hash": result.get("content_hash"),
-        "status": result["status"] + (" (held for review)" if held else ""), "held": held, "score": score,
-        "max_score": max_score, "flags": result["flags"], "messages": result["messages"],
-        "mistakes": result["mistakes"], "notes": result["notes"] + ([result["message"]] if result["message"] else []),
-        "seconds": result["seconds"], "graded_at": datetime.datetime.now(datetime.timezone.utc).replace(tzinfo=None),
+        "assignment": a, "notebook": nb_name, "student": student, "content_hash": result.content_hash,
+        "status": result.status + (" (held for review)" if held else ""), "held": held, "score": score,
+        "max_score": max_score, "flags": result.flags, "messages": result.messages,
+        "mistakes": result.mistakes, "notes": result.notes + ([result.message] if result.message else []),
+        "seconds": result.seconds, "graded_at": datetime.datetime.now(datetime.timezone.utc).replace(tzinfo=None),
     }
     runs.put(row)
     return row

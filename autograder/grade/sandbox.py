@@ -12,6 +12,12 @@ On a machine with GPUs the address-space cap is not used (CUDA maps far more vir
 the per-process cap becomes a cap on the data segment instead (RLIMIT_DATA), and the worker pins the kernel to
 one GPU with CUDA_VISIBLE_DEVICES.
 
+The limits are nbgrader configuration, set in the course's nbgrader_config.py like any other nbgrader setting:
+the per-cell time limit and the kernel start-up time are nbgrader's own `Execute.timeout` and
+`Execute.startup_timeout` (one value for `nbgrader autograde` and for this grader), the rest are the traits of
+`SandboxLimits` (`c.SandboxLimits.memory_bytes = ...`). `course_limits(config)` reads them into a `Limits`, the
+plain value that travels with every grading job (and into its content hash).
+
 AUTOGRADER_UNSAFE_NO_JAIL=1 runs kernels as plain processes (rlimits and the cgroup still apply): only for a
 developer's own notebooks where bubblewrap is missing. (The per-worker kernel fork server of earlier versions is
 gone: one shared server cannot give each submission its own PID namespace and filesystem view.)
@@ -26,6 +32,9 @@ import tempfile
 
 from jupyter_client.kernelspec import KernelSpec
 from jupyter_client.manager import AsyncKernelManager
+from nbgrader.preprocessors import Execute
+from traitlets import Float, Integer
+from traitlets.config import Config, LoggingConfigurable
 
 from autograder.grade import cgroup, jail
 
@@ -35,14 +44,17 @@ MiB = 1024**2
 
 @dataclasses.dataclass(frozen=True)
 class Limits:
-    """What one submission may use while it is graded (totals are for the whole submission)."""
+    """What one submission may use while it is graded (totals are for the whole submission).
 
-    cell_timeout: float = 120.0  # seconds for any one cell
+    A plain value (it travels in every grading job); `course_limits` builds it from the course's configuration,
+    and its defaults are those of the configuration: `Limits() == course_limits(<empty config>)`."""
+
+    cell_timeout: float = float(Execute.timeout.default_value)  # seconds for any one cell (Execute.timeout)
     notebook_timeout: float = 600.0  # seconds for the whole notebook (cells left when it runs out are not run)
     memory_bytes: int = 6 * GiB  # total memory of the submission (cgroup), and the cap of any one process (0 = none)
     output_bytes: int = 1 * MiB  # per cell; the rest is dropped with a note
     kernel_restarts: int = 2  # a cell that kills the kernel is skipped and the notebook re-run, at most this often
-    startup_timeout: float = 120.0  # seconds for the kernel to come up
+    startup_timeout: float = float(Execute.startup_timeout.default_value)  # seconds for the kernel to come up
     notebook_output_bytes: int = 8 * MiB  # output of the whole notebook, errors included
     disk_bytes: int = 1 * GiB  # everything the submission writes (/tmp and its notebook folder); largest file
     processes: int = 512  # processes and threads of the submission at once (cgroup pids.max)
@@ -54,6 +66,58 @@ class Limits:
     @classmethod
     def from_dict(cls, data: dict | None) -> "Limits":
         return cls(**(data or {}))
+
+
+_DEFAULT = Limits()
+EXECUTE_TIMES = {"cell_timeout": "timeout", "startup_timeout": "startup_timeout"}  # Limits field -> Execute trait
+
+
+class SandboxLimits(LoggingConfigurable):
+    """The grading sandbox's limits, as nbgrader configuration: `c.SandboxLimits.<name>` in nbgrader_config.py.
+
+    The per-cell time limit and the kernel start-up time are not here: they are nbgrader's `Execute.timeout` and
+    `Execute.startup_timeout`, so `nbgrader autograde` and this grader stop a cell at the same moment."""
+
+    notebook_timeout = Float(_DEFAULT.notebook_timeout, help=(
+        "Seconds the whole notebook may run; cells left when the time is used up are not run (they score 0)."
+    )).tag(config=True)
+    memory_bytes = Integer(_DEFAULT.memory_bytes, help=(
+        "Bytes of memory of the whole submission (its cgroup), also the cap of any one of its processes; 0: no cap."
+    )).tag(config=True)
+    output_bytes = Integer(_DEFAULT.output_bytes, help=(
+        "Bytes of output one cell may produce; the rest is dropped with a note (error outputs are kept, shortened)."
+    )).tag(config=True)
+    notebook_output_bytes = Integer(_DEFAULT.notebook_output_bytes, help=(
+        "Bytes of output of the whole notebook, errors included."
+    )).tag(config=True)
+    kernel_restarts = Integer(_DEFAULT.kernel_restarts, help=(
+        "How often a cell that kills the kernel is skipped and the notebook run again from the top."
+    )).tag(config=True)
+    disk_bytes = Integer(_DEFAULT.disk_bytes, help=(
+        "Bytes the submission may write (its private /tmp, which holds the notebook folder); also the largest file."
+    )).tag(config=True)
+    processes = Integer(_DEFAULT.processes, help=(
+        "Processes and threads the submission may have at once (its cgroup's pids.max)."
+    )).tag(config=True)
+    interrupt_grace = Float(_DEFAULT.interrupt_grace, help=(
+        "Seconds a timed-out cell has to stop after the interrupt before the whole submission is killed."
+    )).tag(config=True)
+
+
+def course_limits(config=None) -> Limits:
+    """The Limits a course's nbgrader configuration sets (`coursedir.nbgrader_config`): SandboxLimits, plus
+    Execute.timeout and Execute.startup_timeout for the two times. No config: the defaults, `Limits()`."""
+    config = config if config is not None else Config()
+    sandbox = SandboxLimits(config=config)
+    values = {name: getattr(sandbox, name) for name in sandbox.trait_names() if sandbox.trait_metadata(name, "config")}
+    execute = Execute(config=config)
+    for field, trait in EXECUTE_TIMES.items():
+        seconds = getattr(execute, trait)
+        if seconds is None or seconds <= 0:
+            raise ValueError(f"Execute.{trait} must be a positive number of seconds for grading, not {seconds!r} "
+                             f"(nbgrader_config.py)")
+        values[field] = float(seconds)
+    return Limits(**values)
 
 
 def kernel_spec(limits: Limits, gpu: str | None = None, extra_env: dict | None = None) -> KernelSpec:
