@@ -10,11 +10,11 @@ import numpy as np
 import torch
 
 from coursekit.checks.toolkit import (
-    close, expect_close, expect_dtype, expect_shape, expect_type, fail, first_matching_hint, passed,
+    close, expect_close, expect_dtype, expect_shape, expect_type, fail, first_matching_hint, mistake_hint, passed,
     run, softmax_rows,
 )
 
-CONVENTION = ("in this course True means 'may attend' (the opposite of nn.MultiheadAttention's boolean masks).")
+INVERTED = mistake_hint("attention.mask_inverted", "it is the opposite of nn.MultiheadAttention's boolean masks.")
 
 
 def check_make_padding_mask(make_padding_mask) -> None:
@@ -28,7 +28,7 @@ def check_make_padding_mask(make_padding_mask) -> None:
     expect_shape(mask, (2, 1, 1, 3), "make_padding_mask(ids of shape (2, 3))")
     expect_dtype(mask, torch.bool, "the mask", "a comparison such as ids != pad_id already gives a bool tensor.")
     if torch.equal(mask.cpu(), ~expected):
-        fail("the mask is inverted: it is True at the padding.", CONVENTION)
+        fail("the mask is inverted: it is True at the padding.", INVERTED)
     if not torch.equal(mask.cpu(), expected):
         fail(f"make_padding_mask({ids.tolist()}) should be {expected[:, 0, 0].tolist()} (shown without the "
              f"middle axes), got {mask[:, 0, 0].tolist()}", None)
@@ -46,12 +46,13 @@ def check_make_causal_mask(make_causal_mask) -> None:
     expect_dtype(mask, torch.bool, "the mask", "use dtype=torch.bool (for example torch.ones(..., dtype=torch.bool)).")
     mask_cpu = mask.cpu()
     if torch.equal(mask_cpu, ~expected):
-        fail("the mask is inverted: True above the diagonal blocks the past and allows the future.", CONVENTION)
+        fail("the mask is inverted: True above the diagonal blocks the past and allows the future.", INVERTED)
     if torch.equal(mask_cpu, expected.T):
         fail("that is the upper triangle: query i would see the future positions j > i.",
-             "keep the LOWER triangle: torch.tril.")
+             mistake_hint("causal_mask.upper_triangle", "keep the LOWER triangle: torch.tril."))
     if torch.equal(mask_cpu, torch.tensor(np.tri(4, k=-1, dtype=bool))):
-        fail("the diagonal is False, so a position could not attend to itself.", "use torch.tril with diagonal=0.")
+        fail("the diagonal is False, so a position could not attend to itself.",
+             mistake_hint("causal_mask.diagonal_blocked", "use torch.tril with diagonal=0."))
     if not torch.equal(mask_cpu, expected):
         fail(f"make_causal_mask(4) should be\n{expected.int()}\ngot\n{mask_cpu.int()}")
     on_cpu = run("make_causal_mask", make_causal_mask, 3, device=torch.device("cpu"))
@@ -96,10 +97,12 @@ def check_scaled_dot_product_attention(scaled_dot_product_attention) -> None:
         fail("the weights are all equal.", hint)
     scores = np.einsum("bqd,bkd->bqk", q.double().numpy(), k.double().numpy())
     hint = first_matching_hint(w, [
-        (_attention_by_rows(q, k, v, scale=1.0)[1], "scale the scores by 1/sqrt(d_k) before the softmax."),
-        (_attention_by_rows(q, k, v, scale=1 / 4)[1], "divide by the SQUARE ROOT of d_k, not by d_k."),
-        (torch.softmax(torch.tensor(scores / 2), dim=-2), "the softmax runs over the wrong axis: use dim=-1 so "
-                                                           "each query's weights (a row) sum to 1."),
+        (_attention_by_rows(q, k, v, scale=1.0)[1],
+         mistake_hint("attention.missing_scale", "multiply them by 1/sqrt(d_k) before the softmax.")),
+        (_attention_by_rows(q, k, v, scale=1 / 4)[1],
+         mistake_hint("attention.scale_by_d", "divide by the SQUARE ROOT of d_k.")),
+        (torch.softmax(torch.tensor(scores / 2), dim=-2),
+         mistake_hint("attention.softmax_dim", "use dim=-1 so each query's weights (a row) sum to 1.")),
         (torch.softmax(torch.tensor(scores / 2), dim=0), "the softmax runs over the batch axis: use dim=-1."),
         (torch.tensor(scores / 2), "these are the raw scaled scores: apply the softmax."),
     ])
@@ -111,8 +114,8 @@ def check_scaled_dot_product_attention(scaled_dot_product_attention) -> None:
     out_m, w_m = run("scaled_dot_product_attention", scaled_dot_product_attention, q, k, v, mask)
     expected_out_m, expected_w_m = _attention_by_rows(q, k, v, mask.numpy())
     hint = first_matching_hint(w_m.detach(), [
-        (w_ok, "the mask was ignored: fill the scores where mask is False before the softmax."),
-        (_attention_by_rows(q, k, v, ~mask.numpy())[1], "the mask is inverted: " + CONVENTION),
+        (w_ok, mistake_hint("attention.mask_ignored", "fill the scores where mask is False before the softmax.")),
+        (_attention_by_rows(q, k, v, ~mask.numpy())[1], INVERTED),
         (_attention_by_rows(q, k, v, mask.numpy(), fill=0.0)[1],
          "blocked scores were set to 0, which still gets weight: use a very negative number "
          "(torch.finfo(scores.dtype).min)."),

@@ -11,7 +11,9 @@ import numpy as np
 import torch
 import torch.nn as nn
 
-from coursekit.checks.toolkit import expect_shape, expect_type, fail, first_matching_hint, isclose, passed, run
+from coursekit.checks.toolkit import (
+    expect_shape, expect_type, fail, first_matching_hint, isclose, mistake_hint, passed, run,
+)
 
 __all__ = ["check_masked_mean_pool", "check_transformer_classifier", "check_train_one_epoch", "check_evaluate"]
 
@@ -32,12 +34,11 @@ def check_masked_mean_pool(masked_mean_pool) -> None:
     expected = np.array([[3.0, 5.0], [2.0, -2.0]])  # (1+3+5)/3, (2+4+9)/3 ; the single real token
     if not np.allclose(out.detach().cpu().double().numpy(), expected, atol=1e-5):
         hint = first_matching_hint(out, [
-            (x.mean(dim=1), "you averaged padding too: multiply by the mask before summing, then divide by the "
-                            "number of real tokens."),
-            ([[2.25, 3.75], [0.5, -0.5]], "divide by the number of real tokens in each row (mask.sum(dim=1)), "
-                                          "not by T."),
-            ([[9.0, 15.0], [2.0, -2.0]], "you summed the real positions; divide by how many there are."),
-            ([[100.0, 100.0], [7.0, 7.0]], "the mask is True where a token is REAL: you averaged the padding."),
+            (x.mean(dim=1), mistake_hint("pool.includes_padding", "multiply by the mask before summing, then "
+                                                                  "divide by the number of real tokens.")),
+            ([[2.25, 3.75], [0.5, -0.5]], mistake_hint("pool.divides_by_T", "divide by mask.sum(dim=1).")),
+            ([[9.0, 15.0], [2.0, -2.0]], mistake_hint("pool.no_division")),
+            ([[100.0, 100.0], [7.0, 7.0]], mistake_hint("pool.mask_inverted")),
         ])
         fail(f"masked_mean_pool gives {out.detach().cpu().numpy().round(4).tolist()}, expected "
              f"{expected.tolist()} (mean over the real positions only).", hint)

@@ -1,8 +1,11 @@
-"""Shared helpers for the public checks: running the student's code, comparing, and phrasing hints.
+"""The toolkit of the public checks: running the student's code, comparing, and phrasing hints.
 
 Every failure is a `CheckFailed` (an AssertionError), whose message reads
     <what is wrong>
     HINT: <the likely mistake>          (when one can be told)
+
+A known mistake is named by its id in the catalogue `coursekit.mistakes` (`mistake_hint`): the hint shows the
+catalogue's text, the same words as the grader's "likely mistake", then what to do about it.
 
 In Jupyter a failed check shows only that message and the student's own line(s), never the frames of this
 library: IPython renders an exception that has a `_render_traceback_` method with the lines it returns.
@@ -18,6 +21,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 import torch
 
+from coursekit.mistakes import MISTAKES
 
 _PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # .../coursekit
 _RED, _BOLD, _RESET = "\x1b[31m", "\x1b[1m", "\x1b[0m"
@@ -83,6 +87,12 @@ def fail(problem: str, hint: str | None = None, cause: BaseException | None = No
     """
     message = problem if hint is None else f"{problem}\nHINT: {hint}"
     raise CheckFailed(message) from cause
+
+
+def mistake_hint(mistake_id: str, fix: str | None = None) -> str:
+    """The HINT of a known mistake: its text in the catalogue (`coursekit.mistakes`), then `fix` when given."""
+    text = MISTAKES[mistake_id].text
+    return f"{text}; {fix}" if fix else f"{text}."
 
 
 def passed(name: str, detail: str = "") -> None:

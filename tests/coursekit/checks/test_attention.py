@@ -7,6 +7,7 @@ import torch
 import solutions
 from coursekit.checks import attention as checks
 from coursekit.checks.toolkit import CheckFailed, snake_case
+from coursekit.mistakes import MISTAKES
 
 
 def hint_of(check, candidate) -> str:
@@ -23,7 +24,7 @@ def test_reference_passes(name, capsys):
 
 def test_padding_mask_inverted():
     message = hint_of(checks.check_make_padding_mask, lambda ids, pad_id=0: (ids == pad_id)[:, None, None, :])
-    assert "inverted" in message and "True means 'may attend'" in message
+    assert "inverted" in message and MISTAKES["attention.mask_inverted"].text in message  # True = may attend
 
 
 def test_padding_mask_flat_shape():
@@ -38,7 +39,7 @@ def test_padding_mask_int_dtype():
 def test_causal_upper_triangle():
     message = hint_of(checks.check_make_causal_mask,
                       lambda size, device=None: torch.ones(size, size, dtype=torch.bool, device=device).triu())
-    assert "LOWER triangle" in message
+    assert "LOWER triangle" in message and MISTAKES["causal_mask.upper_triangle"].text in message
 
 
 def test_causal_inverted():
@@ -50,7 +51,7 @@ def test_causal_inverted():
 def test_causal_without_diagonal():
     message = hint_of(checks.check_make_causal_mask,
                       lambda size, device=None: torch.ones(size, size, dtype=torch.bool, device=device).tril(-1))
-    assert "attend to itself" in message
+    assert MISTAKES["causal_mask.diagonal_blocked"].text in message
 
 
 def _attention(scale="sqrt", dim=-1, fill="min", use_mask=True, swap=False, transpose="last"):
@@ -74,10 +75,10 @@ def test_helper_is_correct_with_defaults(capsys):
 
 
 @pytest.mark.parametrize("variant, expected_hint", [
-    (dict(scale="none"), "1/sqrt(d_k)"),
-    (dict(scale="d"), "SQUARE ROOT"),
-    (dict(dim=-2), "wrong axis"),
-    (dict(use_mask=False), "mask was ignored"),
+    (dict(scale="none"), MISTAKES["attention.missing_scale"].text),
+    (dict(scale="d"), MISTAKES["attention.scale_by_d"].text),
+    (dict(dim=-2), MISTAKES["attention.softmax_dim"].text),
+    (dict(use_mask=False), MISTAKES["attention.mask_ignored"].text),
     (dict(fill="zero"), "very negative number"),
     (dict(fill="-inf"), "instead of -inf"),
     (dict(swap=True), "swapped"),
@@ -100,4 +101,5 @@ def test_attention_inverted_mask():
     def scaled_dot_product_attention(query, key, value, mask=None):
         return solutions.scaled_dot_product_attention(query, key, value, None if mask is None else ~mask)
 
-    assert "inverted" in hint_of(checks.check_scaled_dot_product_attention, scaled_dot_product_attention)
+    assert MISTAKES["attention.mask_inverted"].text in hint_of(checks.check_scaled_dot_product_attention,
+                                                                scaled_dot_product_attention)

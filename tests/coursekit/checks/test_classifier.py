@@ -9,6 +9,7 @@ import torch.nn.functional as F
 import solutions
 from coursekit.checks import classifier as public
 from coursekit.checks.toolkit import CheckFailed
+from coursekit.mistakes import MISTAKES
 from solutions.encoder import Encoder
 
 
@@ -30,10 +31,10 @@ def test_pool_passes(pool, capsys):
 
 
 @pytest.mark.parametrize("pool, fragment", [
-    (lambda x, m: x.mean(1), "averaged padding too"),
-    (lambda x, m: (x * m[..., None]).sum(1) / x.shape[1], "not by T"),
-    (lambda x, m: (x * m[..., None]).sum(1), "you summed"),
-    (lambda x, m: (x * (~m)[..., None]).sum(1) / (~m).sum(1, keepdim=True), "REAL"),
+    (lambda x, m: x.mean(1), MISTAKES["pool.includes_padding"].text),
+    (lambda x, m: (x * m[..., None]).sum(1) / x.shape[1], MISTAKES["pool.divides_by_T"].text),
+    (lambda x, m: (x * m[..., None]).sum(1), MISTAKES["pool.no_division"].text),
+    (lambda x, m: (x * (~m)[..., None]).sum(1) / (~m).sum(1, keepdim=True), MISTAKES["pool.mask_inverted"].text),
     (lambda x, m: x.mean(2), "shape (2, 2)"),
 ])
 def test_pool_hints(pool, fragment):
