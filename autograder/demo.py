@@ -2,7 +2,7 @@
 
 demo_output/ (or --output) holds a fresh copy of course/source and nbgrader_config.py, so the instructor's own
 gradebook is never touched; each run starts that folder afresh (idempotent). Steps: release -> build the
-students (autograder.sample_class.demo_students) -> collect -> grade in parallel -> feedback -> export ->
+students (autograder.demo_class.demo_students) -> collect -> grade in parallel -> feedback -> export ->
 report, then a summary table and the paths of the CSV, the feedback and, last, the course page.
 
 The class holds one pair of copied solutions (`with_copied_pair`): `reference` adds a helper function of her own
@@ -50,7 +50,7 @@ def run_demo(assignments=None, students: int = 6, output: Path | None = None, wo
     from autograder.grade.engine import grade_many
     from autograder.release import release
     from autograder.report import write_report
-    from autograder.sample_class import demo_students
+    from autograder.demo_class import demo_students
 
     started = time.monotonic()
     available = assignments_in_source(default_course_dir())
