@@ -194,3 +194,17 @@ def test_a_manual_score_reaches_export_and_report(graded, tmp_path):
     assert main(["export", "--course-dir", str(course), "--format", "canvas", "--to", str(tmp_path / "c.csv")]) == 0
     canvas = list(csv.reader((tmp_path / "c.csv").open()))
     assert [r[5] for r in canvas if r[2] == "ann"] == [f"{7 + GIVEN:g}"]
+
+
+@pytest.mark.xfail(strict=True, reason="autograder.grade.gradebook.record_result sets every grade's manual_score to "
+                   "None when it records a new run, so a regrade drops the scores given by hand (nbgrader's "
+                   "SaveAutoGrades keeps them and flags the cell for review)")
+def test_a_regrade_keeps_the_score_given_by_hand(graded):
+    """Runs last (it regrades eve): a score given to eve's answer survives `autograder grade --force`."""
+    course = graded["course"]
+    with Gradebook(default_db_url(course), course_id(course)) as gb:
+        answer = gb.find_grade(ANSWER_ID, PS1, PS1, "eve")
+        answer.manual_score, answer.needs_manual_grade = 2.0, False
+        gb.db.commit()
+    grade(course, PS1, students=["eve"], workers=1, limits=LIMITS, force=True, progress=False)
+    assert _grade(course, "eve")["manual"] == 2.0
