@@ -18,7 +18,7 @@ def make_padding_mask(ids: torch.Tensor, pad_id: int = 0) -> torch.Tensor:
 
 def make_causal_mask(size: int, device=None) -> torch.Tensor:
     """(size, size) bool, lower triangle True: position i may look at positions j <= i."""
-    return torch.tril(torch.ones(size, size, dtype=torch.bool, device=device))
+    return torch.ones(size, size, dtype=torch.bool, device=device).tril()
 
 
 def scaled_dot_product_attention(query, key, value, mask=None):

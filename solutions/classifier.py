@@ -35,8 +35,8 @@ class TransformerClassifier(nn.Module):
     def forward(self, ids: torch.Tensor) -> torch.Tensor:
         # ids: (B, T) -> logits (B, C)
         mask = make_padding_mask(ids, self.pad_id)         # (B, 1, 1, T)
-        x = self.encoder(ids, mask)                        # (B, T, d_model)
-        pooled = masked_mean_pool(x, mask[:, 0, 0, :])     # (B, d_model)
+        hidden = self.encoder(ids, mask)                   # (B, T, d_model)
+        pooled = masked_mean_pool(hidden, mask[:, 0, 0])   # (B, d_model)
         return self.classifier(pooled)
 
 

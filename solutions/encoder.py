@@ -25,7 +25,8 @@ class PositionwiseFeedForward(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         # x: (B, T, d_model) -> (B, T, d_ff) -> (B, T, d_model)
-        return self.linear2(self.dropout(torch.relu(self.linear1(x))))
+        hidden = torch.relu(self.linear1(x))          # (B, T, d_ff)
+        return self.linear2(self.dropout(hidden))
 
 
 class EncoderBlock(nn.Module):
@@ -65,8 +66,7 @@ class Encoder(nn.Module):
         self.embedding = TokenEmbedding(vocab_size, d_model)
         self.pos_encoding = PositionalEncoding(d_model, max_len, dropout)
         self.layers = nn.ModuleList(
-            EncoderBlock(d_model, num_heads, d_ff, dropout, norm_first) for _ in range(num_layers)
-        )
+            [EncoderBlock(d_model, num_heads, d_ff, dropout, norm_first) for _ in range(num_layers)])
         # Pre-norm stacks leave the residual stream un-normalised, so they end with one more LayerNorm.
         self.norm = nn.LayerNorm(d_model) if norm_first else nn.Identity()
 

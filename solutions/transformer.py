@@ -62,14 +62,12 @@ class Decoder(nn.Module):
         self.embedding = TokenEmbedding(vocab_size, d_model)
         self.pos_encoding = PositionalEncoding(d_model, max_len, dropout)
         self.layers = nn.ModuleList(
-            DecoderBlock(d_model, num_heads, d_ff, dropout, norm_first) for _ in range(num_layers)
-        )
+            [DecoderBlock(d_model, num_heads, d_ff, dropout, norm_first) for _ in range(num_layers)])
         self.norm = nn.LayerNorm(d_model) if norm_first else nn.Identity()
 
     def forward(self, tgt_ids, memory, tgt_mask=None, memory_mask=None):
         # tgt_ids: (B, T) -> x: (B, T, d_model)
-        x = self.embedding(tgt_ids) * math.sqrt(self.d_model)
-        x = self.pos_encoding(x)
+        x = self.pos_encoding(self.embedding(tgt_ids) * math.sqrt(self.d_model))
         for layer in self.layers:
             x = layer(x, memory, tgt_mask, memory_mask)
         return self.norm(x)
@@ -95,9 +93,8 @@ class Transformer(nn.Module):
     def decode(self, tgt_ids, memory, src_mask):
         # tgt_ids: (B, T) -> logits (B, T, V)
         T = tgt_ids.size(1)
-        tgt_mask = make_padding_mask(tgt_ids, self.pad_id) & make_causal_mask(T, tgt_ids.device)  # (B, 1, T, T)
-        x = self.decoder(tgt_ids, memory, tgt_mask, src_mask)
-        return self.generator(x)
+        tgt_mask = make_padding_mask(tgt_ids, self.pad_id) & make_causal_mask(T, device=tgt_ids.device)
+        return self.generator(self.decoder(tgt_ids, memory, tgt_mask, src_mask))     # tgt_mask: (B, 1, T, T)
 
     def forward(self, src_ids, tgt_ids):
         memory, src_mask = self.encode(src_ids)

@@ -1,0 +1,100 @@
+"""The architecture page and picture (tools/draw_architecture.py): the imports point one way, the scanner would
+see an arrow that does not, and docs/architecture.md's generated parts are current."""
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+_spec = importlib.util.spec_from_file_location("draw_architecture", REPO / "tools" / "draw_architecture.py")
+draw_architecture = importlib.util.module_from_spec(_spec)
+sys.modules.setdefault("draw_architecture", draw_architecture)  # dataclasses look their module up
+_spec.loader.exec_module(draw_architecture)
+
+
+@pytest.fixture(scope="module")
+def edges():
+    return draw_architecture.scan(REPO)
+
+
+def _targets(edges, source, kinds=("imports", "provided.py", "packs")):
+    return {edge.target for edge in edges if edge.source == source and edge.kind in kinds}
+
+
+def test_every_arrow_goes_the_allowed_way(edges):
+    assert draw_architecture.layering_errors(edges) == []
+
+
+def test_the_student_side_never_reaches_the_reference_or_the_grader(edges):
+    assert not _targets(edges, "coursekit") & {"solutions", "autograder", "notebooks"}
+    assert "autograder" not in _targets(edges, "solutions")
+    assert not _targets(edges, "notebooks", kinds=("imports",)) & {"solutions", "autograder"}
+    assert not _targets(edges, "student image") & {"solutions", "autograder"}
+    # and the arrows that must be there are found (the scanner is looking at the real code)
+    assert {"coursekit", "solutions"} <= _targets(edges, "autograder")
+    assert "coursekit" in _targets(edges, "notebooks")
+    assert {"coursekit", "solutions", "autograder"} <= _targets(edges, "instructor image")
+
+
+def test_no_two_packages_import_each_other(edges):
+    pairs = {(edge.source, edge.target) for edge in edges}
+    assert not {(a, b) for a, b in pairs if (b, a) in pairs}
+
+
+def _notebook(cells):
+    return json.dumps({"cells": [{"cell_type": "code", "source": source, "metadata": {}, "outputs": [],
+                                  "execution_count": None} for source in cells],
+                       "metadata": {}, "nbformat": 4, "nbformat_minor": 5})
+
+
+def test_the_scanner_reports_arrows_against_the_layering(tmp_path):
+    files = {
+        "coursekit/__init__.py": "",
+        "coursekit/leak.py": "def f():\n    import solutions.attention\n",
+        "solutions/__init__.py": "from coursekit import api\n",
+        "solutions/late.py": "import importlib\nchecks = importlib.import_module(f'autograder.checks.{1}')\n",
+        "autograder/__init__.py": "import solutions\n",
+        "course/source/01_x/01_x.ipynb": _notebook(["%matplotlib inline\nimport coursekit", "from provided import X"]),
+        "exercises/01_x/01_x.ipynb": _notebook(["from autograder.checks import check_x\n# YOUR CODE HERE\nraise"]),
+        "deploy/docker/Dockerfile.student": "FROM python\nCOPY coursekit/ coursekit/\nCOPY autograder/ autograder/\n",
+        "deploy/docker/Dockerfile.instructor": "FROM python\nCOPY solutions/ solutions/\n",
+    }
+    for name, text in files.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text)
+    errors = draw_architecture.layering_errors(draw_architecture.scan(tmp_path))
+    assert [error.split(" at ")[0] for error in errors] == [
+        "coursekit -> solutions (imports)",
+        "notebooks -> autograder (imports)",
+        "solutions -> autograder (imports)",
+        "student image -> autograder (packs)",
+    ]
+    assert "coursekit/leak.py:2" in errors[0] and "exercises/01_x/01_x.ipynb#cell0" in errors[1]
+
+
+def test_the_page_is_current():
+    page = (REPO / "docs" / "architecture.md").read_text(encoding="utf-8")
+    assert draw_architecture.render_page(page, REPO) == page, (
+        "docs/architecture.md is out of date: run python tools/draw_architecture.py")
+
+
+def test_the_table_has_a_row_per_exercise_from_the_course_api():
+    from coursekit import api
+
+    table = draw_architecture.exercise_table(REPO)
+    rows = [line for line in table.splitlines()[2:]]
+    assert len(rows) == len(api.API) + len(api.GRADED_RESULTS)
+    for entry, row in zip(api.API, rows):
+        assert row.startswith(f"| `{entry.name}` | `{entry.notebook}` |")
+        assert f"`autograder/checks/{entry.check_module}.py` `{entry.check_name}`" in row
+    assert "`autograder/checks/kv_cache.py` `check_cached_greedy_decode`" in table
+
+
+def test_the_picture_is_drawn(tmp_path, edges):
+    path = draw_architecture.draw(edges, tmp_path / "architecture.png")
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert (REPO / "docs" / "architecture.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
