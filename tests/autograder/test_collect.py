@@ -16,17 +16,12 @@ from nbgrader.api import Gradebook
 
 from autograder import submission_files
 from autograder.collect import collect
-from synthetic_course import synthetic_course, synthetic_submission
-
-
-@pytest.fixture(scope="module")
-def released(tmp_path_factory) -> Path:
-    return synthetic_course(tmp_path_factory.mktemp("collect") / "course")
+from synthetic_course import synthetic_submission
 
 
 @pytest.fixture
-def course(released, tmp_path) -> Path:
-    shutil.copytree(released, tmp_path / "course")
+def course(released_synthetic_course, tmp_path) -> Path:
+    shutil.copytree(released_synthetic_course, tmp_path / "course")
     return tmp_path / "course"
 
 

@@ -76,12 +76,13 @@ def test_only_the_preprocessors_sections_travel_to_workers():
 
 
 @pytest.fixture
-def printing_submission(tmp_path):
+def printing_submission(released_synthetic_course, tmp_path):
     """The synthetic course with a submission that prints 40 lines, and `LimitOutput.max_lines = 5` in its config."""
     from autograder.collect import collect
-    from synthetic_course import SYNTHETIC_ASSIGNMENT, synthetic_course, synthetic_submission
+    from synthetic_course import SYNTHETIC_ASSIGNMENT, synthetic_submission
 
-    course = synthetic_course(tmp_path / "course")
+    course = tmp_path / "course"
+    shutil.copytree(released_synthetic_course, course)
     with open(course / "nbgrader_config.py", "a") as config_file:
         config_file.write("c.LimitOutput.max_lines = 5\nc.Execute.timeout = 25\n")
     nb = nbformat.reads(synthetic_submission(course, "solution"), as_version=4)

@@ -2,7 +2,8 @@
 
 The tests are parametrized over every assignment folder in course/source, so new notebooks are covered as soon as
 they exist. The expensive steps (grading, full notebook runs) are cached for the whole session, and one
-`autograder grade` run grades both "students" of an assignment (the reference and the unmodified release).
+`autograder grade` run grades both "students" (the reference and the unmodified release) of every assignment the
+selected tests need, so the grading workers share all the notebooks.
 """
 from __future__ import annotations
 
@@ -35,7 +36,7 @@ def pytest_terminal_summary(terminalreporter):
         terminalreporter.write_line(f"course notebooks, top to bottom (full mode): {line}")
     if _AUTOGRADE_TIMES:
         line = ", ".join(f"{a}: {t:.1f}s" for a, t in sorted(_AUTOGRADE_TIMES.items()))
-        terminalreporter.write_line(f"autograder grade (2 submissions each): {line}")
+        terminalreporter.write_line(f"autograder grade (2 submissions each, one run per line): {line}")
 
 
 def _ignore(directory, names):
@@ -52,53 +53,75 @@ def course_copy(tmp_path_factory) -> Path:
     return root
 
 
-def _autograde(root: Path, assignment: str) -> dict:
-    """Submit the reference and the unmodified release as two students; grade both with `autograder grade`
-    (jailed kernels, hidden checks judged outside them), as an instructor would."""
+def _autograde(root: Path, assignments: list[str]) -> dict[str, dict]:
+    """Submit the reference and the unmodified release of each assignment as two students; grade them all with ONE
+    `autograder grade` run (one Dask cluster; the workers stay busy: longest notebooks first), as an instructor
+    would (jailed kernels, hidden checks judged outside them). {assignment: outcome}."""
     from nbgrader.api import Gradebook
 
     from autograder.collect import collect
-    from autograder.grade.engine import grade
+    from autograder.grade.engine import grade_many
 
-    inbox = root / "inbox" / assignment
-    for student, folder in ((REFERENCE_STUDENT, root / "source" / assignment),
-                            (UNMODIFIED_STUDENT, root / "release" / assignment)):
-        target = inbox / student / assignment
-        if target.exists():
-            shutil.rmtree(target)
-        target.mkdir(parents=True)
-        shutil.copy2(folder / f"{assignment}.ipynb", target / f"{assignment}.ipynb")
+    inbox = root / "inbox"
+    if inbox.exists():
+        shutil.rmtree(inbox)
+    for assignment in assignments:
+        for student, folder in ((REFERENCE_STUDENT, root / "source" / assignment),
+                                (UNMODIFIED_STUDENT, root / "release" / assignment)):
+            target = inbox / student / assignment
+            target.mkdir(parents=True)
+            shutil.copy2(folder / f"{assignment}.ipynb", target / f"{assignment}.ipynb")
     collect(root, inbox)
     start = time.perf_counter()
-    summary = grade(root, assignment, workers=2, force=True, progress=False)
-    _AUTOGRADE_TIMES[assignment] = time.perf_counter() - start
-    scores = {}
+    summaries = grade_many(root, assignments, workers=2, force=True, progress=False)
+    _AUTOGRADE_TIMES[", ".join(assignments)] = time.perf_counter() - start
+    outcomes = {}
     with Gradebook(f"sqlite:///{root / 'gradebook.db'}") as gradebook:
-        for student in (REFERENCE_STUDENT, UNMODIFIED_STUDENT):
-            try:
-                submission = gradebook.find_submission(assignment, student)
-            except Exception:  # MissingEntry: the run never recorded this student
-                continue
-            scores[student] = {
-                "score": submission.score,
-                "max_score": submission.max_score,
-                "grades": {g.name: (g.score, g.max_score) for nb in submission.notebooks for g in nb.grades},
-                "auto": {g.name: g.auto_score for nb in submission.notebooks for g in nb.grades},
-                "needs_manual_grade": {g.name: g.needs_manual_grade for nb in submission.notebooks for g in nb.grades},
-            }
-    failed = "; ".join(f"{r['student']}: {r.get('message', '')}" for r in summary.failed)
-    result = {"success": not summary.failed, "error": failed, "log": failed}
-    return {"result": result, "scores": scores, "summary": summary}
+        for assignment, summary in zip(assignments, summaries):
+            scores = {}
+            for student in (REFERENCE_STUDENT, UNMODIFIED_STUDENT):
+                try:
+                    submission = gradebook.find_submission(assignment, student)
+                except Exception:  # MissingEntry: the run never recorded this student
+                    continue
+                scores[student] = {
+                    "score": submission.score,
+                    "max_score": submission.max_score,
+                    "grades": {g.name: (g.score, g.max_score) for nb in submission.notebooks for g in nb.grades},
+                    "auto": {g.name: g.auto_score for nb in submission.notebooks for g in nb.grades},
+                    "needs_manual_grade": {g.name: g.needs_manual_grade
+                                           for nb in submission.notebooks for g in nb.grades},
+                }
+            failed = "; ".join(f"{r['student']}: {r.get('message', '')}" for r in summary.failed)
+            result = {"success": not summary.failed, "error": failed, "log": failed}
+            outcomes[assignment] = {"result": result, "scores": scores, "summary": summary}
+    return outcomes
+
+
+def _wanted_assignments(session) -> list[str]:
+    """The assignments the selected tests grade (their `assignment` parameter, for tests using `autograded`)."""
+    wanted = set()
+    for item in session.items:
+        if "autograded" in getattr(item, "fixturenames", ()):
+            param = getattr(getattr(item, "callspec", None), "params", {}).get("assignment")
+            if param in ASSIGNMENTS:
+                wanted.add(param)
+    return sorted(wanted)
 
 
 @pytest.fixture(scope="session")
-def autograded(course_copy):
-    """autograded(assignment) -> {"result": nbgrader's result dict, "scores": {student: {...}}}, cached."""
+def autograded(course_copy, request):
+    """autograded(assignment) -> {"result": nbgrader's result dict, "scores": {student: {...}}, "summary": ...}.
+
+    The first call grades, in one run, every assignment that the selected tests need (plus the one asked for), so
+    the two workers share all the notebooks instead of one cluster per assignment with one busy worker; later
+    calls read the cache (an assignment not graded yet gets a run of its own)."""
     cache: dict[str, dict] = {}
 
     def get(assignment: str) -> dict:
         if assignment not in cache:
-            cache[assignment] = _autograde(course_copy, assignment)
+            batch = sorted({assignment, *([] if cache else _wanted_assignments(request.session))} - set(cache))
+            cache.update(_autograde(course_copy, batch))
         return cache[assignment]
 
     return get

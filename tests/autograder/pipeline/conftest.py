@@ -1,4 +1,5 @@
-"""Fixtures of the pipeline tests: the synthetic course (released once per session, copied per test) and
+"""Fixtures of the pipeline tests: the synthetic course (released once per session, tests/autograder/conftest.py;
+copied per test) and
 `helpers` (short grading limits, a submission writer, a folder hasher). The suite runs with
 --import-mode=importlib, so test modules reach these through fixtures rather than imports.
 """
@@ -12,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from autograder.grade.sandbox import GiB, Limits
-from synthetic_course import synthetic_course, synthetic_submission
+from synthetic_course import synthetic_submission
 
 # Short limits keep the suite fast; the memory cap still stops a 20 GB allocation (and 4 GB in four children).
 TEST_LIMITS = Limits(cell_timeout=8, notebook_timeout=40, memory_bytes=3 * GiB, output_bytes=64 * 1024,
@@ -37,8 +38,9 @@ def helpers():
 
 
 @pytest.fixture(scope="session")
-def released_course(tmp_path_factory) -> Path:
-    return synthetic_course(tmp_path_factory.mktemp("synthetic") / "course")
+def released_course(released_synthetic_course) -> Path:
+    """The synthetic course released once per session (tests/autograder/conftest.py): copy it, never change it."""
+    return released_synthetic_course
 
 
 @pytest.fixture
