@@ -305,7 +305,7 @@ API: tuple[ApiEntry, ...] = (
 
 # Graded hand-ins that are results rather than API names.
 GRADED_RESULTS: tuple[GradedResult, ...] = (
-    GradedResult("trained_classifier", "07_yelp_classifier", "classifier",
+    GradedResult("trained_classifier", "07_yelp_classifier", "trained_classifier",
                  "the student's trained classifier reaches the accuracy bar on held-out reviews"),
 )
 

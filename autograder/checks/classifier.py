@@ -508,7 +508,3 @@ def check_evaluate(evaluate) -> None:
         _fail(f"{description}: wrong accuracy.", f"{expected:.4f} (fraction of all examples predicted right)",
               f"{value:.4f}", mistake)
 
-
-# The trained model's check lives in trained_classifier.py; re-exported until the course API (coursekit/api.py)
-# maps `check_trained_classifier` to that module.
-from autograder.checks.trained_classifier import check_trained_classifier  # noqa: E402,F401
