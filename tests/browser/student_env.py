@@ -141,7 +141,7 @@ def filled_notebook(assignment: str, quick: bool = True) -> nbformat.NotebookNod
     released = nbformat.read(EXERCISES / assignment / f"{assignment}.ipynb", as_version=4)
     source = nbformat.read(SOURCE / assignment / f"{assignment}.ipynb", as_version=4)
     solutions = {c.metadata["nbgrader"]["grade_id"]: c.source for c in source.cells
-                 if c.metadata.get("nbgrader", {}).get("solution")}
+                 if c.cell_type == "code" and c.metadata.get("nbgrader", {}).get("solution")}
     filled = 0
     for cell in released.cells:
         meta = cell.metadata.get("nbgrader", {})
