@@ -86,7 +86,7 @@ def test_written_answers_are_well_formed(assignment):
     notebook = _notebook(assignment)
     cells = notebook.cells
     written = written_cells(notebook)
-    assert len(written) <= 3, "1-3 written answers per notebook"
+    assert 1 <= len(written) <= 3, "1-3 written answers per notebook"
     for cell in cells:  # a markdown grade cell that is not a written answer would be graded by nobody
         meta = _nbgrader(cell)
         if cell.cell_type == "markdown" and (meta.get("grade") or meta.get("solution")):
