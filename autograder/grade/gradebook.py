@@ -106,15 +106,21 @@ def record_result(gb: Gradebook, runs: RunsTable, result: GradingResult,
     except MissingEntry:
         gb.add_submission(a, student, **({"timestamp": timestamp} if timestamp else {}))
     held = any(f["severity"] == HOLD_SEVERITY for f in result.flags)
+    previous = runs.get(a, nb_name, student)
+    was_held = bool(previous and previous.get("held"))  # its manual 0s were the hold's, not a grader's
     submission_nb = gb.find_submission_notebook(nb_name, a, student)
     score = 0.0
     max_score = 0.0
     for grade in submission_nb.grades:
         values = result.grades.get(grade.name, {"auto_score": 0.0, "needs_manual_grade": False})
         grade.auto_score = values["auto_score"]
-        grade.needs_manual_grade = bool(values.get("needs_manual_grade")) or held
-        grade.manual_score = 0.0 if held else None
-        score += 0.0 if held else float(values["auto_score"] or 0.0)
+        # As nbgrader's SaveAutoGrades: a score given by hand survives a regrade, and the cell is flagged so that
+        # a grader looks at it again.
+        kept = None if (held or was_held) else grade.manual_score
+        grade.needs_manual_grade = bool(values.get("needs_manual_grade")) or held or kept is not None
+        grade.manual_score = 0.0 if held else kept
+        if not held:
+            score += float(kept if kept is not None else (values["auto_score"] or 0.0))
         max_score += float(grade.max_score or 0.0)
     gb.db.commit()
     row = {
