@@ -199,7 +199,7 @@ def cmd_feedback(args, course_dir: Path) -> int:
 
 
 def cmd_export(args, course_dir: Path) -> int:
-    from autograder.export import DEFAULT_NAMES, export_grades, export_lms
+    from autograder.export import DEFAULT_NAMES, export_grades, export_lms, waiting_for_grader, waiting_line
 
     to = args.to or DEFAULT_NAMES[args.format]
     if args.format == "csv":
@@ -208,6 +208,7 @@ def cmd_export(args, course_dir: Path) -> int:
         path = export_lms(course_dir, to, args.format, db_url=args.db)
     rows = max(0, sum(1 for _ in open(path)) - 1)
     print(f"export: {rows} row(s) written to {path}")
+    print(waiting_line(waiting_for_grader(course_dir, args.db)))
     return OK
 
 

@@ -196,6 +196,17 @@ def test_a_manual_score_reaches_export_and_report(graded, tmp_path):
     assert [r[5] for r in canvas if r[2] == "ann"] == [f"{7 + GIVEN:g}"]
 
 
+def test_export_prints_what_waits_for_a_grader(graded, tmp_path, capsys):
+    from autograder.export import waiting_for_grader
+
+    waiting = waiting_for_grader(graded["course"])
+    assert waiting, "the fixture's class has answers that wait"
+    main(["export", "--course-dir", str(graded["course"]), "--to", str(tmp_path / "g.csv")])
+    out = capsys.readouterr().out
+    notebooks = len({(w["assignment"], w["notebook"], w["student"]) for w in waiting})
+    assert f"manual grading: {len(waiting)} answer(s) in {notebooks} notebook(s) wait for a grader" in out
+
+
 def test_a_regrade_keeps_the_score_given_by_hand(graded):
     """Runs last (it regrades eve): a score given to eve's answer survives `autograder grade --force`."""
     course = graded["course"]
