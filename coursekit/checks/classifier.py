@@ -54,8 +54,9 @@ def _padding_invariance(model, ids: torch.Tensor, pad_id: int, name: str) -> tor
     expect_type(logits, torch.Tensor, f"{name}(ids)")
     if logits.shape != logits_longer.shape or not torch.allclose(logits, logits_longer, atol=1e-4, rtol=1e-4):
         fail(f"{name}: the logits change when more padding ({pad_id}) is appended to the same reviews.",
-             "padding must change nothing: give the encoder the padding mask (make_padding_mask(ids, self.pad_id)) "
-             "and pool with masked_mean_pool over the real positions only.")
+             mistake_hint("classifier.padding_not_excluded",
+                          "padding must change nothing: give the encoder the padding mask (make_padding_mask(ids, "
+                          "self.pad_id)) and pool with masked_mean_pool over the real positions only."))
     return logits
 
 
@@ -82,10 +83,11 @@ def check_transformer_classifier(TransformerClassifier) -> None:
         fail("the logits contain NaN or inf.", "check the pooling: divide by the count of real tokens.")
     rows = logits.detach().double()
     if (rows >= 0).all() and torch.allclose(rows.sum(-1), torch.ones(3, dtype=rows.dtype), atol=1e-5):
-        fail("forward returns probabilities.", "return the raw logits of self.classifier: F.cross_entropy applies "
-                                               "the softmax itself.")
+        fail("forward returns probabilities.", mistake_hint("classifier.returns_probabilities",
+                                                            "return the output of self.classifier as it is."))
     if (rows <= 0).all() and torch.allclose(rows.exp().sum(-1), torch.ones(3, dtype=rows.dtype), atol=1e-5):
-        fail("forward returns log-probabilities.", "return the raw logits of self.classifier.")
+        fail("forward returns log-probabilities.", mistake_hint("classifier.returns_log_probabilities",
+                                                                "return the output of self.classifier as it is."))
     if torch.allclose(rows[0], rows[1], atol=1e-6):
         fail("two different reviews get identical logits.", "the logits must depend on the tokens of each review.")
 
@@ -143,27 +145,28 @@ def check_train_one_epoch(train_one_epoch) -> None:
     if len(model.modes) != 3:
         fail(f"the model ran {len(model.modes)} times for a loader of 3 batches.", "call the model once per batch.")
     if not all(training for training, _ in model.modes):
-        fail("the model ran in evaluation mode.", "call model.train() at the start of train_one_epoch.")
+        fail("the model ran in evaluation mode.",
+             mistake_hint("training.no_train_mode", "call model.train() at the start of train_one_epoch."))
     if len(optimizer.seen) != 3:
         fail(f"optimizer.step() ran {len(optimizer.seen)} times for 3 batches.", "step once per batch.")
     if any(g is None or not torch.count_nonzero(g) for g in optimizer.seen):
-        fail("optimizer.step() saw no gradient.", "the order is: optimizer.zero_grad(), loss.backward(), "
-                                                  "optimizer.step().")
+        fail("optimizer.step() saw no gradient.", mistake_hint("training.no_step", "the order is: "
+                                                               "optimizer.zero_grad(), loss.backward(), "
+                                                               "optimizer.step()."))
     if not all(torch.allclose(g, optimizer.seen[0], atol=1e-6) for g in optimizer.seen):
         fail("the gradient grows from batch to batch although every batch is the same.",
-             "gradients add up in .grad: call optimizer.zero_grad() for every batch.")
+             mistake_hint("training.no_zero_grad", "call optimizer.zero_grad() for every batch."))
 
     logits = torch.sin(torch.arange(30.0).reshape(6, 5)).numpy()[ids.numpy()].mean(axis=1)  # (B, C)
     expected = _numpy_cross_entropy(logits, labels.numpy())
     if not isclose(float(value), expected, tol=1e-4):
         probs = np.exp(logits) / np.exp(logits).sum(axis=1, keepdims=True)
         candidates = {
-            "softmax before F.cross_entropy: pass the raw logits, cross_entropy applies log_softmax itself.":
+            mistake_hint("training.softmax_before_loss"):
                 _numpy_cross_entropy(probs, labels.numpy()),
-            "F.nll_loss expects log-probabilities; use F.cross_entropy on the logits.":
-                float(-logits[np.arange(4), labels.numpy()].mean()),
-            "the loss is summed over the examples; use the mean (F.cross_entropy's default).": 4 * expected,
-            "return the MEAN of the batch losses, not their sum.": 3 * expected,
+            mistake_hint("training.nll_on_logits"): float(-logits[np.arange(4), labels.numpy()].mean()),
+            mistake_hint("training.loss_summed", "use the mean."): 4 * expected,
+            mistake_hint("training.returns_sum", "return the MEAN of the batch losses."): 3 * expected,
         }
         hint = next((h for h, v in candidates.items() if isclose(float(value), v, tol=1e-4)), None)
         fail(f"train_one_epoch returned {float(value):.5f}; the mean cross-entropy of these batches is "
@@ -176,7 +179,7 @@ def check_train_one_epoch(train_one_epoch) -> None:
               for _ in range(5)]
     if not losses[-1] < losses[0] - 1e-3:
         fail(f"the loss does not go down over 5 epochs on one batch: {[round(v, 4) for v in losses]}.",
-             "call loss.backward() and optimizer.step() for every batch.")
+             mistake_hint("training.no_step", "call loss.backward() and optimizer.step() for every batch."))
     passed("train_one_epoch")
 
 
@@ -208,15 +211,19 @@ def check_evaluate(evaluate) -> None:
         fail("evaluate returned a tensor.", "return a Python float (e.g. correct / total).")
     expect_type(value, (float, int), "evaluate(...)", "return the accuracy as a float between 0 and 1.")
     if any(training for training, _ in model.modes):
-        fail("the model ran in training mode.", "call model.eval() at the start of evaluate.")
+        fail("the model ran in training mode.",
+             mistake_hint("evaluate.no_eval_mode", "call model.eval() at the start of evaluate."))
     if any(grad for _, grad in model.modes):
-        fail("gradients were recorded during evaluation.", "wrap the loop in `with torch.no_grad():`.")
+        fail("gradients were recorded during evaluation.",
+             mistake_hint("evaluate.grad_enabled", "wrap the loop in `with torch.no_grad():`."))
     if not math.isclose(float(value), 0.7, abs_tol=1e-6):
-        hints = {70.0: "return a fraction between 0 and 1, not a percentage.",
-                 7.0: "divide the number of correct predictions by the number of examples.",
-                 (1 + 0.5 + 0.5) / 3: "batches have different sizes: count correct predictions over ALL examples, "
-                                      "do not average the per-batch accuracies.",
-                 0.3: "that is the error rate; return the fraction predicted RIGHT."}
+        hints = {70.0: mistake_hint("evaluate.percentage"),
+                 7.0: mistake_hint("evaluate.count", "divide the number of correct predictions by the number of "
+                                                     "examples."),
+                 7 / 3: mistake_hint("evaluate.divides_by_batches", "divide by the number of examples (10 here)."),
+                 (1 + 0.5 + 0.5) / 3: mistake_hint("evaluate.mean_of_batches", "count correct predictions over "
+                                                                               "ALL examples."),
+                 0.3: mistake_hint("evaluate.error_rate", "return the fraction predicted RIGHT.")}
         hint = next((h for v, h in hints.items() if math.isclose(float(value), v, abs_tol=1e-6)), None)
         fail(f"evaluate returned {float(value):.4f}; the model is right on 7 of the 10 examples (0.7).", hint)
     passed("evaluate")

@@ -11,8 +11,8 @@ import torch
 from torch import nn
 
 from coursekit.checks.toolkit import (
-    CheckFailed, close, expect_close, expect_dtype, expect_shape, expect_type, fail, first_matching_hint, passed,
-    run,
+    CheckFailed, close, expect_close, expect_dtype, expect_shape, expect_type, fail, first_matching_hint, mistake_hint,
+    passed, run,
 )
 
 SPECIALS = ("<pad>", "<unk>", "<bos>", "<eos>")
@@ -28,7 +28,7 @@ def check_build_vocab(build_vocab) -> None:
     for i, special in enumerate(SPECIALS):
         if vocab.get(special) != i:
             fail(f"{special!r} should have id {i}, got {vocab.get(special)}.",
-                 "add the specials first, in the given order, so they get ids 0, 1, 2, 3.")
+                 mistake_hint("vocab.specials_last", "add them first, in the given order."))
     if vocab != expected:
         hint = None
         words = [t for t in vocab if t not in SPECIALS]
@@ -39,7 +39,9 @@ def check_build_vocab(build_vocab) -> None:
         elif words == sorted(words):
             hint = "you sorted alphabetically only: sort by descending count first, then alphabetically for ties."
         elif [vocab[w] for w in ("a", "c", "d")] == [4, 6, 5] or [vocab[w] for w in ("b", "e")] == [8, 7]:
-            hint = "tokens with the same count must be ordered alphabetically (sort on (-count, token))."
+            hint = mistake_hint("vocab.ties", "sort on (-count, token).")
+        elif [vocab[w] for w in ("b", "e", "c", "d", "a")] == [4, 5, 6, 7, 8]:
+            hint = mistake_hint("vocab.ascending", "sort on (-count, token).")
         elif [vocab[w] for w in ("a", "b", "c")] == [5, 4, 6]:
             hint = "the tokens look ordered by first appearance: sort by descending count instead."
         elif sorted(vocab.values()) != list(range(len(vocab))):
@@ -53,13 +55,14 @@ def check_build_vocab(build_vocab) -> None:
         if "b" in rare or "e" in rare:
             hint = "with min_freq=2, tokens seen once must be left out."
         elif "c" not in rare:
-            hint = "keep tokens whose count is >= min_freq (a count equal to min_freq is kept)."
+            hint = mistake_hint("vocab.min_freq_strict", "a count equal to min_freq is kept.")
         fail(f"build_vocab(..., min_freq=2) should be {expected_rare}, got {rare}", hint)
 
     clash = run("build_vocab", build_vocab, [["<unk>", "x", "<unk>"]])
     if clash.get("<unk>") != 1 or clash.get("x") != 4 or len(clash) != 5:
         fail(f"a text containing '<unk>' should keep '<unk>' at id 1 and give 'x' id 4; got {clash}",
-             "skip tokens that are already in the vocabulary when you assign new ids.")
+             mistake_hint("vocab.special_duplicate", "skip tokens that are already in the vocabulary when you "
+                                                     "assign new ids."))
     passed("build_vocab")
 
 
@@ -81,14 +84,15 @@ def check_encode(encode) -> None:
     if ids != expected:
         hint = None
         if ids == [4, 5, 0, 6, 0]:
-            hint = 'unknown words get the id of "<unk>" (1), not the padding id 0.'
+            hint = mistake_hint("encode.unk_hardcoded", 'unknown words get the id of "<unk>" (1 here), not the '
+                                                        "padding id 0.")
         elif len(ids) != len(tokens):
             hint = "return one id per token, unknown tokens included."
         fail(f"encode({tokens}, vocab) should be {expected}, got {ids}", hint)
     other = dict(vocab, **{"<unk>": 7})
     if encode(["zzz"], other) != [7]:
-        fail('with vocab["<unk>"] == 7, an unknown word should map to 7.', 'look the id up as vocab["<unk>"], '
-             "do not hard-code 1.")
+        fail('with vocab["<unk>"] == 7, an unknown word should map to 7.',
+             mistake_hint("encode.unk_hardcoded", "do not hard-code 1."))
     passed("encode")
 
 
@@ -103,14 +107,14 @@ def check_pad_batch(pad_batch) -> None:
                  "B = number of sequences, T = length of the longest one.")
     expect_dtype(out, torch.long, "pad_batch(...)", "token ids are integers: use dtype=torch.long.")
     if not torch.equal(out.cpu(), expected):
-        hint = ("that is pre-padding (zeros in front): put the padding after the tokens."
+        hint = (mistake_hint("pad_batch.pre_padding", "put the padding after the tokens.")
                 if torch.equal(out.cpu(), pre_padded) else None)
         fail(f"pad_batch({sequences}) should be\n{expected}\ngot\n{out}", hint)
 
     nines = run("pad_batch", pad_batch, [[1], [2, 3]], pad_id=9)
     if not torch.equal(nines.cpu(), torch.tensor([[1, 9], [2, 3]])):
         fail(f"pad_batch([[1], [2, 3]], pad_id=9) should be [[1, 9], [2, 3]], got {nines.tolist()}",
-             "fill with the pad_id argument, not with a fixed 0.")
+             mistake_hint("pad_batch.pad_id_ignored", "fill with the pad_id argument, not with a fixed 0."))
 
     cut = run("pad_batch", pad_batch, sequences, max_len=2)
     expected_cut = torch.tensor([[5, 8], [7, 0], [4, 4]])
@@ -119,7 +123,7 @@ def check_pad_batch(pad_batch) -> None:
         if tuple(cut.shape) == (3, 4):
             hint = "when max_len is given, every row has exactly max_len entries."
         elif torch.equal(cut.cpu(), torch.tensor([[8, 2], [7, 0], [9, 6]])):
-            hint = "that cuts the start of long sequences: keep the first max_len tokens (post-truncation)."
+            hint = mistake_hint("pad_batch.truncate_front", "that is pre-truncation.")
         fail(f"pad_batch({sequences}, max_len=2) should be\n{expected_cut}\ngot\n{cut}", hint)
 
     longer = run("pad_batch", pad_batch, [[1, 2]], max_len=4)
@@ -154,9 +158,8 @@ def check_token_embedding(TokenEmbedding) -> None:
     out = run("TokenEmbedding.forward", layer, ids)
     expect_shape(out, (2, 3, 4), "TokenEmbedding(10, 4)(ids of shape (2, 3))", "(B, T) ids -> (B, T, d_model).")
     expected = weight.detach()[ids]
-    hint = first_matching_hint(out.detach(), [(expected * 2.0, "no scaling here: return weight[ids] as it is."),
-                                              (expected * math.sqrt(4), "no scaling here: the Encoder multiplies "
-                                               "by sqrt(d_model) later; return weight[ids].")])
+    hint = first_matching_hint(out.detach(), [(expected * math.sqrt(4), mistake_hint(
+        "embedding.scaled", "the Encoder multiplies by sqrt(d_model) later."))])
     expect_close(out, expected, "TokenEmbedding output", hint)
     out.sum().backward()
     if weight.grad is None:
@@ -168,8 +171,9 @@ def check_token_embedding(TokenEmbedding) -> None:
     mean, std, target = values.mean().item(), values.std().item(), 16 ** -0.5            # d_model = 16: std 0.25
     if not (abs(mean) < 0.05 * target * 4 and abs(std - target) < 0.05 * target):
         if abs(std - 1.0) < 0.05:
-            hint = ("that is N(0, 1): scale it by d_model ** -0.5. The Encoder multiplies the embedding by "
-                    "sqrt(d_model), which brings the token vectors back to unit scale, like the positional encoding.")
+            hint = mistake_hint("embedding.unit_init", "the Encoder multiplies the embedding by sqrt(d_model), which "
+                                                       "brings the token vectors back to unit scale, like the "
+                                                       "positional encoding.")
         elif abs(std - 1 / 16) < 0.05 / 16:
             hint = "d_model ** -0.5 is 1 / sqrt(d_model), not 1 / d_model."
         else:
@@ -210,7 +214,7 @@ def check_embedding_matrix_from_word2vec(embedding_matrix_from_word2vec) -> None
     if (matrix[[0, 1, 2, 3, 5]] != 0).any():
         hint = ("rows must follow YOUR vocabulary's ids (row vocab[word]), not word2vec's own order."
                 if close(matrix, by_kv_order) else
-                "rows of words word2vec does not know (specials, 'pasta') must be zeros: start from torch.zeros.")
+                mistake_hint("word2vec.missing_not_zero", "(the specials, 'pasta') start from torch.zeros."))
         fail("rows for the specials and for unknown words should be all zeros.", hint)
     expect_close(matrix, expected, "the matrix", "row vocab[word] should be keyed_vectors[word].")
     passed("embedding_matrix_from_word2vec")
@@ -242,8 +246,11 @@ def check_attention_over_words(attention_over_words) -> None:
     expect_shape(weights, (3,), "weights", "one weight per key word.")
     expect_shape(value, (3,), "value", "the value is a weighted sum of key vectors: shape (vector_size,).")
     hint = first_matching_hint(weights, [
-        (_reference_attention(q, K, 1.0)[0], "scale the scores by 1/sqrt(vector_size) before the softmax."),
-        (_reference_attention(q, K, 1 / 3)[0], "divide by the SQUARE ROOT of vector_size, not by vector_size."),
+        (_reference_attention(q, K, 1.0)[0],
+         mistake_hint("attention.missing_scale", "here d_k is vector_size: scale them by 1/sqrt(vector_size) "
+                                                 "before the softmax.")),
+        (_reference_attention(q, K, 1 / 3)[0],
+         mistake_hint("attention.scale_by_d", "here d_k is vector_size: divide by its SQUARE ROOT.")),
         (K @ q / math.sqrt(3), "these are the raw scores: apply a softmax so the weights are positive and sum "
                                "to 1."),
     ])

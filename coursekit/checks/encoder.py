@@ -12,8 +12,8 @@ import numpy as np
 import torch
 from torch import nn
 
-from coursekit.checks.toolkit import (expect_close, expect_shape, expect_type, fail, first_matching_hint, passed,
-                                     run)
+from coursekit.checks.toolkit import (expect_close, expect_shape, expect_type, fail, first_matching_hint,
+                                     mistake_hint, passed, run)
 
 _D_MODEL, _H, _D_FF = 6, 3, 10
 _B, _T = 2, 4
@@ -67,10 +67,11 @@ def check_positionwise_feed_forward(PositionwiseFeedForward) -> None:
     hidden = xs @ w1.T + b1                                                           # (B, T, d_ff)
     expected = np.maximum(hidden, 0) @ w2.T + b2                                      # (B, T, d_model)
     hint = first_matching_hint(out, [
-        (hidden @ w2.T + b2, "there is no ReLU between the two linear layers: without it the two layers collapse "
-                             "into one linear map."),
-        (np.maximum(hidden @ w2.T + b2, 0), "the ReLU belongs after linear1 (on the d_ff hidden features), not "
-                                            "after linear2."),
+        (hidden @ w2.T + b2, mistake_hint("encoder.no_relu", "without it the two layers collapse into one linear "
+                                                             "map.")),
+        (np.maximum(hidden @ w2.T + b2, 0), mistake_hint("encoder.relu_after_linear2", "the ReLU belongs after "
+                                                                                       "linear1 only (on the d_ff "
+                                                                                       "hidden features).")),
     ])
     expect_close(out, expected, "the feed-forward output", hint)
     passed("PositionwiseFeedForward")
@@ -94,13 +95,13 @@ def _block_variants(block: nn.Module, x, mask, norm_first: bool) -> dict:
     right, other = (pre, post) if norm_first else (post, pre)
     return {
         "right": right(x),
-        f"you wrote the {'post' if norm_first else 'pre'}-norm block, but norm_first={norm_first} asks for "
-        f"{'pre' if norm_first else 'post'}-norm: "
-        + ("normalise the input of each sublayer, x = x + sublayer(norm(x))." if norm_first else
-           "normalise after adding the residual, x = norm(x + sublayer(x))."): other(x),
-        "the residual connection around self-attention is missing: add the block's input back.":
-            right(x, res_attn=False),
-        "the residual connection around the feed-forward is missing: add its input back.": right(x, res_ffn=False),
+        mistake_hint("encoder.norm_swapped",
+                     f"you wrote the {'post' if norm_first else 'pre'}-norm block, but norm_first={norm_first} "
+                     f"asks for {'pre' if norm_first else 'post'}-norm: "
+                     + ("normalise the input of each sublayer, x = x + sublayer(norm(x))." if norm_first else
+                        "normalise after adding the residual, x = norm(x + sublayer(x)).")): other(x),
+        mistake_hint("encoder.missing_residual_attn", "add the block's input back."): right(x, res_attn=False),
+        mistake_hint("encoder.missing_residual_ffn", "add its input back."): right(x, res_ffn=False),
         "the mask is not passed to self-attention: call self.self_attn(x, x, x, mask).":
             right(x, attn=lambda h: block.self_attn(h, h, h, None)[0]),
         "norm1 and norm2 are swapped: norm1 goes with self-attention, norm2 with the feed-forward.":
@@ -145,15 +146,15 @@ def stack_variants(stack: nn.Module, ids, run_layers, d_model: int) -> dict:
     scale = math.sqrt(d_model)
     return {
         "right": stack.norm(run_layers(stack.pos_encoding(emb * scale), True)),
-        "the embeddings are not multiplied by sqrt(d_model) before the positions are added.":
+        mistake_hint("encoder.no_embedding_scale", "multiply them before the positions are added."):
             stack.norm(run_layers(stack.pos_encoding(emb), True)),
         "scale the embeddings by sqrt(d_model) BEFORE adding the positional encoding, not after.":
             stack.norm(run_layers(stack.pos_encoding(emb) * scale, True)),
-        "the positional encoding is missing: pass the scaled embeddings through self.pos_encoding.":
+        mistake_hint("encoder.no_positions", "pass the scaled embeddings through self.pos_encoding."):
             stack.norm(run_layers(emb * scale, True)),
         "the mask is not handed to the layers: every layer needs it.":
             stack.norm(run_layers(stack.pos_encoding(emb * scale), False)),
-        "the final self.norm is not applied after the last layer.":
+        mistake_hint("encoder.final_norm", "apply self.norm after the last layer."):
             run_layers(stack.pos_encoding(emb * scale), True),
     }
 

@@ -9,8 +9,8 @@ import numpy as np
 import torch
 from torch import nn
 
-from coursekit.checks.toolkit import (expect_close, expect_shape, expect_type, fail, first_matching_hint, passed,
-                                     run, softmax_rows)
+from coursekit.checks.toolkit import (expect_close, expect_shape, expect_type, fail, first_matching_hint,
+                                     mistake_hint, passed, run, softmax_rows)
 
 # A small example where every size differs, so a swapped axis cannot hide: B=2, H=3, T=4, d_head=2 (d_model=6).
 _B, _H, _T, _D_HEAD = 2, 3, 4, 2
@@ -57,11 +57,13 @@ def check_split_heads(split_heads) -> None:
                  "in front of the time axis.")
     expected = _split_by_loops(x.numpy(), _H)
     hint = first_matching_hint(out, [
-        (x.reshape(shape), "you reshaped straight to (B, H, T, d_head). That mixes time steps into heads: reshape "
-                           "to (B, T, H, d_head) first, then swap the H and T axes with .transpose(1, 2)."),
+        (x.reshape(shape), mistake_hint("multi_head.split_no_transpose",
+                                        "reshaping straight to (B, H, T, d_head) mixes time steps into heads: "
+                                        "reshape to (B, T, H, d_head) first, then swap the H and T axes with "
+                                        ".transpose(1, 2).")),
         (x.reshape(_B, _T, _D_HEAD, _H).permute(0, 3, 1, 2),
-         "head h should take the neighbouring features h*d_head .. (h+1)*d_head - 1, not every H-th feature: "
-         "view the last axis as (H, d_head), not (d_head, H)."),
+         mistake_hint("multi_head.split_interleaved", "head h takes the neighbouring features: view the last axis "
+                                                      "as (H, d_head), not (d_head, H).")),
     ])
     expect_close(out, expected, f"split_heads(x, num_heads={_H})", hint)
     passed("split_heads")
@@ -75,8 +77,10 @@ def check_merge_heads(merge_heads) -> None:
     expect_shape(out, shape, f"merge_heads(x of shape {tuple(x.shape)})",
                  "the result is (B, T, H * d_head): one row of features per time step.")
     hint = first_matching_hint(out, [
-        (x.reshape(shape), "you reshaped (B, H, T, d_head) straight to (B, T, H*d_head), which mixes time steps. "
-                           "Swap the H and T axes first (.transpose(1, 2)), then .reshape (or .contiguous().view)."),
+        (x.reshape(shape), mistake_hint("multi_head.merge_no_transpose",
+                                        "reshaping (B, H, T, d_head) straight to (B, T, H*d_head) mixes time "
+                                        "steps. Swap the H and T axes first (.transpose(1, 2)), then .reshape "
+                                        "(or .contiguous().view).")),
     ])
     expect_close(out, _merge_by_loops(x.numpy()), "merge_heads(x)", hint)
     passed("merge_heads")
@@ -120,17 +124,19 @@ def _mha_by_loops(params: dict, query, key, value, mask, num_heads: int, mistake
 
 
 _MHA_MISTAKES = {
-    "no_scale": "the scores are not divided by sqrt(d_head): scale q @ k^T by 1 / sqrt(d_head).",
-    "sqrt_d_model": "you divided the scores by sqrt(d_model); each head works in d_head = d_model // num_heads "
-                    "dimensions, so divide by sqrt(d_head).",
-    "inverted_mask": "the mask is used the wrong way round. In this course True means 'may attend': fill the "
-                     "scores where the mask is False (the opposite of nn.MultiheadAttention's boolean masks).",
-    "softmax_over_queries": "the softmax runs over the wrong axis: each query's weights over the keys must sum to "
-                            "1, so use dim=-1.",
-    "split_without_transpose": "the heads are not split correctly: view (B, T, d_model) as (B, T, H, d_head), then "
-                               "transpose to (B, H, T, d_head) (see split_heads).",
-    "merge_without_transpose": "the attention weights are right but the heads are merged in the wrong order: "
-                               "transpose (B, H, T, d_head) back to (B, T, H, d_head) before reshaping.",
+    "no_scale": mistake_hint("attention.missing_scale", "in a head d_k = d_head = d_model // num_heads: scale "
+                                                        "q @ k^T by 1 / sqrt(d_head)."),
+    "sqrt_d_model": mistake_hint("multi_head.scale_d_model", "each head works in d_head = d_model // num_heads "
+                                                             "dimensions."),
+    "inverted_mask": mistake_hint("attention.mask_inverted", "fill the scores where the mask is False (the "
+                                                             "opposite of nn.MultiheadAttention's boolean masks)."),
+    "softmax_over_queries": mistake_hint("attention.softmax_dim", "each query's weights over the keys must sum "
+                                                                  "to 1, so use dim=-1."),
+    "split_without_transpose": mistake_hint("multi_head.split_no_transpose", "view (B, T, d_model) as "
+                                                                             "(B, T, H, d_head) first (see "
+                                                                             "split_heads)."),
+    "merge_without_transpose": mistake_hint("multi_head.merge_no_transpose", "the attention weights are right, "
+                                                                             "only the merge is wrong."),
     "no_output_projection": "the heads are merged but not passed through the output projection w_o.",
 }
 

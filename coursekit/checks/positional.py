@@ -10,7 +10,8 @@ import torch
 from torch import nn
 
 from coursekit.checks.toolkit import (
-    CheckFailed, expect_close, expect_dtype, expect_shape, expect_type, fail, first_matching_hint, passed, run,
+    CheckFailed, expect_close, expect_dtype, expect_shape, expect_type, fail, first_matching_hint, mistake_hint, passed,
+    run,
 )
 
 
@@ -50,14 +51,13 @@ def check_sinusoidal_positional_encoding(sinusoidal_positional_encoding) -> None
     expect_dtype(pe, torch.float32, "the encoding", "build it from float32 tensors (torch.arange(..., "
                  "dtype=torch.float32)).")
     hint = first_matching_hint(pe, [
-        (_swapped(expected), "sin and cos are swapped: sines go in the even columns (0, 2, ...), cosines in odd."),
-        (_halves(expected), "the sines and cosines must be interleaved (pe[:, 0::2] and pe[:, 1::2]), not two "
-                            "halves side by side."),
+        (_swapped(expected), mistake_hint("positional.sin_cos_swapped", "write pe[:, 0::2] = sin and "
+                                                                        "pe[:, 1::2] = cos.")),
+        (_halves(expected), mistake_hint("positional.halves", "interleave them: pe[:, 0::2] and pe[:, 1::2].")),
         (_table_by_loops(max_len, d_model, "column_index"),
-         "both columns of a pair share one frequency: the exponent is 2i/d_model with i the PAIR index, so "
-         "column 2i+1 uses the same exponent as column 2i."),
+         mistake_hint("positional.exponent_per_column", "column 2i+1 uses the same exponent as column 2i.")),
         (_table_by_loops(max_len, d_model, "pair_index"),
-         "the exponent is 2i/d_model (twice the pair index), not i/d_model."),
+         mistake_hint("positional.exponent_no_two", "use 2i/d_model (twice the pair index), not i/d_model.")),
         (_table_by_loops(max_len, d_model, "multiplied"),
          "divide the position by 10000**(2i/d_model); do not multiply."),
     ], atol=1e-4)
@@ -106,16 +106,17 @@ def check_positional_encoding(PositionalEncoding) -> None:
     expect_shape(out, (2, 4, d_model), "the output for x of shape (2, 4, 6)", "return x + pe[:T] (same shape).")
     expected = x.double() + expected_table[:4]
     hint = first_matching_hint(out.detach(), [
-        (expected_table[:4].expand(2, 4, d_model), "you returned the encoding alone: add it to x."),
+        (expected_table[:4].expand(2, 4, d_model),
+         mistake_hint("positional.x_not_added", "you returned the encoding alone.")),
         (x, "the output equals x: the encoding was not added."),
-        (x.double() + expected_table[:2, None, :], "slice the table by the sequence length T = x.size(1), not by "
-                                                   "the batch size."),
+        (x.double() + expected_table[:2, None, :],
+         mistake_hint("positional.from_batch_axis", "slice the table by the sequence length T = x.size(1).")),
     ])
     expect_close(out, expected, "PositionalEncoding(x)", hint)
 
     short = run("PositionalEncoding.forward", module, torch.zeros(3, 2, d_model))
     expect_close(short, expected_table[:2].expand(3, 2, d_model), "the output for T=2",
-                 "slice the table by the sequence length T = x.size(1), not by the batch size.")
+                 mistake_hint("positional.from_batch_axis", "slice the table by the sequence length T = x.size(1)."))
 
     with_dropout = run("PositionalEncoding", PositionalEncoding, d_model, max_len=max_len, dropout=0.5)
     with_dropout.eval()
@@ -125,7 +126,8 @@ def check_positional_encoding(PositionalEncoding) -> None:
     torch.manual_seed(1)
     dropped = with_dropout(torch.ones(4, 8, d_model))
     if not (dropped == 0).any():
-        fail("with dropout=0.5 in train mode no value was zeroed.", "apply self.dropout to x + pe[:T].")
+        fail("with dropout=0.5 in train mode no value was zeroed.",
+             mistake_hint("positional.dropout_ignored", "apply self.dropout to x + pe[:T]."))
     try:
         module(torch.zeros(1, max_len + 1, d_model))
     except ValueError:

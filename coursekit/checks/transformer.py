@@ -12,7 +12,7 @@ import torch
 from torch import nn
 
 from coursekit.checks.toolkit import (expect_close, expect_dtype, expect_shape, expect_type, fail,
-                                     first_matching_hint, passed, run)
+                                     first_matching_hint, mistake_hint, passed, run)
 from coursekit.checks.encoder import (stack_variants, check_stack_submodules, padding_mask, randomize,
                                       require_submodule)
 
@@ -47,17 +47,20 @@ def _decoder_block_variants(block: nn.Module, x, memory, tgt_mask, memory_mask, 
         return (x if res else 0) + ffn(n3(x))
 
     right, other = (pre, post) if norm_first else (post, pre)
-    from_x = ("cross-attention takes its keys and values from the decoder's own x; they must come from `memory` "
-              "(the encoder output): self.cross_attn(x, memory, memory, memory_mask).")
+    from_x = mistake_hint("decoder.cross_from_decoder", "keys and values come from `memory` (the encoder output): "
+                                                        "self.cross_attn(x, memory, memory, memory_mask).")
     return right(x), [
-        (other(x), f"you wrote the {'post' if norm_first else 'pre'}-norm block, but norm_first={norm_first} asks "
-                   f"for {'pre' if norm_first else 'post'}-norm, arranged as in EncoderBlock."),
+        (other(x), mistake_hint("encoder.norm_swapped",
+                                f"you wrote the {'post' if norm_first else 'pre'}-norm block, but "
+                                f"norm_first={norm_first} asks for {'pre' if norm_first else 'post'}-norm, arranged "
+                                "as in EncoderBlock.")),
         (right(x, ca=lambda h: block.cross_attn(h, h, h, None)[0]), from_x),
         (right(x, ca=lambda h: block.cross_attn(h, h, h, tgt_mask)[0]), from_x),
         (right(x, sa=lambda h: self_attn(h, None)),
-         "the target mask is not passed to self-attention, so positions can look ahead: use tgt_mask there."),
+         mistake_hint("decoder.tgt_mask_ignored", "positions can look ahead: pass tgt_mask to self-attention.")),
         (right(x, ca=lambda h: cross_attn(h, None)),
-         "the memory mask is not passed to cross-attention, so the decoder attends to source padding."),
+         mistake_hint("transformer.no_src_mask", "pass memory_mask to cross-attention, or the decoder attends to "
+                                                 "source padding.")),
         (right(x, res=False), "the residual connections are missing: add each sublayer's input back."),
     ]
 
@@ -167,13 +170,17 @@ def check_transformer(Transformer) -> None:
 
         real = tgt != 0                                                               # compare real targets only
         hint = first_matching_hint(logits[real], [
-            (logits_with(padding_mask(tgt))[real], "the target mask has no causal part: combine the padding mask "
-                                                   "with make_causal_mask(T) using &."),
-            (logits_with(None)[real], "the target gets no mask at all: it needs padding & causal."),
-            (logits_with(full_tgt_mask, memory_mask=None)[real], "the decoder's cross-attention gets no source "
-                                                                 "padding mask: pass src_mask as memory_mask."),
-            (logits_with(full_tgt_mask, memory=model.encoder(src, None))[real], "the encoder is run without the "
-                                                                                "source padding mask."),
+            (logits_with(padding_mask(tgt))[real],
+             mistake_hint("transformer.no_causal_mask", "combine the padding mask with make_causal_mask(T) "
+                                                        "using &.")),
+            (logits_with(None)[real],
+             mistake_hint("transformer.no_causal_mask", "the target gets no mask at all: it needs padding & "
+                                                        "causal.")),
+            (logits_with(full_tgt_mask, memory_mask=None)[real],
+             mistake_hint("transformer.no_src_mask", "the decoder's cross-attention gets none: pass src_mask as "
+                                                     "memory_mask.")),
+            (logits_with(full_tgt_mask, memory=model.encoder(src, None))[real],
+             mistake_hint("transformer.no_src_mask", "the encoder runs without it.")),
         ])
         expect_close(logits[real], logits_with(full_tgt_mask)[real],
                      "the logits of Transformer(src_ids, tgt_ids) at the real (non-padding) target positions", hint)
@@ -183,11 +190,13 @@ def check_transformer(Transformer) -> None:
         earlier = run("Transformer.forward", model, src, changed)[:, :2]
         if not torch.allclose(earlier, logits[:, :2], atol=1e-5):
             fail("changing target tokens at positions 2.. changed the logits at positions 0..1: the decoder "
-                 "looks ahead.", "the decoder's self-attention needs the causal mask.")
+                 "looks ahead.", mistake_hint("transformer.no_causal_mask", "the decoder's self-attention needs "
+                                                                            "it."))
         padded_src = torch.cat([src, torch.zeros(2, 3, dtype=torch.long)], dim=1)     # 3 more <pad> at the end
         if not torch.allclose(run("Transformer.forward", model, padded_src, tgt), logits, atol=1e-5):
             fail("adding more padding to the source changed the logits: padding is being attended to.",
-                 "build src_mask with make_padding_mask and use it in the encoder and in cross-attention.")
+                 mistake_hint("transformer.no_src_mask", "build src_mask with make_padding_mask and use it in "
+                                                         "the encoder and in cross-attention."))
     passed("Transformer")
 
 
@@ -259,6 +268,10 @@ def _decode_case(greedy_decode, scripts, max_len, expected, what, eos_id=3, **kw
         fail(model.problems[0])
     expect_type(out, torch.Tensor, "greedy_decode(...)")
     expected = torch.tensor(expected)
+    if (tuple(out.shape) == (expected.size(0), expected.size(1) + 1) and bool((out[:, 0] == model.bos_id).all())
+            and torch.equal(out[:, 1:].cpu(), expected)):
+        fail(f"greedy_decode {what}: expected {expected.tolist()}, got {out.cpu().tolist()}.",
+             mistake_hint("greedy.keeps_bos", "drop the first column (out[:, 1:]) before returning."))
     expect_shape(out, tuple(expected.shape), f"greedy_decode(..., max_len={max_len}) {what}",
                  "return the generated tokens only (drop the leading bos_id); stop as soon as every sequence has "
                  "produced eos_id, and never generate more than max_len tokens.")
@@ -269,7 +282,7 @@ def _decode_case(greedy_decode, scripts, max_len, expected, what, eos_id=3, **kw
         if out.size(1) == expected.size(1) and torch.equal(out[:, :-1].cpu(), expected[:, 1:]):
             hint = "the output starts one token late: the first generated token is the argmax after <bos>."
         elif (expected == 0).any() and not torch.equal(out.cpu()[expected == 0], expected[expected == 0]):
-            hint = "after a sequence has produced eos_id, every later position must hold model.pad_id."
+            hint = mistake_hint("greedy.no_pad_after_eos", "fill every later position with model.pad_id.")
         fail(f"greedy_decode {what}: expected {expected.tolist()}, got {out.cpu().tolist()}.",
              hint or "at each step take the argmax of the logits at the LAST position and append it.")
 

@@ -135,11 +135,11 @@ def test_train_passes(fn):
 
 
 @pytest.mark.parametrize("options, fragment", [
-    (dict(softmax=True), "softmax before F.cross_entropy"),
+    (dict(softmax=True), MISTAKES["training.softmax_before_loss"].text),
     (dict(zero=False), "zero_grad() for every batch"),
     (dict(train=False), "model.train()"),
     (dict(result="sum"), "MEAN of the batch losses"),
-    (dict(reduction="sum"), "summed over the examples"),
+    (dict(reduction="sum"), MISTAKES["training.loss_summed"].text),
     (dict(result="tensor"), "Python float"),
     (dict(step=False), "step once per batch"),
 ])
@@ -159,7 +159,8 @@ def evaluator(*, eval_mode=True, no_grad=True, result="fraction"):
                 correct, total = correct + int(hit.sum()), total + len(labels)
                 accuracies.append(hit.float().mean().item())
         return {"fraction": correct / total, "percent": 100.0 * correct / total, "count": correct,
-                "batch_mean": sum(accuracies) / len(accuracies)}[result]
+                "batch_mean": sum(accuracies) / len(accuracies), "per_batch": correct / len(accuracies),
+                "error": 1 - correct / total}[result]
     return evaluate
 
 
@@ -171,9 +172,15 @@ def test_evaluate_passes(fn):
 @pytest.mark.parametrize("options, fragment", [
     (dict(eval_mode=False), "model.eval()"),
     (dict(no_grad=False), "torch.no_grad()"),
-    (dict(result="percent"), "not a percentage"),
+    (dict(result="percent"), MISTAKES["evaluate.percentage"].text),
     (dict(result="count"), "divide the number of correct"),
     (dict(result="batch_mean"), "ALL examples"),
+    (dict(result="batch_mean"), MISTAKES["evaluate.mean_of_batches"].text),
+    (dict(result="count"), MISTAKES["evaluate.count"].text),
+    (dict(result="per_batch"), MISTAKES["evaluate.divides_by_batches"].text),
+    (dict(result="error"), MISTAKES["evaluate.error_rate"].text),
+    (dict(eval_mode=False), MISTAKES["evaluate.no_eval_mode"].text),
+    (dict(no_grad=False), MISTAKES["evaluate.grad_enabled"].text),
 ])
 def test_evaluate_hints(options, fragment):
     assert fragment in hint_of(public.check_evaluate, evaluator(**options))

@@ -10,6 +10,7 @@ from torch import nn
 import solutions
 from coursekit.checks import embeddings as checks
 from coursekit.checks.toolkit import CheckFailed, snake_case
+from coursekit.mistakes import text_of
 
 SPECIALS = ("<pad>", "<unk>", "<bos>", "<eos>")
 
@@ -53,12 +54,26 @@ def test_build_vocab_alphabetical_only():
 def test_build_vocab_ties_not_alphabetical():
     # by count, ties in reverse alphabetical order
     message = hint_of(checks.check_build_vocab, _vocab_with_order(lambda t, c: (-c[t], [-ord(ch) for ch in t])))
-    assert "same count must be ordered alphabetically" in message
+    assert text_of("vocab.ties") in message
+
+
+def test_build_vocab_ascending_count():
+    message = hint_of(checks.check_build_vocab, _vocab_with_order(lambda t, c: (c[t], t)))
+    assert text_of("vocab.ascending") in message
+
+
+def test_build_vocab_specials_last():
+    def build_vocab(tokenized_texts, min_freq=1, specials=SPECIALS):
+        counts = Counter(t for tokens in tokenized_texts for t in tokens)
+        words = sorted((t for t, c in counts.items() if c >= min_freq), key=lambda t: (-counts[t], t))
+        return {t: i for i, t in enumerate([*words, *specials])}
+
+    assert text_of("vocab.specials_last") in hint_of(checks.check_build_vocab, build_vocab)
 
 
 def test_build_vocab_min_freq_strict():
     message = hint_of(checks.check_build_vocab, _strict_min_freq)
-    assert ">= min_freq" in message
+    assert ">= min_freq" in message and text_of("vocab.min_freq_strict") in message
 
 
 def _strict_min_freq(tokenized_texts, min_freq=1, specials=SPECIALS):
@@ -95,7 +110,7 @@ def test_pad_batch_pre_truncation():
         rows = [list(s)[-T:] if len(s) > T else list(s) for s in sequences]
         return torch.tensor([r + [pad_id] * (T - len(r)) for r in rows])
 
-    assert "post-truncation" in hint_of(checks.check_pad_batch, pad_batch)
+    assert text_of("pad_batch.truncate_front") in hint_of(checks.check_pad_batch, pad_batch)
 
 
 def test_pad_batch_float_dtype():
@@ -129,7 +144,7 @@ class UniformEmbedding(solutions.TokenEmbedding):
 
 
 def test_token_embedding_scaled():
-    assert "no scaling" in hint_of(checks.check_token_embedding, ScaledEmbedding)
+    assert text_of("embedding.scaled") in hint_of(checks.check_token_embedding, ScaledEmbedding)
 
 
 def test_token_embedding_without_weight():
@@ -157,7 +172,7 @@ class InverseDModelEmbedding(solutions.TokenEmbedding):
 
 
 def test_token_embedding_init_standard_normal_is_the_old_convention():
-    assert "scale it by d_model ** -0.5" in hint_of(checks.check_token_embedding, StandardNormalEmbedding)
+    assert text_of("embedding.unit_init") in hint_of(checks.check_token_embedding, StandardNormalEmbedding)
 
 
 def test_token_embedding_init_one_over_d_model():

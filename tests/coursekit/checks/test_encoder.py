@@ -9,6 +9,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from coursekit.checks import CheckFailed
+from coursekit.mistakes import text_of
 from coursekit.checks.encoder import check_encoder, check_encoder_block, check_positionwise_feed_forward
 from solutions import Encoder, EncoderBlock, PositionwiseFeedForward
 
@@ -79,7 +80,8 @@ def test_correct_answers_pass(capsys):
     assert capsys.readouterr().out.count("passed") == 5
 
 
-@pytest.mark.parametrize("mistake, words", [("no_relu", "no ReLU"), ("relu_last", "after linear1")])
+@pytest.mark.parametrize("mistake, words", [("no_relu", text_of("encoder.no_relu")),
+                                             ("relu_last", text_of("encoder.relu_after_linear2"))])
 def test_feed_forward_mistakes(mistake, words):
     with pytest.raises(CheckFailed) as error:
         check_positionwise_feed_forward(ffn_with(mistake))
@@ -98,8 +100,9 @@ def test_feed_forward_wrong_sizes():
 
 
 @pytest.mark.parametrize("mistake, words", [
+    ("pre_post_swapped", text_of("encoder.norm_swapped")),
     ("pre_post_swapped", "you wrote the pre-norm block, but norm_first=False"),
-    ("no_attn_residual", "residual connection around self-attention"),
+    ("no_attn_residual", text_of("encoder.missing_residual_attn")),
     ("no_mask", "mask is not passed"),
     ("norms_swapped", "norm1 and norm2 are swapped"),
 ])
@@ -119,10 +122,10 @@ def test_encoder_block_returning_a_tuple():
 
 
 @pytest.mark.parametrize("mistake, words", [
-    ("no_scale", "not multiplied by sqrt(d_model)"),
-    ("no_positions", "positional encoding is missing"),
+    ("no_scale", text_of("encoder.no_embedding_scale")),
+    ("no_positions", text_of("encoder.no_positions")),
     ("no_mask", "mask is not handed to the layers"),
-    ("no_final_norm", "final self.norm"),
+    ("no_final_norm", text_of("encoder.final_norm")),
 ])
 def test_encoder_mistakes(mistake, words):
     with pytest.raises(CheckFailed) as error:

@@ -8,6 +8,7 @@ import torch
 from torch import nn
 
 from coursekit.checks import CheckFailed
+from coursekit.mistakes import text_of
 from coursekit.checks.multi_head import check_merge_heads, check_multi_head_attention, check_split_heads
 from solutions import MultiHeadAttention as ReferenceMHA
 from solutions import merge_heads as reference_merge_heads
@@ -98,8 +99,9 @@ def test_correct_answers_pass(capsys):
 
 
 @pytest.mark.parametrize("fn, words", [
+    (split_heads_no_transpose, text_of("multi_head.split_no_transpose")),
     (split_heads_no_transpose, "transpose(1, 2)"),
-    (split_heads_interleaved, "neighbouring features"),
+    (split_heads_interleaved, text_of("multi_head.split_interleaved")),
 ])
 def test_split_heads_mistakes(fn, words):
     with pytest.raises(CheckFailed, match="HINT") as error:
@@ -126,12 +128,12 @@ def test_stub_is_reported_as_not_implemented():
 
 
 @pytest.mark.parametrize("mistake, words", [
-    ("no_scale", "not divided by sqrt(d_head)"),
-    ("sqrt_d_model", "divided the scores by sqrt(d_model)"),
-    ("polarity", "True means 'may attend'"),
-    ("dim", "wrong axis"),
-    ("split", "heads are not split correctly"),
-    ("merge", "merged in the wrong order"),
+    ("no_scale", text_of("attention.missing_scale")),
+    ("sqrt_d_model", text_of("multi_head.scale_d_model")),
+    ("polarity", text_of("attention.mask_inverted")),
+    ("dim", text_of("attention.softmax_dim")),
+    ("split", text_of("multi_head.split_no_transpose")),
+    ("merge", text_of("multi_head.merge_no_transpose")),
     ("no_w_o", "output projection w_o"),
 ])
 def test_multi_head_attention_mistakes(mistake, words):

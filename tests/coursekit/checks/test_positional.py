@@ -7,6 +7,7 @@ from torch import nn
 import solutions
 from coursekit.checks import positional as checks
 from coursekit.checks.toolkit import CheckFailed, snake_case
+from coursekit.mistakes import text_of
 
 
 def hint_of(check, candidate) -> str:
@@ -43,15 +44,18 @@ def test_interleaved_helper_matches_reference():
 
 
 def test_sin_cos_swapped():
-    assert "swapped" in hint_of(checks.check_sinusoidal_positional_encoding, _encoding(swap=True))
+    hint = hint_of(checks.check_sinusoidal_positional_encoding, _encoding(swap=True))
+    assert text_of("positional.sin_cos_swapped") in hint
 
 
 def test_halves_not_interleaved():
-    assert "interleaved" in hint_of(checks.check_sinusoidal_positional_encoding, _encoding(arrange="halves"))
+    hint = hint_of(checks.check_sinusoidal_positional_encoding, _encoding(arrange="halves"))
+    assert text_of("positional.halves") in hint
 
 
 def test_exponent_without_two():
-    assert "2i/d_model" in hint_of(checks.check_sinusoidal_positional_encoding, _encoding(exponent="i"))
+    hint = hint_of(checks.check_sinusoidal_positional_encoding, _encoding(exponent="i"))
+    assert text_of("positional.exponent_no_two") in hint and "2i/d_model" in hint
 
 
 def test_odd_d_model_accepted():
@@ -88,7 +92,7 @@ def test_pe_as_parameter():
 
 
 def test_pe_forgets_x():
-    assert "add it to x" in hint_of(checks.check_positional_encoding, ForgetsX)
+    assert text_of("positional.x_not_added") in hint_of(checks.check_positional_encoding, ForgetsX)
 
 
 def test_pe_sliced_by_batch():

@@ -5,6 +5,7 @@ import pytest
 import torch
 
 from coursekit.checks import CheckFailed
+from coursekit.mistakes import text_of
 from coursekit.checks.transformer import (check_decoder, check_decoder_block, check_greedy_decode,
                                           check_transformer)
 from solutions import Decoder, DecoderBlock, Transformer, greedy_decode, make_causal_mask, make_padding_mask
@@ -92,9 +93,9 @@ def test_correct_answers_pass(capsys):
 
 
 @pytest.mark.parametrize("mistake, words", [
-    ("cross_from_x", "they must come from `memory`"),
-    ("no_tgt_mask", "target mask is not passed"),
-    ("pre_post_swapped", "but norm_first="),
+    ("cross_from_x", text_of("decoder.cross_from_decoder")),
+    ("no_tgt_mask", text_of("decoder.tgt_mask_ignored")),
+    ("pre_post_swapped", text_of("encoder.norm_swapped")),
 ])
 def test_decoder_block_mistakes(mistake, words):
     with pytest.raises(CheckFailed) as error:
@@ -108,8 +109,8 @@ def test_decoder_mistake():
 
 
 @pytest.mark.parametrize("mistake, words", [
-    ("no_causal", "no causal part"),
-    ("no_memory_mask", "no source padding mask"),
+    ("no_causal", text_of("transformer.no_causal_mask")),
+    ("no_memory_mask", text_of("transformer.no_src_mask")),
 ])
 def test_transformer_mistakes(mistake, words):
     with pytest.raises(CheckFailed) as error:
@@ -144,9 +145,9 @@ def decode_with(mistake):
 
 
 @pytest.mark.parametrize("mistake, words", [
-    ("no_pad_after_eos", "must hold model.pad_id"),
+    ("no_pad_after_eos", text_of("greedy.no_pad_after_eos")),
     ("never_stops", "stop as soon as every sequence"),
-    ("keeps_bos", "drop the leading bos_id"),
+    ("keeps_bos", text_of("greedy.keeps_bos")),
 ])
 def test_greedy_decode_mistakes(mistake, words):
     with pytest.raises(CheckFailed) as error:
