@@ -220,7 +220,7 @@ def check_evaluate(evaluate) -> None:
         hints = {70.0: mistake_hint("evaluate.percentage"),
                  7.0: mistake_hint("evaluate.count", "divide the number of correct predictions by the number of "
                                                      "examples."),
-                 7 / 3: mistake_hint("evaluate.divides_by_batches", "divide by the number of examples (10 here)."),
+                 7 / 3: mistake_hint("evaluate.divides_by_batches", "add up labels.size(0) of each batch (10 here)."),
                  (1 + 0.5 + 0.5) / 3: mistake_hint("evaluate.mean_of_batches", "count correct predictions over "
                                                                                "ALL examples."),
                  0.3: mistake_hint("evaluate.error_rate", "return the fraction predicted RIGHT.")}
