@@ -119,6 +119,10 @@ _CATALOGUE = [
     ("greedy.drops_eos", "greedy_decode", "the eos_id token itself is missing from the output"),
     ("greedy.argmax_wrong_axis", "greedy_decode",
      "the argmax runs over the wrong axis: the next token is the argmax over the vocabulary (dim=-1)"),
+    ("cache.recomputes_prefix", "cached_greedy_decode",
+     "the keys/values of the whole prefix are projected again at every step (no cache)"),
+    ("cache.recomputes_memory", "cached_greedy_decode",
+     "the memory's cross-attention keys/values are projected again at every step (once per call is enough)"),
     # ---------------------------------------------------------------------------------------------- 07 classifier
     ("pool.includes_padding", "masked_mean_pool",
      "pooling includes padding: you averaged over all T positions, padding too"),

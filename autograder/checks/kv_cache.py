@@ -28,6 +28,7 @@ from autograder.checks._common import (
 from autograder.checks._remote import RemoteObject, StudentError, ProbeBroken, new, probed
 from autograder.checks.attention import padded_ids
 from autograder.checks.encoder import reference_module
+from coursekit.mistakes import MISTAKES
 from coursekit.probe_hooks import PROJECTIONS, ProjectionRecorder
 
 B, S, D_MODEL, H, D_FF, NUM_LAYERS = 3, 7, 12, 3, 20, 2
@@ -42,8 +43,9 @@ SCALE = 1.0                      # size of the StatefulProjection offsets (keys/
 CASES = ((False, 0, 2, 3, 8, "mixed", 13, 1.0), (True, 0, 2, 3, 12, "all_early", 11, 1.0),
          (False, 5, 4, 6, 9, "mixed", 11, 1.0))
 
-RECOMPUTES_PREFIX = "recomputes the keys/values of the whole prefix at every step"
-RECOMPUTES_MEMORY = "projects the memory's cross-attention keys/values again at every step"
+# Catalogue ids (coursekit/mistakes.py) of the two ways of not caching that the check can name.
+RECOMPUTES_PREFIX = "cache.recomputes_prefix"
+RECOMPUTES_MEMORY = "cache.recomputes_memory"
 CACHE_HINT = ("keep each layer's self-attention keys/values from earlier steps, project only the newest token "
               "(one position per step) and append it; project the memory with each layer's cross_attn.w_k/w_v "
               "once, before the loop")
@@ -183,7 +185,8 @@ def _shown(calls: list[int]) -> str:
 
 
 def _count_problem(counts, steps: int) -> tuple[str, list[str]] | None:
-    """What the position counts say is wrong: (diagnosis, details), or None when they look like a cache."""
+    """What the position counts say is wrong: (catalogue id or a diagnosis in words, details), or None when they
+    look like a cache."""
     for i in range(NUM_LAYERS):
         for proj in ("w_k", "w_v"):
             name = f"decoder.layers.{i}.self_attn.{proj}"
@@ -271,5 +274,7 @@ def check_cached_greedy_decode(cached_greedy_decode, Transformer) -> None:
         elif problem is None:
             problem = ("does not project each position exactly once",
                        ["its tokens differ from those of a decoder that projects every position once, in order"])
-        fail(f"cached_greedy_decode {problem[0]}: it does not use a key/value cache as the exercise asks.",
-             tested=tested_b, details=problem[1][:3], hint=CACHE_HINT)
+        mistake = problem[0] if problem[0] in MISTAKES else None
+        fail("cached_greedy_decode does not use a key/value cache as the exercise asks"
+             + ("." if mistake else f": it {problem[0]}."),
+             tested=tested_b, details=problem[1][:3], mistake=mistake, hint=CACHE_HINT)
