@@ -2,7 +2,7 @@
 
 A typical check (see `multi_head.py`) reads:
 
-    device = start_check()                                   # integrity + grading device (CUDA when present)
+    device = start_check()                                   # the grading device (CUDA when present)
     module = construct(cls, "MultiHeadAttention", 24, 3)     # clear message when the constructor fails
     reference = solutions.MultiHeadAttention(24, 3)
     prepare(module, reference, device)                       # copy weights by contract names, .eval(), .to(device)
