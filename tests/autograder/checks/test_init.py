@@ -1,25 +1,26 @@
-"""Every API name of notebooks 01-06 (the key/value cache included) has its hidden check exported from `autograder.checks`."""
+"""Every graded hand-in named by the course API (`coursekit/api.py`) has its hidden check exported from
+`autograder.checks`, defined in the module the API names."""
 from __future__ import annotations
 
 import pytest
 
 import autograder.checks
+from coursekit import api
 
-API_NAMES = [
-    "build_vocab", "encode", "pad_batch", "token_embedding", "embedding_matrix_from_word2vec",
-    "attention_over_words", "sinusoidal_positional_encoding", "positional_encoding", "learned_positional_embedding",
-    "make_padding_mask", "make_causal_mask", "scaled_dot_product_attention", "split_heads", "merge_heads",
-    "multi_head_attention", "positionwise_feed_forward", "encoder_block", "encoder", "decoder_block", "decoder",
-    "transformer", "greedy_decode", "cached_greedy_decode",
-]
+CHECK_MODULES = api.check_modules()  # check_<name> -> module of autograder/checks/
 
 
-@pytest.mark.parametrize("name", API_NAMES)
-def test_check_is_exported(name):
-    from autograder.checks import __all__ as exported
+def test_every_api_entry_has_a_check():
+    assert {entry.check_name for entry in api.API} <= set(CHECK_MODULES)
+    assert len(CHECK_MODULES) == len(api.API) + len(api.GRADED_RESULTS)
 
-    assert f"check_{name}" in exported
-    assert callable(getattr(autograder.checks, f"check_{name}"))
+
+@pytest.mark.parametrize("check_name", sorted(CHECK_MODULES))
+def test_check_is_exported_from_its_module(check_name):
+    assert check_name in autograder.checks.__all__
+    check = getattr(autograder.checks, check_name)
+    assert callable(check)
+    assert check.__module__ == f"autograder.checks.{CHECK_MODULES[check_name]}", check.__module__
 
 
 def test_unknown_name_is_an_attribute_error():
