@@ -8,42 +8,15 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from pathlib import Path
 
-import matplotlib
-import nbformat
 import numpy as np
 import pytest
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-
-SOURCE = Path(__file__).resolve().parents[2] / "course" / "source"
-
-
-def _cell(assignment: str, cell_id: str) -> str:
-    notebook = nbformat.read(SOURCE / assignment / f"{assignment}.ipynb", as_version=4)
-    (cell,) = [c for c in notebook.cells if c.get("id") == cell_id]
-    return cell.source
+from notebook_cells import notebook_cell, plt, run_showing
 
 
 def _run(assignment: str, cell_ids: list[str], namespace: dict) -> list:
     """Execute cells in order; plt.show() records the open figures instead of showing them."""
-    shown = []
-    namespace.setdefault("plt", plt)
-    original = plt.show
-
-    def show(*args, **kwargs):  # what a student sees: every open figure, shown once (then closed, as inline does)
-        shown.extend(plt.figure(n) for n in plt.get_fignums())
-        plt.close("all")
-
-    plt.show = show
-    try:
-        for cell_id in cell_ids:
-            exec(compile(_cell(assignment, cell_id), f"<{cell_id}>", "exec"), namespace)
-    finally:
-        plt.show = original
-    return shown
+    return run_showing([(cell_id, notebook_cell(assignment, cell_id)) for cell_id in cell_ids], namespace)
 
 
 @pytest.fixture(scope="module")

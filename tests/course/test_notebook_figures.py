@@ -5,36 +5,14 @@ with the reference implementation and inspects the drawn figure.
 """
 from __future__ import annotations
 
-from pathlib import Path
-
 import matplotlib
-import nbformat
 import numpy as np
 import pytest
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-
-SOURCE = Path(__file__).resolve().parents[2] / "course" / "source"
+from notebook_cells import notebook_cell, plt, run_showing
 
 
-def _cell(assignment: str, cell_id: str) -> str:
-    notebook = nbformat.read(SOURCE / assignment / f"{assignment}.ipynb", as_version=4)
-    (cell,) = [c for c in notebook.cells if c.get("id") == cell_id]
-    return cell.source
-
-
-def _run(source: str, namespace: dict) -> list:
-    """Execute a cell with plt.show() recording the open figures instead of showing them."""
-    shown = []
-    namespace.setdefault("plt", plt)
-    original = plt.show
-    plt.show = lambda *a, **k: shown.extend(plt.figure(n) for n in plt.get_fignums())
-    try:
-        exec(compile(source, "<cell>", "exec"), namespace)
-    finally:
-        plt.show = original
-    return shown
+def _run_cell(assignment: str, cell_id: str, namespace: dict) -> list:
+    return run_showing([(cell_id, notebook_cell(assignment, cell_id))], namespace)
 
 
 def _luminance(rgb) -> float:
@@ -61,7 +39,7 @@ def test_01_padded_batch_labels_are_readable_on_padding():
     namespace = {"np": np, "torch": torch, "vocab": vocab, "tokenized": tokenized, "encode": encode,
                  "pad_batch": pad_batch}
     try:
-        (figure,) = _run(_cell("01_tokens_and_embeddings", "01-019"), namespace)
+        (figure,) = _run_cell("01_tokens_and_embeddings", "01-019", namespace)
         ax = figure.axes[0]
         (image,) = ax.get_images()
         cells = np.asarray(image.get_array())
@@ -86,7 +64,7 @@ def test_03_look_ahead_mask_visibly_changes_the_heat_map():
                  "make_padding_mask": make_padding_mask, "make_causal_mask": make_causal_mask,
                  "scaled_dot_product_attention": scaled_dot_product_attention}
     try:
-        (figure,) = _run(_cell("03_attention", "03-021"), namespace)
+        (figure,) = _run_cell("03_attention", "03-021", namespace)
         assert len(figure.axes) >= 2
         w_pad, w_causal = namespace["w_pad"][0].cpu(), namespace["w_causal"][0].cpu()  # (6, 6)
         real = 4  # "the food was great"
