@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import matplotlib
 import numpy as np
-import pytest
 from notebook_cells import notebook_cell, plt, run_showing
 
 
