@@ -132,4 +132,7 @@ def test_plain_nbgrader_autograde_gives_no_points_without_the_judge(tmp_path):
     nbgrader_api(tmp_path).autograde(assignment, "reference", force=True, create=True)
     with Gradebook(f"sqlite:///{tmp_path / 'gradebook.db'}") as gradebook:
         submission = gradebook.find_submission(assignment, "reference")
-        assert submission.max_score == 100 and submission.score == 0
+        written = sum(nbgrader_cell.max_score for nbgrader_cell in gradebook.find_notebook(assignment, assignment)
+                      .grade_cells if nbgrader_cell.name in _written_ids(assignment))
+        assert written > 0, "03 has written answers: they count in the maximum, never in the score"
+        assert submission.max_score == 100 + written and submission.score == 0
