@@ -383,9 +383,16 @@ def manual_section(data: dict) -> str:
         parts.append(f"<div class='rubric' id='{esc(_rubric_anchor(assignment, notebook, grade_id))}'>"
                      f"<h4>{esc(assignment)}/{esc(grade_id)} ({_score(key.points)} points; "
                      f"{counts[(assignment, notebook, grade_id)]} waiting)</h4>"
-                     f"<p><b>Question.</b> {esc(key.question)}</p><p><b>Model answer.</b> {esc(key.model_answer)}</p>"
-                     f"<p><b>Rubric.</b> {esc(key.rubric)}</p></div>")
+                     f"{_markdown('Question.', key.question)}{_markdown('Model answer.', key.model_answer)}"
+                     f"{_markdown('Rubric.', key.rubric)}</div>")
     return "\n".join(parts)
+
+
+def _markdown(label: str, text: str) -> str:
+    """The source notebook's markdown as HTML (bold, lists, code), after escaping: no HTML of the text survives."""
+    from nbconvert.filters.markdown_mistune import markdown2html_mistune
+
+    return markdown2html_mistune(f"**{label}** {esc(text)}")
 
 
 def _rubric_anchor(assignment: str, notebook: str, grade_id: str) -> str:

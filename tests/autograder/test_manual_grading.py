@@ -150,7 +150,8 @@ def test_report_lists_the_waiting_answers_with_the_rubric(graded):
     assert "<td>bob</td>" not in table and "<td>cat</td>" not in table  # bob: nothing to grade; cat: held
     assert f"href='#rubric-{PS1}-{PS1}-{ANSWER_ID}'" in table  # each waiting cell links to its rubric
     rubric = table[table.index(f"id='rubric-{PS1}-{PS1}-{ANSWER_ID}'"):]
-    for text in (MODEL, RUBRIC, "Why does `normalize` divide by the sum?", "2 waiting"):
+    # the source's markdown is rendered for the grader (code spans, bold), never its raw HTML
+    for text in (MODEL, RUBRIC, "Why does <code>normalize</code> divide by the sum?", "2 waiting"):
         assert text in rubric, text
 
 
@@ -218,3 +219,11 @@ def test_a_regrade_keeps_the_score_given_by_hand(graded):
     after = _grade(course, "eve")
     assert after["manual"] == 2.0
     assert after["needs"], "as nbgrader does, a kept hand score is flagged for another look"
+
+
+def test_rubric_markdown_is_rendered_but_its_html_is_escaped():
+    from autograder.report import _markdown
+
+    page = _markdown("Rubric.", "2 points: **names** `d_k`. <script>alert(1)</script>")
+    assert "<strong>Rubric.</strong>" in page and "<strong>names</strong>" in page and "<code>d_k</code>" in page
+    assert "<script>" not in page and "&lt;script&gt;" in page
