@@ -389,10 +389,10 @@ def manual_section(data: dict) -> str:
 
 
 def _markdown(label: str, text: str) -> str:
-    """The source notebook's markdown as HTML (bold, lists, code), after escaping: no HTML of the text survives."""
-    from nbconvert.filters.markdown_mistune import markdown2html_mistune
+    """The source notebook's markdown as HTML (bold, lists, code spans); any raw HTML in the text is escaped."""
+    import mistune  # nbconvert's markdown renderer
 
-    return markdown2html_mistune(f"**{label}** {esc(text)}")
+    return mistune.create_markdown(escape=True)(f"**{label}** {text}")
 
 
 def _rubric_anchor(assignment: str, notebook: str, grade_id: str) -> str:

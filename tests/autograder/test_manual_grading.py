@@ -224,6 +224,7 @@ def test_a_regrade_keeps_the_score_given_by_hand(graded):
 def test_rubric_markdown_is_rendered_but_its_html_is_escaped():
     from autograder.report import _markdown
 
-    page = _markdown("Rubric.", "2 points: **names** `d_k`. <script>alert(1)</script>")
+    page = _markdown("Rubric.", "2 points: **names** `d_k` and `<unk>`. <script>alert(1)</script>")
     assert "<strong>Rubric.</strong>" in page and "<strong>names</strong>" in page and "<code>d_k</code>" in page
+    assert "<code>&lt;unk&gt;</code>" in page, "a code span is escaped once, not twice"
     assert "<script>" not in page and "&lt;script&gt;" in page
