@@ -120,6 +120,7 @@ def test_snake_names_match_the_public_checks_helper():
     from coursekit.checks.toolkit import snake_case
 
     assert [api.snake_case(name) for name in api.names()] == [snake_case(name) for name in api.names()]
+    assert snake_case is api.snake_case, "one definition: the public checks use the course API's"
     assert api.by_name("TokenEmbedding").check_name == "check_token_embedding"
 
 

@@ -21,6 +21,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 import torch
 
+from coursekit.api import snake_case  # noqa: F401  (the checks' names: check_<snake_case(api name)>)
 from coursekit.mistakes import MISTAKES
 
 _PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # .../coursekit
@@ -197,10 +198,3 @@ def softmax_rows(scores: np.ndarray) -> np.ndarray:
 
 def isclose(a: float, b: float, tol: float = 1e-6) -> bool:
     return math.isclose(a, b, rel_tol=tol, abs_tol=tol)
-
-
-def snake_case(api_name: str) -> str:
-    """The check name of an API name: classes go to snake case (`TokenEmbedding` -> `token_embedding`)."""
-    import re
-
-    return re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", api_name).lower()
