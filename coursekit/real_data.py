@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 import random
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Sequence
 
@@ -29,7 +29,7 @@ from .word2vec_init import embedding_from_word2vec, init_embedding, train_word2v
 
 __all__ = ["REAL_TARBALL", "REAL_FOLDER", "RealBudget", "CPU_BUDGET", "GPU_BUDGET", "budget_for", "find_real_yelp",
            "search_folders", "RealSample", "load_real_sample", "tokenize_all", "tfidf_logreg", "train_and_score",
-           "compare_on_real_data", "smaller"]
+           "compare_on_real_data"]
 
 REAL_TARBALL = "yelp_review_full_csv.tgz"   # what `python -m coursekit.data download yelp_review_full` saves
 REAL_FOLDER = "yelp_review_full_csv"        # the tarball's folder, if someone unpacked it
@@ -144,19 +144,21 @@ def tokenize_all(texts: Sequence[str], processes: int | None = None, min_paralle
 
 # ------------------------------------------------------------------------------------------------ the contenders
 def tfidf_logreg(train_tokens: Sequence[list[str]], train_labels, test_tokens: Sequence[list[str]], test_labels,
-                 seed: int = 0) -> dict:
-    """TF-IDF of word 1-2 grams (sublinear tf) + logistic regression on already tokenised texts."""
+                 seed: int = 0, max_features: int | None = None, C: float = 1.0) -> dict:
+    """TF-IDF of word 1-2 grams (sublinear tf) + logistic regression on already tokenised texts: the course's
+    bag-of-n-grams baseline (also bench/tfidf_baseline.py's). Returns dict(accuracy, predicted, seconds)."""
     from sklearn.feature_extraction.text import TfidfVectorizer
     from sklearn.linear_model import LogisticRegression
 
     start = time.perf_counter()
     vectorizer = TfidfVectorizer(analyzer="word", tokenizer=list, preprocessor=None, lowercase=False,
                                  token_pattern=None, ngram_range=(1, 2), sublinear_tf=True,
-                                 min_df=2 if len(train_tokens) >= 1000 else 1)
+                                 min_df=2 if len(train_tokens) >= 1000 else 1, max_features=max_features)
     features = vectorizer.fit_transform(train_tokens)                                   # (N, n-grams) sparse
-    classifier = LogisticRegression(max_iter=1000, random_state=seed).fit(features, list(train_labels))
-    accuracy = float(classifier.score(vectorizer.transform(test_tokens), list(test_labels)))
-    return {"accuracy": accuracy, "seconds": time.perf_counter() - start}
+    classifier = LogisticRegression(C=C, max_iter=1000, random_state=seed).fit(features, list(train_labels))
+    predicted = classifier.predict(vectorizer.transform(test_tokens)).tolist()
+    accuracy = sum(int(p == y) for p, y in zip(predicted, test_labels)) / len(predicted)
+    return {"accuracy": accuracy, "predicted": predicted, "seconds": time.perf_counter() - start}
 
 
 def train_and_score(model: torch.nn.Module, train_ids, train_labels, test_ids, test_labels,
@@ -230,8 +232,3 @@ def compare_on_real_data(source, make_model: Callable[[int, int], torch.nn.Modul
             results[name]["seconds"] += word2vec_seconds
         log(f"{name}: test accuracy {results[name]['accuracy']:.3f} ({results[name]['seconds']:.0f} s)")
     return results
-
-
-def smaller(budget: RealBudget, **changes) -> RealBudget:
-    """A copy of `budget` with some fields changed (e.g. a quick trial: smaller(CPU_BUDGET, epochs=1))."""
-    return replace(budget, **changes)

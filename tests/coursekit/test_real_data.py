@@ -6,6 +6,8 @@ ones, the classifier the real notebook 07 architecture (made small).
 """
 from __future__ import annotations
 
+import dataclasses
+
 import io
 import random
 import tarfile
@@ -79,7 +81,7 @@ def test_budget_follows_the_device():
 
 def test_the_sample_is_class_balanced_and_keeps_test_apart(tmp_path):
     source = write_tarball(tmp_path / "data", per_class=12)
-    budget = real_data.smaller(real_data.CPU_BUDGET, train_limit=25, unlabelled_limit=20, test_limit=10)
+    budget = dataclasses.replace(real_data.CPU_BUDGET, train_limit=25, unlabelled_limit=20, test_limit=10)
     sample = real_data.load_real_sample(source, budget, seed=0)
     assert sorted(Counter(sample.train_labels).values()) == [5] * 5
     assert len(sample.unlabelled_texts) == 20 and len(sample.test_texts) == 10
@@ -94,7 +96,7 @@ def test_compare_on_real_data_runs_the_whole_path(tmp_path):
     import solutions
 
     source = write_unpacked(tmp_path / "data", per_class=30)
-    budget = real_data.smaller(real_data.CPU_BUDGET, train_limit=100, unlabelled_limit=40, test_limit=30,
+    budget = dataclasses.replace(real_data.CPU_BUDGET, train_limit=100, unlabelled_limit=40, test_limit=30,
                                epochs=2, max_len=32, batch_size=16)
 
     def make_model(vocab_size, max_len):
