@@ -110,12 +110,12 @@ def train_transformer(train_texts, train_labels, test_texts, test_labels, epochs
     test_loader = make_loader(test_ids, test_labels, 256, shuffle=False)
     word2vec_seconds = 0.0
     if word2vec_texts is not None:
-        from coursekit.word2vec_init import embedding_from_word2vec, train_word2vec
+        from coursekit.word2vec_init import rescale_known_rows, train_word2vec
 
         tick = time.perf_counter()
         vectors = train_word2vec((tokenize(text) for text in word2vec_texts), dim=settings["d_model"], seed=seed,
                                  min_count=settings["min_freq"])
-        matrix, known = embedding_from_word2vec(vocab, vectors)
+        matrix, known = rescale_known_rows(solutions.embedding_matrix_from_word2vec(vocab, vectors))
         word2vec_seconds = time.perf_counter() - tick
     set_seed(seed)  # nothing above draws from torch's generator: the same start as without word2vec
     architecture = solutions.TransformerClassifier if pooling == "mean" else ClsTokenClassifier

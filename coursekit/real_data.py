@@ -25,7 +25,7 @@ from .data import load_yelp
 from .env import cpu_budget, set_seed
 from .loaders import make_loader
 from .text import tokenize
-from .word2vec_init import embedding_from_word2vec, init_embedding, train_word2vec
+from .word2vec_init import init_embedding, rescale_known_rows, train_word2vec
 
 __all__ = ["REAL_TARBALL", "REAL_FOLDER", "RealBudget", "CPU_BUDGET", "GPU_BUDGET", "budget_for", "find_real_yelp",
            "search_folders", "RealSample", "load_real_sample", "tokenize_all", "tfidf_logreg", "train_and_score",
@@ -184,13 +184,14 @@ def train_and_score(model: torch.nn.Module, train_ids, train_labels, test_ids, t
 
 
 def compare_on_real_data(source, make_model: Callable[[int, int], torch.nn.Module], train_one_epoch: Callable,
-                         evaluate: Callable, build_vocab: Callable, encode: Callable, device="cpu",
+                         evaluate: Callable, build_vocab: Callable, encode: Callable,
+                         embedding_matrix_from_word2vec: Callable, device="cpu",
                          budget: RealBudget | None = None, seed: int = 0, progress: bool = True,
                          log: Callable[[str], None] = print) -> dict[str, dict]:
     """TF-IDF + logistic regression, and the Transformer from a random and from a word2vec start, on one split.
 
     make_model(vocab_size, max_len) builds an untrained classifier whose token embedding is
-    `model.encoder.embedding.weight`; build_vocab / encode are notebook 01's. Returns name -> dict(accuracy,
+    `model.encoder.embedding.weight`; build_vocab / encode / embedding_matrix_from_word2vec are notebook 01's. Returns name -> dict(accuracy,
     seconds[, history]); the first entry, "data", holds the sample's sizes and the preparation time.
     """
     budget = budget or budget_for(device)
@@ -218,7 +219,7 @@ def compare_on_real_data(source, make_model: Callable[[int, int], torch.nn.Modul
     dim = probe.encoder.embedding.weight.shape[1]
     tick = time.perf_counter()
     vectors = train_word2vec(train_tokens + unlabelled_tokens, dim=dim, seed=seed, min_count=budget.min_freq)
-    matrix, known = embedding_from_word2vec(vocab, vectors)
+    matrix, known = rescale_known_rows(embedding_matrix_from_word2vec(vocab, vectors))
     word2vec_seconds = time.perf_counter() - tick
     for name, start_from_word2vec in (("Transformer, random start", False), ("Transformer, word2vec start", True)):
         set_seed(seed)

@@ -8,12 +8,11 @@ the random one only in direction, not in scale. gensim is imported only when vec
 """
 from __future__ import annotations
 
-from typing import Iterable, Mapping
+from typing import Iterable
 
-import numpy as np
 import torch
 
-__all__ = ["train_word2vec", "embedding_from_word2vec", "init_embedding", "embedding_weight"]
+__all__ = ["train_word2vec", "rescale_known_rows", "init_embedding", "embedding_weight"]
 
 
 def train_word2vec(token_lists: Iterable[list[str]], dim: int, seed: int = 0, min_count: int = 2, window: int = 5,
@@ -29,21 +28,16 @@ def train_word2vec(token_lists: Iterable[list[str]], dim: int, seed: int = 0, mi
     return model.wv
 
 
-def embedding_from_word2vec(vocab: Mapping[str, int], keyed_vectors, pad_id: int = 0):
-    """(matrix (V, dim) float32, known (V,) bool): word2vec's vector for each vocabulary word it has, rescaled
-    so the known rows have standard deviation dim ** -0.5; zero rows (and known False) for the rest and for pad."""
-    ids = sorted(vocab.values())
-    if ids != list(range(len(vocab))):
-        raise ValueError("vocab ids must be exactly 0..len(vocab)-1, each used once")
-    dim = keyed_vectors.vector_size
-    matrix = torch.zeros(len(vocab), dim)                                               # (V, dim)
-    known = torch.zeros(len(vocab), dtype=torch.bool)                                   # (V,)
-    for word, index in vocab.items():
-        if index != pad_id and word in keyed_vectors.key_to_index:
-            matrix[index] = torch.tensor(np.array(keyed_vectors[word], dtype=np.float32))
-            known[index] = True
+def rescale_known_rows(matrix: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(matrix (V, dim) float32, known (V,) bool) from the (V, dim) matrix that notebook 01's
+    `embedding_matrix_from_word2vec(vocab, keyed_vectors)` returns (zero rows for words word2vec lacks): the
+    non-zero rows, rescaled together to standard deviation dim ** -0.5, and which rows they are."""
+    if matrix.dim() != 2:
+        raise ValueError(f"expected a (V, dim) matrix, got shape {tuple(matrix.shape)}")
+    matrix = matrix.detach().to(torch.float32).clone()                                  # (V, dim)
+    known = matrix.abs().sum(dim=1) > 0                                                 # (V,)
     if known.any():
-        matrix[known] = matrix[known] / matrix[known].std() * dim ** -0.5
+        matrix[known] = matrix[known] / matrix[known].std() * matrix.shape[1] ** -0.5
     return matrix, known
 
 

@@ -105,7 +105,8 @@ def test_compare_on_real_data_runs_the_whole_path(tmp_path):
 
     messages = []
     results = real_data.compare_on_real_data(source, make_model, solutions.train_one_epoch, solutions.evaluate,
-                                             solutions.build_vocab, solutions.encode, device="cpu", budget=budget,
+                                             solutions.build_vocab, solutions.encode,
+                                             solutions.embedding_matrix_from_word2vec, device="cpu", budget=budget,
                                              progress=False, log=messages.append)
     assert list(results) == ["data", "TF-IDF + logistic regression", "Transformer, random start",
                              "Transformer, word2vec start"]
