@@ -89,6 +89,12 @@ def held_notebooks(runs: list[dict]) -> set[tuple[str, str, str]]:
     return {(r["assignment"], r["notebook"], r["student"]) for r in runs if r["held"]}
 
 
+def waits_for_grader(grade: dict, held: set) -> bool:
+    """A grade (a `grade_rows` dict) that a grader still has to score, outside the notebooks held for review (those
+    are reviewed whole)."""
+    return bool(grade["needs_manual_grade"]) and (grade["assignment"], grade["notebook"], grade["student"]) not in held
+
+
 def manual_columns(grades: list[dict], held: set) -> dict[tuple[str, str], dict]:
     """(assignment, student) -> {manual_score, waiting_for_grader} (see the module doc)."""
     merged: dict[tuple[str, str], dict] = {}
@@ -119,8 +125,7 @@ def waiting_for_grader(course_dir, db_url: str | None = None, assignments=None) 
         runs.dispose()
     with Gradebook(db_url, course_id(course_dir)) as gb:
         grades = grade_rows(gb, assignments)
-    return [g for g in grades if g["needs_manual_grade"]
-            and (g["assignment"], g["notebook"], g["student"]) not in held]
+    return [g for g in grades if waits_for_grader(g, held)]
 
 
 def waiting_line(waiting: list[dict]) -> str:

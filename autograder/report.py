@@ -33,6 +33,7 @@ import nbformat
 from nbgrader.api import Gradebook
 
 from autograder.coursedir import course_id, default_db_url
+from autograder.export import grade_rows, held_notebooks, waits_for_grader
 from autograder.grade.gradebook import RunsTable
 from coursekit.mistakes import shown_text
 
@@ -75,15 +76,17 @@ STYLE = ("body{font-family:sans-serif;max-width:1100px;margin:2em auto;color:#22
 def collect_data(course_dir: Path, db_url: str, assignment: str | None) -> dict:
     """Scores per submission and per grade cell, late work, pending manual grades, our runs rows."""
     submissions, cells, names, cell_scores = [], collections.defaultdict(list), [], collections.defaultdict(list)
-    late, manual, max_scores, roster = [], [], {}, []
+    late, max_scores, roster = [], {}, []
     runs = RunsTable(db_url)
     try:
         rows = runs.all(assignment)
     finally:
         runs.dispose()
-    held = {(r["assignment"], r["notebook"], r["student"]) for r in rows if r["held"]}
+    held = held_notebooks(rows)
     with Gradebook(db_url, course_id(course_dir)) as gb:
         roster = sorted(s.id for s in gb.students)
+        manual = [{**g, "max_score": g["max_score"] or 0.0}
+                  for g in grade_rows(gb, [assignment] if assignment else None) if waits_for_grader(g, held)]
         for a in gb.assignments:
             if assignment and a.name != assignment:
                 continue
@@ -104,10 +107,6 @@ def collect_data(course_dir: Path, db_url: str, assignment: str | None) -> dict:
                         cells[key].append((grade.score or 0.0) >= (grade.max_score or 0.0) - 1e-9)
                         if grade.max_score:
                             cell_scores[key].append(100.0 * (grade.score or 0.0) / grade.max_score)
-                        if grade.needs_manual_grade and (a.name, nb.name, sub.student.id) not in held:
-                            manual.append({"assignment": a.name, "notebook": nb.name, "student": sub.student.id,
-                                           "cell": grade.name, "max_score": grade.max_score or 0.0,
-                                           "auto_score": grade.auto_score})
     return {"assignments": names, "submissions": submissions, "cells": dict(cells), "runs": rows,
             "cell_scores": dict(cell_scores), "late": late, "manual": manual, "max_scores": max_scores,
             "roster": roster, "answer_keys": manual_answer_keys(course_dir, manual)}
