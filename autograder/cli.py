@@ -199,7 +199,8 @@ def cmd_feedback(args, course_dir: Path) -> int:
 
 
 def cmd_export(args, course_dir: Path) -> int:
-    from autograder.export import DEFAULT_NAMES, export_grades, export_lms, waiting_for_grader, waiting_line
+    from autograder.export import DEFAULT_NAMES, export_grades, export_lms, waiting_line
+    from autograder.grade.queries import waiting_for_grader
 
     to = args.to or DEFAULT_NAMES[args.format]
     if args.format == "csv":

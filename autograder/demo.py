@@ -45,7 +45,8 @@ def prepare_course(output: Path, assignments: list[str]) -> Path:
 
 def run_demo(assignments=None, students: int = 6, output: Path | None = None, workers: int | None = None) -> int:
     from autograder.collect import collect
-    from autograder.export import export_grades, waiting_for_grader, waiting_line
+    from autograder.export import export_grades, waiting_line
+    from autograder.grade.queries import waiting_for_grader
     from autograder.feedback import generate_feedback
     from autograder.grade.engine import grade_many
     from autograder.release import release

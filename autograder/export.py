@@ -6,8 +6,9 @@ given by hand in formgrader, already part of nbgrader's `score`; empty when none
 grade cells that still need a grader, ";"-joined; a held notebook not yet reviewed is one entry "<notebook>: held
 for review"). A cell that waits counts 0 in `score` until its grade is given. Exposed to nbgrader as an export
 plugin (`nbgrader export --exporter=autograder.export.AnnotatedCsvExportPlugin`) and used by `autograder export`.
-`waiting_for_grader(course_dir)` lists the written answers (and other manual cells) still to grade, as the
-report's "Waiting for manual grading" does; `waiting_line` says it in one line.
+`waiting_line` says in one line what `autograder.grade.queries.waiting_for_grader` lists: the written answers (and
+other manual cells) still to grade, as the report's "Waiting for manual grading" does. The gradebook's reads (and
+the final-score and waits-for-a-grader rules) live in `autograder.grade.queries`; this module only formats.
 
 `export_lms` (`autograder export --format canvas|moodle`) writes one row per student of the roster (nbgrader's
 students: `id`, names, `email`, `lms_user_id`) and one column per assignment holding nbgrader's final score: the
@@ -33,12 +34,11 @@ import csv
 import io
 from pathlib import Path
 
-from nbgrader.api import (Assignment, Grade, GradeCell, Gradebook, MissingEntry, Notebook, SubmittedAssignment,
-                          SubmittedNotebook)
+from nbgrader.api import Gradebook
 from nbgrader.plugins.export import CsvExportPlugin
 
 from autograder.coursedir import course_id, default_db_url
-from autograder.grade.gradebook import RunsTable
+from autograder.grade.queries import final_scores, grade_rows, held_notebooks, run_rows
 from coursekit.mistakes import shown_text
 
 RUN_COLUMNS = ["status", "held_for_review", "flags", "mistakes", "grading_seconds"]
@@ -65,36 +65,6 @@ def extra_columns(runs: list[dict]) -> dict[tuple[str, str], dict]:
 
 
 # ---------------------------------------------------------------------------------------------- manual grading
-def grade_rows(gb: Gradebook, assignments=None) -> list[dict]:
-    """Every grade of every submission, one query: assignment, notebook, student, cell, max_score, auto_score,
-    manual_score, needs_manual_grade."""
-    query = (gb.db.query(Assignment.name, Notebook.name, SubmittedAssignment.student_id, GradeCell.name,
-                         GradeCell.max_score, Grade.auto_score, Grade.manual_score, Grade.needs_manual_grade)
-             .select_from(Grade)
-             .join(GradeCell, Grade.cell_id == GradeCell.id)
-             .join(SubmittedNotebook, Grade.notebook_id == SubmittedNotebook.id)
-             .join(SubmittedAssignment, SubmittedNotebook.assignment_id == SubmittedAssignment.id)
-             .join(Notebook, SubmittedNotebook.notebook_id == Notebook.id)
-             .join(Assignment, Notebook.assignment_id == Assignment.id)
-             .filter(Assignment.course_id == gb.course_id))
-    if assignments:
-        query = query.filter(Assignment.name.in_(list(assignments)))
-    keys = ("assignment", "notebook", "student", "cell", "max_score", "auto_score", "manual_score",
-            "needs_manual_grade")
-    return [dict(zip(keys, row)) for row in query.all()]
-
-
-def held_notebooks(runs: list[dict]) -> set[tuple[str, str, str]]:
-    """(assignment, notebook, student) of the notebooks held for review (our runs table)."""
-    return {(r["assignment"], r["notebook"], r["student"]) for r in runs if r["held"]}
-
-
-def waits_for_grader(grade: dict, held: set) -> bool:
-    """A grade (a `grade_rows` dict) that a grader still has to score, outside the notebooks held for review (those
-    are reviewed whole)."""
-    return bool(grade["needs_manual_grade"]) and (grade["assignment"], grade["notebook"], grade["student"]) not in held
-
-
 def manual_columns(grades: list[dict], held: set) -> dict[tuple[str, str], dict]:
     """(assignment, student) -> {manual_score, waiting_for_grader} (see the module doc)."""
     merged: dict[tuple[str, str], dict] = {}
@@ -111,21 +81,6 @@ def manual_columns(grades: list[dict], held: set) -> dict[tuple[str, str], dict]
             row["manual_score"] = (row["manual_score"] or 0.0) + float(g["manual_score"])
     return {key: {"manual_score": "" if v["manual_score"] is None else round(v["manual_score"], 2),
                   "waiting_for_grader": "; ".join(v["waiting"])} for key, v in merged.items()}
-
-
-def waiting_for_grader(course_dir, db_url: str | None = None, assignments=None) -> list[dict]:
-    """The grades that wait for a grader, outside the notebooks held for review (those are reviewed whole):
-    one dict per cell (assignment, notebook, student, cell, max_score, auto_score)."""
-    course_dir = Path(course_dir).resolve()
-    db_url = db_url or default_db_url(course_dir)
-    runs = RunsTable(db_url)
-    try:
-        held = held_notebooks(runs.all())
-    finally:
-        runs.dispose()
-    with Gradebook(db_url, course_id(course_dir)) as gb:
-        grades = grade_rows(gb, assignments)
-    return [g for g in grades if waits_for_grader(g, held)]
 
 
 def waiting_line(waiting: list[dict]) -> str:
@@ -145,13 +100,9 @@ class AnnotatedCsvExportPlugin(CsvExportPlugin):
         dest = self.to or "grades.csv"
         super().export(gradebook)
         # str(url) masks a password ("***"): the runs table needs the real one
-        runs = RunsTable(gradebook.engine.url.render_as_string(hide_password=False))
-        try:
-            run_rows = runs.all()
-        finally:
-            runs.dispose()
-        extra = extra_columns(run_rows)
-        manual = manual_columns(grade_rows(gradebook), held_notebooks(run_rows))
+        runs = run_rows(gradebook.engine.url.render_as_string(hide_password=False))
+        extra = extra_columns(runs)
+        manual = manual_columns(grade_rows(gradebook), held_notebooks(runs))
         with open(dest, newline="") as fh:
             rows = list(csv.DictReader(fh))
             fieldnames = list(rows[0].keys()) if rows else _nbgrader_columns(dest)
@@ -185,22 +136,6 @@ DEFAULT_NAMES = {"csv": "grades.csv", "canvas": "canvas_grades.csv", "moodle": "
 CANVAS_STUDENT_COLUMNS = ["Student", "ID", "SIS User ID", "SIS Login ID", "Section"]
 CANVAS_POINTS_ROW = "Points Possible"
 MOODLE_STUDENT_COLUMNS = ["First name", "Last name", "ID number", "Email address"]
-
-
-def final_scores(gb: Gradebook, assignments=None) -> tuple[list, list, dict]:
-    """(assignments [(name, max_score)], students, {(assignment, student): score after the late penalty})."""
-    chosen = [a for a in gb.assignments if not assignments or a.name in assignments]
-    students = sorted(gb.students, key=lambda s: s.id)
-    scores = {}
-    for a in chosen:
-        for student in students:
-            try:
-                sub = gb.find_submission(a.name, student.id)
-            except MissingEntry:
-                scores[(a.name, student.id)] = 0.0
-                continue
-            scores[(a.name, student.id)] = max(0.0, (sub.score or 0.0) - (sub.late_submission_penalty or 0.0))
-    return [(a.name, a.max_score or 0.0) for a in chosen], students, scores
 
 
 def _number(value: float) -> str:

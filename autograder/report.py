@@ -19,7 +19,6 @@ handed on by the hidden checks as data), counted as ids and shown with the catal
 """
 from __future__ import annotations
 
-import base64
 import collections
 import datetime
 import html
@@ -33,40 +32,13 @@ import nbformat
 from nbgrader.api import Gradebook
 
 from autograder.coursedir import course_id, default_db_url
-from autograder.export import grade_rows, held_notebooks, waits_for_grader
-from autograder.grade.gradebook import RunsTable
+from autograder.grade.queries import final_score, grade_rows, held_notebooks, run_rows, waits_for_grader
+from autograder.page_shell import img, page_end, page_head
 from coursekit.mistakes import shown_text
 
 esc = html.escape
 
-# Click a column heading to sort by it (numbers numerically, the rest as text); a second click reverses.
-SORT_SCRIPT = """<script>
-document.querySelectorAll('table.sortable th').forEach(function (th) {
-  th.style.cursor = 'pointer'; th.title = 'sort';
-  th.addEventListener('click', function () {
-    var body = th.closest('table').tBodies[0], col = th.cellIndex;
-    var asc = th.dataset.order !== 'asc'; th.dataset.order = asc ? 'asc' : 'desc';
-    var key = function (row) {
-      var cell = row.cells[col], text = cell ? (cell.dataset.sort || cell.textContent) : '';
-      var num = parseFloat(text);
-      return isNaN(num) ? text.trim().toLowerCase() : num;
-    };
-    var order = function (a, b) {
-      var x = key(a), y = key(b);
-      if (typeof x !== typeof y) { return typeof x === 'number' ? -1 : 1; }
-      return x < y ? -1 : x > y ? 1 : 0;
-    };
-    Array.from(body.rows).sort(function (a, b) { return asc ? order(a, b) : -order(a, b); })
-      .forEach(function (row) { body.appendChild(row); });
-  });
-});
-</script>"""
-
-STYLE = ("body{font-family:sans-serif;max-width:1100px;margin:2em auto;color:#222}"
-         "table{border-collapse:collapse;margin:1em 0}td,th{border:1px solid #ccc;padding:4px 8px;"
-         "text-align:left;vertical-align:top}th{background:#f2f2f2}.held{color:#b00;font-weight:bold}"
-         "td.num{text-align:right}tfoot td{font-weight:bold;background:#fafafa}img{max-width:100%}"
-         "pre{background:#fafafa;border:1px solid #ddd;padding:.5em;overflow-x:auto;font-size:12px}"
+STYLE = ("td.num{text-align:right}tfoot td{font-weight:bold;background:#fafafa}.held{color:#b00;font-weight:bold}"
          "nav a{margin-right:1em}td.example{max-width:620px}"
          "td.example pre{max-width:600px;max-height:24em;overflow:auto}"
          "td.mistake{max-width:260px}#matrix th{max-width:9em;overflow-wrap:anywhere}")
@@ -77,11 +49,7 @@ def collect_data(course_dir: Path, db_url: str, assignment: str | None) -> dict:
     """Scores per submission and per grade cell, late work, pending manual grades, our runs rows."""
     submissions, cells, names, cell_scores = [], collections.defaultdict(list), [], collections.defaultdict(list)
     late, max_scores, roster = [], {}, []
-    runs = RunsTable(db_url)
-    try:
-        rows = runs.all(assignment)
-    finally:
-        runs.dispose()
+    rows = run_rows(db_url, assignment)
     held = held_notebooks(rows)
     with Gradebook(db_url, course_id(course_dir)) as gb:
         roster = sorted(s.id for s in gb.students)
@@ -96,11 +64,11 @@ def collect_data(course_dir: Path, db_url: str, assignment: str | None) -> dict:
                 penalty = sub.late_submission_penalty or 0.0
                 raw = sub.score or 0.0
                 submissions.append({"assignment": a.name, "student": sub.student.id, "score": raw,
-                                    "final": max(0.0, raw - penalty), "penalty": penalty, "max_score": a.max_score})
+                                    "final": final_score(sub), "penalty": penalty, "max_score": a.max_score})
                 if sub.total_seconds_late > 0:
                     late.append({"assignment": a.name, "student": sub.student.id, "timestamp": sub.timestamp,
                                  "duedate": sub.duedate, "hours": sub.total_seconds_late / 3600.0,
-                                 "penalty": penalty, "raw": raw})
+                                 "penalty": penalty, "raw": raw, "final": final_score(sub)})
                 for nb in sub.notebooks:
                     for grade in nb.grades:
                         key = f"{a.name}:{grade.name}" if not assignment else grade.name
@@ -269,13 +237,8 @@ def mistake_examples(course_dir: Path, runs: list[dict], mistakes) -> dict:
 
 
 # ------------------------------------------------------------------------------------------------------ HTML
-def _img(png: bytes, alt: str) -> str:
-    return f"<img alt='{esc(alt)}' src='data:image/png;base64,{base64.b64encode(png).decode()}'>"
-
-
 def _page_head(title: str) -> list[str]:
-    return [f"<!doctype html><html><head><meta charset='utf-8'><title>{esc(title)}</title><style>{STYLE}</style>"
-            "</head><body>", f"<h1>{esc(title)}</h1>",
+    return [page_head(title, width_px=1100, style=STYLE), f"<h1>{esc(title)}</h1>",
             f"<p>Generated {datetime.datetime.now().strftime('%Y-%m-%d %H:%M')}.</p>"]
 
 
@@ -325,7 +288,7 @@ def late_table(data: dict) -> str:
                     f"<td>{_when(item['timestamp'])}</td><td>{_when(item['duedate'])}</td>"
                     f"<td class='num'>{item['hours']:.1f}</td><td class='num'>{_score(item['raw'])}</td>"
                     f"<td class='num'>{_score(item['penalty'])}</td>"
-                    f"<td class='num'>{_score(max(0.0, item['raw'] - item['penalty']))}</td></tr>")
+                    f"<td class='num'>{_score(item['final'])}</td></tr>")
     rows.append("</tbody></table>")
     return "\n".join(rows)
 
@@ -455,7 +418,7 @@ def render(data: dict, pngs: dict[str, bytes], title: str, examples: dict | None
                      "<a href='#similarity'>Copied work</a><a href='#figures'>Figures</a></nav>")
         parts.append("<h2 id='matrix-section'>The class</h2>")
         if "matrix.png" in pngs:
-            parts.append(_img(pngs["matrix.png"], "Scores per student and assignment"))
+            parts.append(img(pngs["matrix.png"], "Scores per student and assignment"))
             parts.append("<p>Scores in % of the maximum after late penalties; blank: nothing submitted.</p>")
         parts.append(matrix_table(data))
         parts.append(f"<h2 id='late'>Late submissions ({len(data['late'])})</h2>" + late_table(data))
@@ -465,13 +428,13 @@ def render(data: dict, pngs: dict[str, bytes], title: str, examples: dict | None
         parts.append("<h2 id='figures'>The whole course</h2>")
     for name, caption in FIGURES:
         if name in pngs:
-            parts.append(f"<h2>{caption}</h2>{_img(pngs[name], caption)}")
+            parts.append(f"<h2>{caption}</h2>{img(pngs[name], caption)}")
     parts.append(mistakes_section(data, examples))
     if "matrix.png" not in pngs and not similarity_html:
         parts.append(manual_section(data))
     parts.append(flagged_section(data["runs"]))
     parts.append(submissions_table(data["runs"]))
-    parts.append(SORT_SCRIPT + "</body></html>")
+    parts.append(page_end())
     return "\n".join(parts)
 
 

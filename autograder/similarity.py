@@ -24,7 +24,6 @@ map of the class, one self-contained page), `similarity.csv` (every pair with an
 """
 from __future__ import annotations
 
-import base64
 import csv
 import html
 import io
@@ -37,6 +36,8 @@ from pathlib import Path
 
 import nbformat
 import numpy as np
+
+from autograder.page_shell import img, page_end, page_head
 
 NOISE = 25  # copydetect's noise threshold: shortest match (filtered characters) that counts
 GUARANTEE = 30  # every match this long is found (window = GUARANTEE - NOISE + 1)
@@ -306,12 +307,7 @@ def write_csv(result: Result, path: Path) -> Path:
     return Path(path)
 
 
-PAGE_STYLE = ("body{font-family:sans-serif;max-width:1200px;margin:2em auto;color:#222}"
-              "table{border-collapse:collapse;margin:1em 0}td,th{border:1px solid #ccc;padding:4px 8px;"
-              "text-align:left;vertical-align:top}th{background:#f2f2f2}"
-              ".side{display:flex;gap:1em}.side>div{flex:1;min-width:0}"
-              "pre{background:#fafafa;border:1px solid #ddd;padding:.5em;overflow-x:auto;font-size:12px}"
-              "mark{background:#ffd27a}img{max-width:100%}")
+PAGE_STYLE = ".side{display:flex;gap:1em}.side>div{flex:1;min-width:0}mark{background:#ffd27a}"
 
 
 def pairs_table(result: Result, link: str = "") -> str:
@@ -337,8 +333,7 @@ def pairs_table(result: Result, link: str = "") -> str:
 
 def render(result: Result, png: bytes | None) -> str:
     esc = html.escape
-    parts = [f"<!doctype html><html><head><meta charset='utf-8'><title>Similarity: {esc(result.assignment)}</title>"
-             f"<style>{PAGE_STYLE}</style></head><body>",
+    parts = [page_head(f"Similarity: {result.assignment}", width_px=1200, style=PAGE_STYLE),
              f"<h1>Similarity of solution code: {esc(result.assignment)}</h1>",
              f"<p>{len(result.students)} students compared pairwise on their solution cells with copydetect "
              f"(winnowing fingerprints); the released notebook and provided code are ignored. Reported: pairs "
@@ -348,8 +343,7 @@ def render(result: Result, png: bytes | None) -> str:
              f"code is highlighted. This page only reports: grades are unchanged.</p>",
              f"<h2>Pairs above the threshold ({len(result.reported)})</h2>", pairs_table(result)]
     if png:
-        parts.append("<h2>The class</h2><img alt='Similarity heat map' "
-                     f"src='data:image/png;base64,{base64.b64encode(png).decode()}'>")
+        parts.append("<h2>The class</h2>" + img(png, "Similarity heat map"))
     if len(result.reported) > MAX_DETAILS:
         parts.append(f"<p>Matched regions of the {MAX_DETAILS} most similar pairs:</p>")
     for rank, p in enumerate(result.reported[:MAX_DETAILS], 1):
@@ -359,9 +353,7 @@ def render(result: Result, png: bytes | None) -> str:
                      f"<pre>{_highlighted(result.documents[p.a], p.slices_a)}</pre></div>"
                      f"<div><b>{esc(p.b)}</b> ({100 * p.similarity_b:.0f}% of it matched)"
                      f"<pre>{_highlighted(result.documents[p.b], p.slices_b)}</pre></div></div>")
-    from autograder.report import SORT_SCRIPT
-
-    parts.append(SORT_SCRIPT + "</body></html>")
+    parts.append(page_end())
     return "\n".join(parts)
 
 

@@ -38,6 +38,9 @@ RUNS = sa.Table(
 
 
 class RunsTable:
+    """Our runs table in the gradebook's database; a context manager (`with RunsTable(url) as runs:`) that disposes
+    of its engine on exit."""
+
     def __init__(self, db_url: str):
         self.engine = sa.create_engine(db_url)
         RUNS.metadata.create_all(self.engine)
@@ -66,6 +69,12 @@ class RunsTable:
 
     def dispose(self):
         self.engine.dispose()
+
+    def __enter__(self) -> "RunsTable":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.dispose()
 
 
 def _decode(row: dict) -> dict:

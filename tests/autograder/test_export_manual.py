@@ -13,7 +13,8 @@ import shutil
 import pytest
 from nbgrader.api import Gradebook
 
-from autograder.export import export_grades, waiting_for_grader, waiting_line
+from autograder.export import export_grades, waiting_line
+from autograder.grade.queries import waiting_for_grader
 from autograder.grade.gradebook import RunsTable
 
 HW = "hw"
@@ -48,11 +49,10 @@ def built(tmp_path_factory):
                 grade.auto_score, grade.manual_score, grade.needs_manual_grade = auto, manual, needs
             gb.db.commit()
         gb.add_student("eve")  # on the roster, nothing handed in
-    runs = RunsTable(db_url)
-    for student in GRADES:
-        runs.put({"assignment": HW, "notebook": HW, "student": student, "status": "graded", "held": student in HELD,
-                  "score": 0.0, "max_score": 16.0, "seconds": 1.0})
-    runs.dispose()
+    with RunsTable(db_url) as runs:
+        for student in GRADES:
+            runs.put({"assignment": HW, "notebook": HW, "student": student, "status": "graded",
+                      "held": student in HELD, "score": 0.0, "max_score": 16.0, "seconds": 1.0})
     return root
 
 

@@ -19,7 +19,8 @@ from nbgrader.api import Gradebook
 
 from autograder.cli import main
 from autograder.coursedir import course_id, default_db_url, nbgrader_api
-from autograder.export import waiting_for_grader, waiting_line
+from autograder.export import waiting_line
+from autograder.grade.queries import waiting_for_grader
 from autograder.grade.engine import grade
 from autograder.grade.sandbox import GiB, Limits
 from synthetic_course import SYNTHETIC_ASSIGNMENT, release_assignment, synthetic_course, synthetic_submission
@@ -198,7 +199,7 @@ def test_a_manual_score_reaches_export_and_report(graded, tmp_path):
 
 
 def test_export_prints_what_waits_for_a_grader(graded, tmp_path, capsys):
-    from autograder.export import waiting_for_grader
+    from autograder.grade.queries import waiting_for_grader
 
     waiting = waiting_for_grader(graded["course"])
     assert waiting, "the fixture's class has answers that wait"

@@ -82,7 +82,7 @@ def test_manual_score_on_a_real_notebook_reaches_export_and_report(autograded, c
     from nbgrader.api import Gradebook
 
     from autograder.cli import main
-    from autograder.export import waiting_for_grader
+    from autograder.grade.queries import waiting_for_grader
 
     assignment = WRITTEN_EXAMPLE
     graded, _ = _graded(autograded, assignment, "reference")
