@@ -9,7 +9,7 @@ A typical check (see `multi_head.py`) reads:
     got = call("MultiHeadAttention.forward", module, q, k, v, mask)
     expect_tensor(got, expected, "output", device, tested="query (2, 5, 24) ...", mistakes=lambda: {...})
 
-Every failure raises `CheckFailure` (an AssertionError) with a short message for the student: what was tested
+Every failure raises `CheckFailed` (an AssertionError) with a short message for the student: what was tested
 (shapes only, never input values or reference code), expected vs got, and the most likely mistake when one of the
 known-mistake variants (`mistakes.py`) reproduces the student's numbers. The mistake is named by its id in the
 catalogue `coursekit.mistakes`: the message shows its text, the failure carries the id (`.mistake_id`).
@@ -30,6 +30,7 @@ from torch import nn
 
 from autograder.checks._remote import ProbeBroken, RemoteObject, StudentError
 from autograder.checks._tolerance import grading_device, tolerance
+from coursekit.checks.toolkit import CheckFailed
 from coursekit.mistakes import text_of
 
 
@@ -75,18 +76,9 @@ def shape_of(x) -> str:
 
 
 # ----------------------------------------------------------------------------------------------------- failures
-class CheckFailure(AssertionError):
-    """A hidden check's verdict: the message for the student and, when one was diagnosed, the catalogue id of the
-    likely mistake (`coursekit.mistakes`), which the judge hands on to the gradebook as data."""
-
-    def __init__(self, message: str, mistake_id: str | None = None):
-        super().__init__(message)
-        self.mistake_id = mistake_id
-
-
 def fail(problem: str, *, tested: str | None = None, details: Iterable[str] = (), mistake: str | None = None,
          hint: str | None = None):
-    """Raise the student-facing CheckFailure (at most MAX_MESSAGE_LINES lines); `mistake` is a catalogue id."""
+    """Raise the student-facing CheckFailed (at most MAX_MESSAGE_LINES lines); `mistake` is a catalogue id."""
     lines = [problem]
     if tested:
         lines.append(f"  tested: {tested}")
@@ -95,7 +87,7 @@ def fail(problem: str, *, tested: str | None = None, details: Iterable[str] = ()
         lines.append(f"  likely mistake: {text_of(mistake)}")
     if hint:
         lines.append(f"  hint: {hint}")
-    raise CheckFailure("\n".join(lines[:MAX_MESSAGE_LINES]), mistake or None)
+    raise CheckFailed("\n".join(lines[:MAX_MESSAGE_LINES]), mistake or None)
 
 
 def expected_got(expected: str, got: str) -> list[str]:

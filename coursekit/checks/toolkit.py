@@ -35,7 +35,14 @@ class CheckFailed(AssertionError):
     In IPython/Jupyter it renders as the message, then the line of the student's cell that ran the check and, when
     the student's code crashed, the student's own lines where it crashed: no frames of coursekit or other libraries,
     no "During handling of the above exception" chains.
+
+    The hidden checks (autograder) raise it too: there `mistake_id` carries the catalogue id of the diagnosed
+    mistake (`coursekit.mistakes`), which the judge hands on to the gradebook as data.
     """
+
+    def __init__(self, message: str = "", mistake_id: str | None = None):
+        super().__init__(message)
+        self.mistake_id = mistake_id
 
     def _render_traceback_(self) -> list[str]:
         lines = [f"{_RED}{_BOLD}Self-check failed:{_RESET} {_RED}{line}{_RESET}" if i == 0 else

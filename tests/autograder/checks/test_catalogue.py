@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 import coursekit.mistakes as catalogue
-from autograder.checks._common import CheckFailure, fail
+from autograder.checks._common import CheckFailed, fail
 from coursekit.api import API
 from coursekit.mistakes import MISTAKES, Mistake, mistakes_for
 
@@ -49,11 +49,11 @@ def test_mistakes_for_an_api():
 
 
 def test_a_failure_carries_the_id_as_data_and_shows_the_text():
-    with pytest.raises(CheckFailure) as info:
+    with pytest.raises(CheckFailed) as info:
         fail("output: values differ.", mistake="attention.missing_scale")
     assert info.value.mistake_id == "attention.missing_scale"
     assert str(info.value).endswith("likely mistake: " + MISTAKES["attention.missing_scale"].text)
-    with pytest.raises(CheckFailure) as info:
+    with pytest.raises(CheckFailed) as info:
         fail("output: values differ.")
     assert info.value.mistake_id is None and "likely mistake" not in str(info.value)
     with pytest.raises(KeyError, match="no_such.mistake"):
