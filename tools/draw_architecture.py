@@ -200,7 +200,18 @@ def arrow_list(edges: dict[Edge, list[str]]) -> str:
                      for edge in sorted(edges, key=lambda e: (order.index(e.source), order.index(e.target))))
 
 
-BLOCKS = {"exercises": exercise_table, "arrows": lambda repo: arrow_list(scan(repo))}
+def recipe(repo: Path = REPO) -> str:
+    """The steps of tools/exercise_recipe.py, numbered."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("exercise_recipe", repo / "tools" / "exercise_recipe.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules.setdefault("exercise_recipe", module)  # dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module.markdown()
+
+
+BLOCKS = {"exercises": exercise_table, "arrows": lambda repo: arrow_list(scan(repo)), "recipe": recipe}
 
 
 def _marker(name: str, end: bool = False) -> str:
