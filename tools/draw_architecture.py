@@ -170,7 +170,7 @@ def _mistake_ids(name: str) -> str:
     try:
         from coursekit.mistakes import mistakes_for
     except ImportError:
-        return "see `autograder/checks/mistakes.py`"
+        return "see `autograder/checks/known_mistakes/`"
     ids = [mistake.id for mistake in mistakes_for(name)]
     return ", ".join(f"`{mistake_id}`" for mistake_id in ids) if ids else "-"
 

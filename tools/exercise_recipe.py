@@ -124,7 +124,11 @@ STEPS: tuple[Step, ...] = (
          lambda e, repo: _defines(_text(repo, f"autograder/checks/{e.check_module}.py"), e.check_name)),
     Step("catalogue", "coursekit/mistakes.py",
          "one entry per typical mistake the checks name (`<topic>.<what>`, the API name, the student's text); "
-         "the known-mistake variants that recognise them go with the hidden checks", _catalogue_ids_exist),
+         "each id is diagnosed by a known-mistake variant (next step)", _catalogue_ids_exist),
+    Step("known-mistake variants", "autograder/checks/known_mistakes/{topic}.py",
+         "the reference recomputed with one mistake switched on (switches off: the reference exactly, "
+         "`tests/autograder/checks/test_mistakes.py`); the hidden check diagnoses with them (`M.<variant>`)",
+         lambda e, repo: (repo / f"autograder/checks/known_mistakes/{e.topic}.py").is_file()),
     Step("reference tests", "tests/solutions/test_{topic}.py",
          "the reference against an independent implementation (a torch module, a formula, a hand-worked example)",
          _mentions("tests/solutions/test_{topic}.py", r"\b{name}\b")),

@@ -17,14 +17,13 @@ from __future__ import annotations
 
 import math
 import numbers
-from typing import Callable
 
 import numpy as np
 import torch
 import torch.nn as nn
-import torch.nn.functional as F
 
 from autograder.checks import _remote
+from autograder.checks import known_mistakes as M
 from autograder.checks._common import (
     as_tensor, call, construct, describe, diagnose, expect_callable, expect_shape, expected_got, fail, grader_step,
     kind_of, max_difference, seeded, start_check, type_name, values_close,
@@ -98,18 +97,6 @@ def _padded_ids(lengths: list[int], vocab_size: int, pad_id: int, generator: tor
 
 
 # ---------------------------------------------------------------------------------------------------- pooling
-def _pool_mistakes(x: torch.Tensor, mask: torch.Tensor) -> dict[str, Callable]:
-    keep = mask.unsqueeze(-1).to(x.dtype)  # (B, T, 1)
-    real = keep.sum(dim=1)  # (B, 1)
-    return {
-        "pool.includes_padding": lambda: x.mean(dim=1),
-        "pool.divides_by_T": lambda: (x * keep).sum(1) / x.shape[1],
-        "pool.mask_inverted": lambda: (x * (1 - keep)).sum(1) / (1 - keep).sum(1).clamp(min=1),
-        "pool.no_division": lambda: (x * keep).sum(1),
-        "pool.divides_by_batch_count": lambda: (x * keep).sum(1) / real.sum(),
-    }
-
-
 def _unchanged(echoed, sent: torch.Tensor) -> bool:
     return isinstance(echoed, torch.Tensor) and echoed.shape == sent.shape and echoed.dtype == sent.dtype and \
         bool(torch.equal(echoed.to(sent.device), sent))
@@ -138,7 +125,7 @@ def check_masked_mean_pool(masked_mean_pool) -> None:
                   hint="use out-of-place operations (`x * m`, not `x.mul_(m)`).")
         expected = reference.masked_mean_pool(x, mask)
         if not values_close(out, expected, device):
-            mistake = diagnose(out, lambda: _pool_mistakes(x, mask), device)
+            mistake = diagnose(out, lambda: M.pool_mistakes(x, mask), device)
             _fail(f"masked_mean_pool(x {tuple(x.shape)}, mask {tuple(mask.shape)}) gives wrong values "
                   f"(real lengths per row: {lengths}).",
                   f"shape {shape}, the mean over the positions where mask is True",
@@ -146,27 +133,6 @@ def check_masked_mean_pool(masked_mean_pool) -> None:
 
 
 # ---------------------------------------------------------------------------------------------------- model
-def _classifier_mistakes(ref_model: nn.Module, ids: torch.Tensor, pad_id: int) -> dict[str, Callable]:
-    reference = _reference()
-
-    def encode(mask_pad_id: int | None):
-        if mask_pad_id is None:
-            return ref_model.encoder(ids)
-        return ref_model.encoder(ids, (ids != mask_pad_id)[:, None, None, :])
-
-    keep = ids != pad_id  # (B, T)
-    return {
-        "classifier.pool_includes_padding": lambda: ref_model.classifier(encode(pad_id).mean(dim=1)),
-        "classifier.encoder_no_mask": lambda: ref_model.classifier(reference.masked_mean_pool(encode(None), keep)),
-        "classifier.pad_id_hardcoded": lambda: ref_model.classifier(reference.masked_mean_pool(encode(0), ids != 0)),
-        "classifier.returns_probabilities": lambda: ref_model(ids).softmax(dim=-1),
-        "classifier.returns_log_probabilities": lambda: ref_model(ids).log_softmax(dim=-1),
-        "classifier.first_position": lambda: ref_model.classifier(encode(pad_id)[:, 0]),
-        "classifier.max_pooling":
-            lambda: ref_model.classifier(encode(pad_id).masked_fill(~keep[..., None], float("-inf")).amax(1)),
-    }
-
-
 def _linear_shape(info: dict, name: str) -> tuple[int, ...] | None:
     """The weight shape (out, in) of submodule `name` when it is an nn.Linear (by its type name), else None."""
     modules = {str(n): str(t) for n, t in info.get("modules", [])}
@@ -253,7 +219,8 @@ def check_transformer_classifier(TransformerClassifier) -> None:
         with torch.no_grad():
             expected = ref_model(ids)
         if not values_close(logits, expected, device):
-            mistake = diagnose(logits, lambda: _classifier_mistakes(ref_model, ids, config["pad_id"]), device)
+            mistake = diagnose(logits, lambda: M.classifier_mistakes(ref_model, ids, config["pad_id"],
+                                                                     _reference().masked_mean_pool), device)
             _fail(f"{description}: logits differ from the reference with the same weights "
                   f"(ids {tuple(ids.shape)} with real lengths {lengths}, pad_id={config['pad_id']}).",
                   f"logits of shape {shape}", "different values", mistake)
@@ -309,38 +276,6 @@ def _forward_calls(model: RemoteObject) -> list[tuple[bool, bool]]:
 
 
 # ---------------------------------------------------------------------------------------------------- training
-def _train_variant(model, batches, optimizer, device, loss_fn=None, zero_grad=True, step=True,
-                   result="mean", train=True):
-    """One epoch of training written with a switchable mistake; returns the float the variant would return."""
-    if train:
-        model.train()
-    losses = []
-    for ids, labels in batches:
-        ids, labels = ids.to(device), labels.to(device)
-        if zero_grad:
-            optimizer.zero_grad()
-        logits = model(ids)
-        loss = loss_fn(logits, labels) if loss_fn else F.cross_entropy(logits, labels)
-        loss.backward()
-        if step:
-            optimizer.step()
-        losses.append(loss.item())
-    return {"mean": sum(losses) / len(losses), "sum": sum(losses), "last": losses[-1], "first": losses[0]}[result]
-
-
-_TRAIN_MISTAKES = {  # mistake id -> the switches of `_train_variant` that make it
-    "training.no_zero_grad": dict(zero_grad=False),
-    "training.softmax_before_loss": dict(loss_fn=lambda logits, y: F.cross_entropy(logits.softmax(-1), y)),
-    "training.nll_on_logits": dict(loss_fn=lambda logits, y: F.nll_loss(logits, y)),
-    "training.loss_summed": dict(loss_fn=lambda logits, y: F.cross_entropy(logits, y, reduction="sum")),
-    "training.no_step": dict(step=False),
-    "training.returns_sum": dict(result="sum"),
-    "training.returns_last": dict(result="last"),
-    "training.returns_first": dict(result="first"),
-    "training.no_train_mode": dict(train=False),
-}
-
-
 def _batches(sizes_and_lengths, vocab_size: int, seed: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
     generator = torch.Generator().manual_seed(seed)
     batches = []
@@ -410,7 +345,7 @@ def check_train_one_epoch(train_one_epoch) -> None:
                 results = []
                 for epoch in range(2):
                     with seeded(100 + epoch):
-                        results.append(_train_variant(variant_model, batches, variant_optimizer, device, **options))
+                        results.append(M.train_variant(variant_model, batches, variant_optimizer, device, **options))
                 return results, {k: v.detach().clone() for k, v in variant_model.state_dict().items()}
             return run
 
@@ -423,7 +358,7 @@ def check_train_one_epoch(train_one_epoch) -> None:
             return same_losses and _same_weights(weights, variant_weights, device)
 
         mistake = None
-        for name, options in _TRAIN_MISTAKES.items():
+        for name, options in M.TRAIN_MISTAKES.items():
             try:
                 if matches(*run_variant(options)()):
                     mistake = name

@@ -8,7 +8,7 @@ import random
 import numpy as np
 import torch
 
-from autograder.checks import mistakes as M
+from autograder.checks import known_mistakes as M
 from autograder.checks._common import (
     as_tensor, call, construct, describe, expect_callable, expect_shape, expect_tensor, fail, is_integer, prepare,
     start_check, to_numpy, values_close,

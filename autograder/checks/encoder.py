@@ -5,7 +5,7 @@ from autograder.checks._remote import probed
 
 import torch
 
-from autograder.checks import mistakes as M
+from autograder.checks import known_mistakes as M
 from autograder.checks._common import (
     call, construct, expect_raises, expect_tensor, prepare, randn, shape_of, start_check,
 )

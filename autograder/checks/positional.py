@@ -5,7 +5,7 @@ from autograder.checks._remote import probed
 
 import torch
 
-from autograder.checks import mistakes as M
+from autograder.checks import known_mistakes as M
 from autograder.checks._common import (
     as_tensor, call, construct, describe, expect_callable, expect_raises, expect_shape, expect_tensor, fail, prepare,
     randn, start_check, values_close,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 
 import solutions
-from autograder.checks import mistakes as M
+from autograder.checks import known_mistakes as M
 from autograder.checks.attention import padded_ids
 
 
