@@ -75,9 +75,12 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("assignment", nargs="?")
 
     p = sub.add_parser("export", parents=[common], help="grades as CSV (nbgrader's, or an LMS gradebook import)")
-    p.add_argument("--to", default=None, help="output file (default: grades.csv, canvas_grades.csv, moodle_grades.csv)")
-    p.add_argument("--format", choices=("csv", "canvas", "moodle"), default="csv",
-                   help="csv: nbgrader's columns + ours; canvas/moodle: their gradebook import layouts")
+    from autograder.export import FORMATS
+
+    p.add_argument("--to", default=None, help="output file (default: "
+                   + ", ".join(f"{fmt.default_name} for {name}" for name, fmt in FORMATS.items()) + ")")
+    p.add_argument("--format", choices=tuple(FORMATS), default="csv",
+                   help="; ".join(f"{name}: {fmt.help}" for name, fmt in FORMATS.items()))
 
     p = sub.add_parser("report", parents=[common], help="class report (HTML)")
     p.add_argument("assignment", nargs="?")
@@ -199,14 +202,11 @@ def cmd_feedback(args, course_dir: Path) -> int:
 
 
 def cmd_export(args, course_dir: Path) -> int:
-    from autograder.export import DEFAULT_NAMES, export_grades, export_lms, waiting_line
+    from autograder.export import FORMATS, waiting_line
     from autograder.grade.queries import waiting_for_grader
 
-    to = args.to or DEFAULT_NAMES[args.format]
-    if args.format == "csv":
-        path = export_grades(course_dir, to, db_url=args.db)
-    else:
-        path = export_lms(course_dir, to, args.format, db_url=args.db)
+    chosen = FORMATS[args.format]
+    path = chosen.write(course_dir, args.to or chosen.default_name, db_url=args.db)
     rows = max(0, sum(1 for _ in open(path)) - 1)
     print(f"export: {rows} row(s) written to {path}")
     print(waiting_line(waiting_for_grader(course_dir, args.db)))

@@ -32,7 +32,9 @@ from __future__ import annotations
 
 import csv
 import io
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 from nbgrader.api import Gradebook
 from nbgrader.plugins.export import CsvExportPlugin
@@ -132,7 +134,6 @@ def export_grades(course_dir, to: str | Path = "grades.csv", db_url: str | None 
 
 
 # ------------------------------------------------------------------------------------------ LMS gradebook imports
-DEFAULT_NAMES = {"csv": "grades.csv", "canvas": "canvas_grades.csv", "moodle": "moodle_grades.csv"}
 CANVAS_STUDENT_COLUMNS = ["Student", "ID", "SIS User ID", "SIS Login ID", "Section"]
 CANVAS_POINTS_ROW = "Points Possible"
 MOODLE_STUDENT_COLUMNS = ["First name", "Last name", "ID number", "Email address"]
@@ -165,13 +166,34 @@ def moodle_rows(assignments, students, scores) -> list[list[str]]:
 def export_lms(course_dir, to: str | Path, fmt: str, db_url: str | None = None, assignments=None,
                assignment_ids: dict | None = None) -> Path:
     """Write the Canvas or Moodle gradebook import CSV (see the module doc); returns its path."""
-    if fmt not in ("canvas", "moodle"):
-        raise ValueError(f"unknown LMS format {fmt!r}: canvas or moodle")
+    if fmt not in LMS_ROWS:
+        raise ValueError(f"unknown LMS format {fmt!r}: {' or '.join(LMS_ROWS)}")
     course_dir = Path(course_dir).resolve()
     with Gradebook(db_url or default_db_url(course_dir), course_id(course_dir)) as gb:
         columns, students, scores = final_scores(gb, assignments)
-        rows = canvas_rows(columns, students, scores, assignment_ids) if fmt == "canvas" else \
-            moodle_rows(columns, students, scores)
+        rows = LMS_ROWS[fmt](columns, students, scores, assignment_ids)
     with open(to, "w", newline="", encoding="utf-8") as fh:
         csv.writer(fh, lineterminator="\n").writerows(rows)
     return Path(to)
+
+
+# LMS format -> its rows (assignments, students, scores, assignment ids) -> list of CSV rows
+LMS_ROWS = {"canvas": canvas_rows,
+            "moodle": lambda assignments, students, scores, _ids=None: moodle_rows(assignments, students, scores)}
+
+
+@dataclass(frozen=True)
+class ExportFormat:
+    """One choice of `autograder export --format`: its default file and what writes it."""
+
+    default_name: str
+    help: str
+    write: Callable[..., Path]  # (course_dir, to, db_url=...) -> the path written
+
+
+FORMATS = {
+    "csv": ExportFormat("grades.csv", "nbgrader's columns + ours", export_grades),
+    **{fmt: ExportFormat(f"{fmt}_grades.csv", f"{fmt.capitalize()}'s gradebook import layout",
+                         lambda course_dir, to, db_url=None, _fmt=fmt: export_lms(course_dir, to, _fmt, db_url=db_url))
+       for fmt in LMS_ROWS},
+}
