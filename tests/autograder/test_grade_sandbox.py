@@ -129,6 +129,74 @@ def test_the_jail_hides_the_grader_the_course_and_the_network(tmp_path, monkeypa
     assert text(nb.cells[6]).split() == ["False", "2"]  # PID 2: the jail's own PID namespace (bwrap's init is 1)
 
 
+# Reads every readable file of the jail's /proc (and every link's target) without blocking; prints the files
+# holding any of the markers, then where /proc/1/fd/* lead, then writes a forged line to PID 1's stdout and stderr.
+READ_ALL_OF_PROC = r"""
+import json, os
+markers = json.loads(MARKERS)
+hits, read, seen = [], 0, set()
+def look(path, data):
+    for marker in markers:
+        if marker.encode() in data:
+            hits.append([path, marker])
+for root, dirs, files in os.walk("/proc", followlinks=False):
+    depth = root.count("/")
+    dirs[:] = [d for d in dirs if depth < 5 and d not in ("self", "thread-self")]
+    for name in files + [d for d in os.listdir(root) if os.path.islink(os.path.join(root, d))]:
+        path = os.path.join(root, name)
+        if path in seen or name in ("pagemap", "mem", "kcore", "kmsg", "clear_refs"):
+            continue
+        seen.add(path)
+        try:
+            look(path + " -> ", os.readlink(path).encode())
+        except OSError:
+            pass
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+        except OSError:
+            continue
+        try:
+            look(path, os.read(fd, 1 << 20))
+            read += 1
+        except OSError:
+            pass
+        finally:
+            os.close(fd)
+print(json.dumps({"read": read, "hits": hits,
+                  "pid1_fds": {fd: os.readlink(f"/proc/1/fd/{fd}") for fd in os.listdir("/proc/1/fd")}}))
+for fd in ("1", "2"):
+    try:
+        with open(f"/proc/1/fd/{fd}", "w") as out:
+            out.write("FORGED-LOG-LINE 110/110 graded\n")
+    except OSError:
+        pass
+"""
+
+
+def test_the_jails_proc_holds_nothing_of_the_grader(tmp_path, monkeypatch, capfd):
+    """Issue #20, door 1: PID 1 of the jail (bwrap) carries no grader variable, path or terminal. Every readable
+    file of the jail's /proc (environ, cmdline, fd links, mountinfo...) is read: no grader secret, no course path,
+    and PID 1's stdin/stdout/stderr are /dev/null (a line written there reaches no grading log)."""
+    secret = "grader-secret-5f0c2b9e"
+    course = tmp_path / "my-course-folder"
+    course.mkdir()
+    monkeypatch.setenv("GRADEBOOK_URL", f"postgresql://grader:{secret}@db/gradebook")
+    monkeypatch.setenv("COURSE_HOME", str(course))
+    monkeypatch.setenv("OLDPWD", str(course))
+    monkeypatch.chdir(course)
+    markers = [secret, str(course)]
+    nb, _ = run([f"MARKERS = {json.dumps(json.dumps(markers))}", READ_ALL_OF_PROC], tmp_path)
+    assert errors(nb.cells[1]) == [], nb.cells[1].outputs
+    found = json.loads(text(nb.cells[1]).splitlines()[0])
+    assert found["read"] > 200, found  # it did read /proc (environ, cmdline, status... of PID 1 and 2, sys, ...)
+    assert found["hits"] == [], found["hits"]
+    assert set(found["pid1_fds"].values()) <= {"/dev/null"} | {v for v in found["pid1_fds"].values()
+                                                                 if v.startswith(("socket:", "pipe:", "anon_inode:"))}
+    assert all(found["pid1_fds"].get(fd) == "/dev/null" for fd in ("0", "1", "2")), found["pid1_fds"]
+    captured = capfd.readouterr()
+    assert "FORGED-LOG-LINE" not in captured.out + captured.err
+
+
 def test_a_normal_install_hides_the_packages_inside_site_packages(tmp_path, monkeypatch):
     """In a non-editable install (the Docker images) solutions/ sits inside site-packages, which is bound: an
     empty tmpfs is mounted over it. Checked with a fake site-packages through bwrap itself."""
