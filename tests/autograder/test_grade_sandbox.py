@@ -348,6 +348,68 @@ def test_total_output_of_the_notebook_is_capped(tmp_path):
     assert any("whole notebook" in text(c) for c in nb.cells[5:])
 
 
+def rss_bytes() -> int:
+    with open("/proc/self/statm") as fh:
+        return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def peak_rss_growth(fn):
+    """(fn(), how far this process's resident memory rose above where it started while fn ran), sampled."""
+    import threading
+
+    start, peak, done = rss_bytes(), [0], threading.Event()
+
+    def sample():
+        while not done.is_set():
+            peak[0] = max(peak[0], rss_bytes())
+            time.sleep(0.02)
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    try:
+        result = fn()
+    finally:
+        done.set()
+        sampler.join()
+    return result, max(0, peak[0] - start)
+
+
+# Messages the kernel sends itself (its session), shaped to slip past a cap that looked at one field only.
+FORGED_MESSAGES = r"""
+kernel = get_ipython().kernel
+parent = kernel.get_parent("shell")
+def send(msg_type, content, metadata=None):
+    kernel.session.send(kernel.iopub_socket, msg_type, content, parent=parent, metadata=metadata or {})
+big = "x" * (4 * 1024**2)
+for i in range(6):
+    send("display_data", {"text": "", "data": {"text/plain": big}, "metadata": {}})  # an empty "text" beside 4 MB
+    send("display_data", {"data": {"text/plain": "small"}, "metadata": {"m": big}})  # 4 MB of metadata
+    send("update_display_data", {"data": {"text/plain": big}, "metadata": {}, "transient": {"display_id": "d"}})
+    send("comm_open", {"comm_id": f"c{i}", "target_name": "jupyter.widget", "data": {"state": {"v": big}}})
+    send("stream", {"name": "stdout", "text": "", "data": big})
+print("sent")
+"""
+
+
+def test_every_byte_of_every_message_counts_and_big_ones_are_never_decoded(tmp_path):
+    """Issue #20, door 2: 120 MB of output hidden beside an empty "text", in metadata, display updates, widget
+    state and unknown fields: the notebook stays under its cap, the truncation is noted, and the grader's memory
+    does not grow with what the kernel sent (messages over the cap are measured, never parsed)."""
+    limits = Limits(cell_timeout=60, notebook_timeout=120, memory_bytes=2 * GiB, output_bytes=64 * 1024,
+                    notebook_output_bytes=256 * 1024)
+    (nb, executor), growth = peak_rss_growth(lambda: run(
+        ["from IPython.display import display\ndisplay('start', display_id='d')", FORGED_MESSAGES, "print('after')"],
+        tmp_path, limits))
+    size = len(json.dumps(nb)) + len(json.dumps(executor.widget_state))
+    assert size < limits.notebook_output_bytes + 10_000, size
+    assert "sent" in text(nb.cells[1]) and "after" in text(nb.cells[2])
+    assert "output truncated by the grader" in text(nb.cells[1])
+    dropped = int(text(nb.cells[1]).split("truncated by the grader: ")[1].split()[0])
+    assert dropped >= 24 * 4 * 1024**2, dropped  # every byte of every output message (24 of 4 MiB) was counted
+    assert nb.metadata.get("widgets") is None and executor.widget_state == {}
+    assert growth < 60 * 1024**2, f"the grader grew by {growth / 1024**2:.0f} MiB"
+
+
 def test_notebook_deadline_stops_later_cells(tmp_path):
     limits = Limits(cell_timeout=30, notebook_timeout=4, memory_bytes=2 * GiB)
     nb, _ = run(["import time\ntime.sleep(10)", "print('never')"], tmp_path, limits)
