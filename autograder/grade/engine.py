@@ -107,7 +107,7 @@ def assignment_files(course_dir: Path, assignment: str) -> dict[str, bytes]:
     return files
 
 
-def submission_problems(folder: Path, notebooks) -> list[str]:
+def submission_problems(folder: Path, notebooks, notebook_bytes: int = submission_files.MAX_NOTEBOOK_BYTES) -> list[str]:
     """Why the submission in `folder` must not be graded (links, special files, oversized notebooks), or []."""
     problems = []
     student_dir = folder.parent
@@ -120,9 +120,9 @@ def submission_problems(folder: Path, notebooks) -> list[str]:
         return problems
     for notebook in notebooks:
         path = folder / f"{notebook}.ipynb"
-        if path.is_file() and path.stat().st_size > submission_files.MAX_NOTEBOOK_BYTES:
+        if path.is_file() and path.stat().st_size > notebook_bytes:
             problems.append(f"{notebook}.ipynb: " + submission_files.too_large(
-                path.stat().st_size, submission_files.MAX_NOTEBOOK_BYTES, "notebook"))
+                path.stat().st_size, notebook_bytes, "notebook"))
     return problems
 
 
@@ -173,6 +173,7 @@ def build_jobs(course_dir: Path, db_url: str, assignment: str, students=None, fo
     if not cells:
         raise GradingError(f"assignment {assignment!r} has no notebooks in the gradebook: release it again")
     files = assignment_files(course_dir, assignment)
+    notebook_bytes = submission_files.submission_limits(rules.config).notebook_bytes
     submitted = course_dir / "submitted"
     wanted = set(students) if students else None
     student_dirs = sorted(p / assignment for p in submitted.iterdir()
@@ -186,7 +187,7 @@ def build_jobs(course_dir: Path, db_url: str, assignment: str, students=None, fo
             if (wanted is not None and student not in wanted) or rules.excluded(student):
                 continue
             base = {"assignment": assignment, "student": student, "course_id": cid}
-            problems = submission_problems(folder, list(cells))
+            problems = submission_problems(folder, list(cells), notebook_bytes)
             if problems:
                 _fail_submission(plan, base, cells, "refused: " + "; ".join(problems[:5]))
                 continue
@@ -211,7 +212,7 @@ def build_jobs(course_dir: Path, db_url: str, assignment: str, students=None, fo
             try:
                 for notebook in cells:
                     path = folder / f"{notebook}.ipynb"
-                    notebooks[notebook] = (read_regular(path, submission_files.MAX_NOTEBOOK_BYTES, "notebook")
+                    notebooks[notebook] = (read_regular(path, notebook_bytes, "notebook")
                                            if os.path.lexists(path) else None)
             except RefusedFile as exc:  # changed since the scan
                 _fail_submission(plan, base, cells, f"refused: {notebook}.ipynb: {exc}")
