@@ -33,6 +33,7 @@ from nbgrader.preprocessors import Execute
 SHORT_ERROR = 500  # characters of an error's message kept once the notebook's output cap is reached
 MAX_FRAME_BYTES = 64 * 1024  # a message's header, parent header or metadata (ours are a few hundred bytes)
 MAX_MESSAGE_ITEMS = 200_000  # JSON objects and arrays in one message's content, counted before it is parsed
+OUTPUT_TYPES = ("stream", "display_data", "execute_result", "error")
 SIZE_KEY = "autograder_bytes"  # added to each message: its size in bytes as it arrived (every frame)
 DROPPED_KEY = "autograder_dropped"  # added to a message that was not decoded: why
 
@@ -228,6 +229,9 @@ class SandboxedExecute(Execute):
     def output(self, outs, msg, display_id, cell_index):
         content = msg.get("content", {})
         size = _size(msg)
+        if msg.get("msg_type") not in OUTPUT_TYPES:  # nbclient would log its (student-chosen) type name
+            self._drop(cell_index, size)
+            return None
         used = self._output_bytes.get(cell_index, 0)
         over_cell = used + size > self.limits.output_bytes
         over_notebook = self._total_bytes + size > self.limits.notebook_output_bytes

@@ -24,6 +24,8 @@ nbgrader's usual in-kernel verdict.
 from __future__ import annotations
 
 import ast
+import os
+import traceback
 import base64
 import json
 import logging
@@ -34,7 +36,7 @@ from nbclient import NotebookClient
 from nbclient.exceptions import CellTimeoutError, DeadKernelError
 
 from autograder.checks._remote import Channel, ProbeBroken, RemoteObject
-from autograder.grade.execute import DROPPED_KEY, SandboxedExecute, _size, error_output
+from autograder.grade.execute import DROPPED_KEY, OUTPUT_TYPES, SandboxedExecute, _size, error_output
 from coursekit.probe import MIME
 
 log = logging.getLogger(__name__)
@@ -88,8 +90,11 @@ def verdict(channel: Channel, calls) -> tuple[str | None, str | None]:
             return f"Your code could not be checked: {broken}.", None
         except DeadKernelError:
             raise  # the student's code killed the kernel: the worker skips this cell and runs the notebook again
-        except Exception:  # noqa: BLE001 -- a bug of ours must not look like the student's fault, nor crash the batch
-            log.exception("check %s failed with an internal error", name)
+        except Exception as exc:  # noqa: BLE001 -- a bug of ours must not look like the student's fault, nor crash
+            # the batch. Logged without its message: it may quote what the student's code returned
+            where = traceback.extract_tb(exc.__traceback__)[-1]
+            log.error("check %s failed with an internal error: %s at %s:%s", name, type(exc).__name__,
+                      os.path.basename(where.filename), where.lineno)
             return ("The grader could not finish this check because of an internal error (not a problem in your "
                     "answer): your instructor has been told."), None
     return None, None
@@ -200,6 +205,6 @@ class JudgedExecute(SandboxedExecute):
     def output(self, outs, msg, display_id, cell_index):
         if not self._probing:
             return super().output(outs, msg, display_id, cell_index)
-        if self._probe_bytes > MAX_PROBE_OUTPUT_BYTES:
+        if self._probe_bytes > MAX_PROBE_OUTPUT_BYTES or msg.get("msg_type") not in OUTPUT_TYPES:
             return None  # a flood while probing: dropped (the reply is then missing and the check fails)
         return NotebookClient.output(self, outs, msg, display_id, cell_index)
