@@ -43,7 +43,7 @@ LINK_PREFIXES = ("http://", "https://", "mailto:", "#")
 CSS_PROPERTIES = ("display", "color", "background-color", "text-align", "vertical-align", "font-weight", "font-style",
                   "text-decoration", "border", "border-collapse", "padding", "margin", "width", "height")
 CONTENT_SECURITY_POLICY = ("default-src 'none'; script-src 'none'; object-src 'none'; base-uri 'none'; "
-                           "form-action 'none'; img-src data:; style-src 'unsafe-inline'; font-src data:")
+                           "form-action 'none'; img-src data:; style-src 'unsafe-inline'; font-src 'self' data: file:")
 
 
 def _attribute_allowed(tag: str, name: str, value: str) -> bool:
