@@ -147,6 +147,7 @@ def configure(config) -> None:
     from nbgrader.preprocessors import GetGrades
 
     config.GenerateFeedback.preprocessors = [GetGrades, CSSHTMLHeaderPreprocessor, _sanitizer_class()]
+    config.SanitizeHTML.enabled = True  # nbconvert's preprocessors are off unless enabled (its subclass too)
     config.HTMLExporter.filters = {"markdown2html": _markdown2html()}
     config.HTMLExporter.mathjax_url = ""
 

@@ -107,7 +107,8 @@ def assignment_files(course_dir: Path, assignment: str) -> dict[str, bytes]:
     return files
 
 
-def submission_problems(folder: Path, notebooks, notebook_bytes: int = submission_files.MAX_NOTEBOOK_BYTES) -> list[str]:
+def submission_problems(folder: Path, notebooks,
+                        notebook_bytes: int = submission_files.MAX_NOTEBOOK_BYTES) -> list[str]:
     """Why the submission in `folder` must not be graded (links, special files, oversized notebooks), or []."""
     problems = []
     student_dir = folder.parent
