@@ -11,6 +11,14 @@ workers, jailed kernels, the judge) and `autograder feedback`. Required:
 - nothing is written outside the submission's own sandbox (planted files never appear on the host);
 - no feedback page contains a line of `autograder/` or `solutions/` source or a grading-machine path.
 
+Issue #20 added one attacker per door of the second red team, graded the same way (`autograder grade` as a
+subprocess, with a secret and the course path planted in its environment): reading the jail's PID 1
+(`/proc/1/environ`, `cmdline`, writing forged lines to `/proc/1/fd/1,2`), output hidden beside an empty "text",
+in metadata, display updates and an unknown message type, a probe reply of 150,000 tensors, scripts in a written
+answer and in outputs, and student ids outside the documented set. Also required: no grader secret or course
+path in any student-visible file, graded notebooks and feedback under their caps, a grading log free of anything
+the students wrote, every worker's peak memory bounded, and no active HTML of a student in any feedback page.
+
 (Symlinked notebooks and links inside submissions are refused by collect/grade: tests/autograder/pipeline/
 test_submission_files.py. Resource attacks: test_robustness.py. Probe-level forgeries: tests/autograder/
 test_grade_judge.py.)
@@ -332,7 +340,7 @@ def test_the_batch_completes(graded):
     rows = graded["rows"]
     assert [r for r in rows if r["status"].startswith("error")] == []
     assert {r["student"] for r in rows} == {*HONEST, *(f"attack_{a}" for a in (*ATTACKS, *BEFORE_GRADING))}
-    assert graded["feedback"]["failed"] == {}
+    assert graded["feedback"]["failed"] == {}, "\n".join(f"{s}: {log}" for s, log in graded["feedback"]["failed"].items())
 
 
 @pytest.mark.parametrize("attack", sorted([*ATTACKS, *BEFORE_GRADING]))
