@@ -51,10 +51,15 @@ display(HTML("<script>window.__canary = 'html output'</script><img src=x onerror
              "<table><tr><td>her own table</td></tr></table>"))
 display(Javascript("window.__canary = 'javascript output'"))
 display(Markdown("<svg onload=\\"window.__canary = 'markdown output'\\"></svg>**her bold words**"))
+import io
 import matplotlib.pyplot as plt
+from IPython.display import Image
+figure = plt.figure(figsize=(4, 3))
 plt.plot([1, 2, 3])
 plt.title("her own figure")
-plt.show()
+png = io.BytesIO()
+figure.savefig(png, format="png")
+display(Image(data=png.getvalue()))
 """
 LIMITS = Limits(cell_timeout=30, notebook_timeout=120, memory_bytes=3 * GiB, startup_timeout=120)
 MATHJAX = re.compile(r"^https://cdnjs\.cloudflare\.com/ajax/libs/mathjax/")
