@@ -15,6 +15,15 @@ entries whose external_attr marks S_IFLNK), hard links, FIFOs, sockets and devic
 each is reported ("symbolic link refused ...") and skipped, as is a notebook over MAX_NOTEBOOK_BYTES or any other
 file over MAX_EXTRA_FILE_BYTES, and the rest of the batch is collected normally. A submitted/<student> folder that
 is a link is refused too (nothing is written through it).
+
+Student ids: 1 to 128 characters of `A-Z a-z 0-9 . _ @ -`, the first a letter or digit (`STUDENT_ID`, matched in
+full: no trailing newline, space, slash or control character). Anything else is reported and skipped.
+
+A zip is checked BEFORE anything is extracted (`SubmissionLimits` in nbgrader_config.py): more entries than
+`archive_entries`, or a total declared uncompressed size over `archive_bytes`, refuses the whole zip (nothing is
+collected, the report says which limit); each entry is then streamed to disk, its actual bytes counted against
+its own limit (`notebook_bytes` or `file_bytes`) and against `archive_bytes`, never read whole into memory.
+Other files of a student's folder are streamed into submitted/ the same way.
 """
 from __future__ import annotations
 
@@ -33,10 +42,10 @@ import nbformat
 
 from autograder.coursedir import alembic_on_path, assignments_in_source, course_id, default_db_url
 from autograder import submission_files
-from autograder.submission_files import RefusedFile, read_regular, refusal
+from autograder.submission_files import RefusedFile, copy_regular, read_regular, refusal, submission_limits
 
 CANVAS = re.compile(r"^(?P<student>[A-Za-z0-9.\-]+?)(?:_late)?_(?P<uid>\d+)_(?P<sid>\d+)_(?P<file>.+)$")
-STUDENT_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@\-]*$")
+STUDENT_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._@\-]{0,127}")  # use with fullmatch (see the module doc)
 
 
 @dataclasses.dataclass
@@ -84,10 +93,10 @@ def assignment_notebooks(course_dir: Path) -> dict[str, list[str]]:
             for a in assignments_in_source(course_dir)}
 
 
-def check_notebook(path: Path) -> tuple[str | None, str]:
-    """(v4 JSON text or None, problem or note). Never follows a link; refuses a notebook over the size limit."""
+def check_notebook(path: Path, limit: int = submission_files.MAX_NOTEBOOK_BYTES) -> tuple[str | None, str]:
+    """(v4 JSON text or None, problem or note). Never follows a link; refuses a notebook over `limit` bytes."""
     try:
-        data = read_regular(path, submission_files.MAX_NOTEBOOK_BYTES, "notebook")
+        data = read_regular(path, limit, "notebook")
     except RefusedFile as exc:
         return None, str(exc)
     if not data.strip():
@@ -171,8 +180,11 @@ def collect(course_dir, source, db_url: str | None = None) -> CollectReport:
     if not source.exists():
         raise FileNotFoundError(f"nothing to collect at {source}")
     notebooks = assignment_notebooks(course_dir)
+    from autograder.coursedir import nbgrader_config
+
+    limits = submission_limits(nbgrader_config(course_dir))
     report = CollectReport()
-    unzipped = UnzippedSource(source)
+    unzipped = UnzippedSource(source, limits)
     with unzipped as root:
         report.problems.extend(unzipped.problems)
         placed: dict[tuple[str, str], list[tuple[Path, str]]] = {}
@@ -191,7 +203,7 @@ def collect(course_dir, source, db_url: str | None = None) -> CollectReport:
                 report.problems.append(Problem(rel, where))
                 continue
             student, assignment, file = where
-            if not STUDENT_ID.match(student):
+            if not STUDENT_ID.fullmatch(student):
                 report.problems.append(Problem(rel, f"unusable student id {student!r}"))
                 continue
             placed.setdefault((student, assignment), []).append((path, file))
@@ -204,7 +216,7 @@ def collect(course_dir, source, db_url: str | None = None) -> CollectReport:
             known = {s.id for s in gb.students}
             for (student, assignment), files in sorted(placed.items()):
                 _store(course_dir, student, assignment, files, folders.get((student, assignment)),
-                       notebooks[assignment], report, root)
+                       notebooks[assignment], report, root, limits)
                 if student not in known:
                     gb.update_or_create_student(student)
                     known.add(student)
@@ -213,7 +225,8 @@ def collect(course_dir, source, db_url: str | None = None) -> CollectReport:
 
 
 def _store(course_dir: Path, student: str, assignment: str, files, folder, expected: list[str],
-           report: CollectReport, root: Path) -> None:
+           report: CollectReport, root: Path, limits=None) -> None:
+    limits = limits or submission_limits()
     target = course_dir / "submitted" / student / assignment
     for folder_of_student in (target.parent, target):
         if folder_of_student.is_symlink():
@@ -222,7 +235,7 @@ def _store(course_dir: Path, student: str, assignment: str, files, folder, expec
             return
     staged = []
     for path, file in files:
-        text, note = check_notebook(path)
+        text, note = check_notebook(path, limits.notebook_bytes)
         rel = path.relative_to(root).as_posix()
         if text is None:
             report.problems.append(Problem(rel, note))
@@ -241,22 +254,24 @@ def _store(course_dir: Path, student: str, assignment: str, files, folder, expec
         staged.append((name, text, note, rel))
     if not staged and (folder is None or files):
         return  # nothing usable: the bad files are in the report, the gradebook stays as it was
-    extras = {}
+    extras = []
     if folder is not None:  # nbgrader layout: the student's other files come along (never the notebooks' originals)
         for extra in sorted(folder.iterdir()):
             if extra.suffix == ".ipynb" or extra.name in {"__MACOSX", ".ipynb_checkpoints"}:
                 continue
             try:
-                if not stat.S_ISREG(os.lstat(extra).st_mode):
-                    continue  # folders are not copied; links and special files are already in the report
-                extras[extra.name] = read_regular(extra, submission_files.MAX_EXTRA_FILE_BYTES)
-            except (OSError, RefusedFile) as exc:
+                if stat.S_ISREG(os.lstat(extra).st_mode):  # folders are not copied; links and special files are
+                    extras.append(extra)                   # already in the report
+            except OSError as exc:
                 report.problems.append(Problem(extra.relative_to(root).as_posix(), str(exc)))
     if target.exists():
         shutil.rmtree(target)
     target.mkdir(parents=True)
-    for name, data in extras.items():
-        (target / name).write_bytes(data)
+    for extra in extras:  # streamed: never held in memory
+        try:
+            copy_regular(extra, target / extra.name, limits.file_bytes)
+        except (OSError, RefusedFile) as exc:
+            report.problems.append(Problem(extra.relative_to(root).as_posix(), str(exc)))
     for name, text, note, rel in staged:
         (target / f"{name}.ipynb").write_text(text)
         report.collected.append(Collected(student, assignment, name, rel, note))
@@ -267,30 +282,44 @@ def _store(course_dir: Path, student: str, assignment: str, files, folder, expec
         (target / "timestamp.txt").write_text(stamp)
 
 
-def _zip_refusal(member: zipfile.ZipInfo) -> str | None:
+def _zip_refusal(member: zipfile.ZipInfo, limits) -> str | None:
     """Why a zip entry is not extracted: a link or special file (Unix mode in external_attr), too large."""
     kind_bits = stat.S_IFMT(member.external_attr >> 16)  # 0: no Unix type recorded (Windows tools, writestr)
     if kind_bits not in (0, stat.S_IFREG, stat.S_IFDIR):
         kind = "symbolic link" if kind_bits == stat.S_IFLNK else "special file"
         return f"{kind} in the zip refused (only plain files are extracted)"
-    limit = _zip_limit(member)
+    limit = _zip_limit(member, limits)
     if member.file_size > limit:
         return submission_files.too_large(member.file_size, limit,
                                           "notebook" if member.filename.endswith(".ipynb") else "file")
     return None
 
 
-def _zip_limit(member: zipfile.ZipInfo) -> int:
-    return (submission_files.MAX_NOTEBOOK_BYTES if member.filename.endswith(".ipynb")
-            else submission_files.MAX_EXTRA_FILE_BYTES)
+def _zip_limit(member: zipfile.ZipInfo, limits) -> int:
+    return limits.notebook_bytes if member.filename.endswith(".ipynb") else limits.file_bytes
+
+
+def archive_refusal(members: list[zipfile.ZipInfo], limits) -> str | None:
+    """Why a whole zip is refused before anything is extracted (its directory against SubmissionLimits)."""
+    if len(members) > limits.archive_entries:
+        return (f"zip refused: {len(members)} entries, over the limit of {limits.archive_entries} "
+                f"(SubmissionLimits.archive_entries); nothing was extracted")
+    declared = sum(m.file_size for m in members)
+    if declared > limits.archive_bytes:
+        return (f"zip refused: it expands to {submission_files.size_text(declared)}, over the limit of "
+                f"{submission_files.size_text(limits.archive_bytes)} (SubmissionLimits.archive_bytes); "
+                "nothing was extracted")
+    return None
 
 
 class UnzippedSource:
     """The input as a folder: itself, or a zip extracted into a temp folder (safe paths and plain files only;
-    what is skipped is listed in `problems`)."""
+    what is skipped is listed in `problems`). A zip over the archive limits is not extracted at all: the folder
+    is empty and `problems` says why."""
 
-    def __init__(self, source: Path):
+    def __init__(self, source: Path, limits=None):
         self.source = source
+        self.limits = limits or submission_limits()
         self._tmp = None
         self.problems: list[Problem] = []
 
@@ -303,33 +332,45 @@ class UnzippedSource:
         root = Path(self._tmp.name)
         base = root.resolve()
         with zipfile.ZipFile(self.source) as archive:
-            for member in archive.infolist():
+            members = archive.infolist()
+            refused = archive_refusal(members, self.limits)
+            if refused:
+                self.problems.append(Problem(self.source.name, refused))
+                return root
+            extracted = 0
+            for member in members:
                 if member.is_dir():
                     continue
                 target = (root / member.filename).resolve()
                 if base not in target.parents:
                     self.problems.append(Problem(member.filename, "unsafe path in the zip refused (absolute or ../)"))
                     continue
-                reason = _zip_refusal(member)
+                reason = _zip_refusal(member, self.limits)
                 if reason is None and target.exists():
                     reason = "duplicate entry in the zip refused (the first one is kept)"
                 if reason:
                     self.problems.append(Problem(member.filename, reason))
                     continue
-                limit = _zip_limit(member)
+                limit = _zip_limit(member, self.limits)
                 try:
                     target.parent.mkdir(parents=True, exist_ok=True)
                     with archive.open(member) as src, open(target, "xb") as dst:
                         copied = 0
                         while chunk := src.read(1024 * 1024):
                             copied += len(chunk)
+                            extracted += len(chunk)
                             if copied > limit:
                                 raise RefusedFile(submission_files.too_large(copied, limit))
+                            if extracted > self.limits.archive_bytes:  # its directory lied about the sizes
+                                raise RefusedFile(f"the zip expands to more than its limit of "
+                                                  f"{submission_files.size_text(self.limits.archive_bytes)}")
                             dst.write(chunk)
                 except (OSError, RefusedFile, zipfile.BadZipFile, RuntimeError, NotImplementedError) as exc:
                     if target.is_file() and not target.is_symlink():
                         target.unlink()
                     self.problems.append(Problem(member.filename, f"not extracted ({exc})"))
+                    if extracted > self.limits.archive_bytes:
+                        break
         return root
 
     def __exit__(self, *exc):

@@ -8,7 +8,11 @@ reason meant for the instructor, and only that file (collect) or that submission
 * `refusal(st)`: why an lstat() result is refused (None for a plain file or folder);
 * `read_regular(path, limit)`: the bytes of a plain file, opened with O_NOFOLLOW | O_NONBLOCK and checked with
   fstat() on the open descriptor (no race between the check and the read), at most `limit` bytes;
+* `copy_regular(path, target, limit)`: the same checks, streamed into `target` (never held in memory);
 * `scan_tree(folder)`: every refused entry under a folder, found with lstat() and os.walk(followlinks=False).
+
+The sizes are nbgrader configuration (`SubmissionLimits`, set in the course's nbgrader_config.py; the module
+constants are their defaults): a notebook, any other file, and a zip's total uncompressed bytes and entries.
 """
 from __future__ import annotations
 
@@ -16,13 +20,37 @@ import os
 import stat
 from pathlib import Path
 
+from traitlets import Integer
+from traitlets.config import Config, LoggingConfigurable
+
 MiB = 1024 * 1024
 MAX_NOTEBOOK_BYTES = 32 * MiB     # a submitted notebook larger than this is refused (collect and grade)
 MAX_EXTRA_FILE_BYTES = 50 * MiB   # any other submitted file
 MAX_TIMESTAMP_BYTES = 1024        # timestamp.txt holds one line
 
+MAX_ARCHIVE_BYTES = 2 * 1024 * MiB  # everything a zip given to collect expands to (declared and actual)
+MAX_ARCHIVE_ENTRIES = 20_000      # entries of that zip (files and folders)
+
 _SPECIAL = ((stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISSOCK, "a socket"),
             (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"))
+
+
+class SubmissionLimits(LoggingConfigurable):
+    """What `autograder collect` accepts (and grade, for notebooks): `c.SubmissionLimits.<name>` in
+    nbgrader_config.py."""
+
+    notebook_bytes = Integer(MAX_NOTEBOOK_BYTES, help="Largest submitted notebook, in bytes.").tag(config=True)
+    file_bytes = Integer(MAX_EXTRA_FILE_BYTES, help="Largest other submitted file, in bytes.").tag(config=True)
+    archive_bytes = Integer(MAX_ARCHIVE_BYTES, help=(
+        "Total uncompressed bytes of a zip given to collect: its directory is checked before anything is "
+        "extracted, and the bytes actually extracted are counted too.")).tag(config=True)
+    archive_entries = Integer(MAX_ARCHIVE_ENTRIES, help="Entries (files and folders) of a zip given to collect."
+                              ).tag(config=True)
+
+
+def submission_limits(config=None):
+    """The SubmissionLimits of a course's nbgrader configuration (`coursedir.nbgrader_config`)."""
+    return SubmissionLimits(config=config if config is not None else Config())
 
 
 class RefusedFile(ValueError):
@@ -85,6 +113,44 @@ def read_regular(path: Path | str, limit: int, what: str = "file") -> bytes:
             if total > limit:
                 raise RefusedFile(too_large(total, limit, what))
         return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
+def copy_regular(path: Path | str, target: Path | str, limit: int, what: str = "file") -> int:
+    """Copy the plain file at `path` (never through a link) into the new file `target`, streamed, at most `limit`
+    bytes; returns the bytes copied. Else RefusedFile (and `target` is removed)."""
+    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+    try:
+        st = os.lstat(path)
+    except OSError as exc:
+        raise RefusedFile(f"cannot be read ({exc.strerror or exc})") from None
+    reason = refusal(st) or (None if stat.S_ISREG(st.st_mode) else "not a plain file")
+    if reason:
+        raise RefusedFile(reason)
+    try:
+        fd = os.open(path, flags)
+    except OSError as exc:
+        raise RefusedFile(f"cannot be opened ({exc.strerror or exc})") from None
+    total = 0
+    try:
+        st = os.fstat(fd)
+        reason = refusal(st) or (None if stat.S_ISREG(st.st_mode) else "not a plain file")
+        if reason:
+            raise RefusedFile(reason)
+        if st.st_size > limit:
+            raise RefusedFile(too_large(st.st_size, limit, what))
+        with open(target, "xb") as out:
+            while chunk := os.read(fd, min(1 * MiB, limit + 1 - total)):
+                total += len(chunk)
+                if total > limit:
+                    raise RefusedFile(too_large(total, limit, what))
+                out.write(chunk)
+        return total
+    except RefusedFile:
+        if os.path.isfile(target) and not os.path.islink(target):
+            os.unlink(target)
+        raise
     finally:
         os.close(fd)
 

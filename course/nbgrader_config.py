@@ -46,6 +46,17 @@ c.SandboxLimits.kernel_restarts = 2             # a cell that kills the kernel i
 c.SandboxLimits.interrupt_grace = 5.0           # seconds a timed-out cell has to stop before the kill
 # `autograder grade --cell-timeout/--notebook-timeout/--memory-gb` override these for one run.
 
+# The grading workers (autograder.grade.sandbox.GradingWorkers): one local Dask worker may use this much memory;
+# above it the worker is restarted and its submission graded once more, then marked failed.
+c.GradingWorkers.memory_bytes = 4 * 1024**3
+
+# What `autograder collect` accepts (autograder.submission_files.SubmissionLimits). A zip is checked before
+# anything is extracted; over archive_bytes (uncompressed) or archive_entries, nothing of it is collected.
+c.SubmissionLimits.notebook_bytes = 32 * 1024**2   # one submitted notebook (also refused by grade above it)
+c.SubmissionLimits.file_bytes = 50 * 1024**2       # any other submitted file
+c.SubmissionLimits.archive_bytes = 2 * 1024**3     # everything a zip expands to
+c.SubmissionLimits.archive_entries = 20_000        # entries of a zip
+
 # A student who deleted a grade cell gets it back (scored), rather than the whole notebook failing.
 c.OverwriteCells.add_missing_cells = True
 

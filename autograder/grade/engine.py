@@ -49,11 +49,12 @@ from autograder.coursedir import NOTEBOOK_IGNORE, course_id, default_db_url
 from autograder.grade.gradebook import RunsTable, notebook_cells, record_result
 from autograder.grade.jobs import GradingJob, GradingResult, preprocessor_config
 from autograder.grade.nbgrader_rules import StudentRefused, SubmissionRules
-from autograder.grade.sandbox import Limits, course_limits
+from autograder.grade.sandbox import Limits, course_limits, worker_memory_bytes
 from autograder.provided import PROVIDED_FILENAME, build_provided_source, provided_topics
 from autograder.submission_files import RefusedFile, read_regular
 
 MAX_EXTRA_FILE_BYTES = 50 * 1024 * 1024
+WORKER_DEATHS_ALLOWED = 1  # a submission whose worker died is graded once more; a second death fails it
 
 
 class GradingError(RuntimeError):
@@ -106,7 +107,8 @@ def assignment_files(course_dir: Path, assignment: str) -> dict[str, bytes]:
     return files
 
 
-def submission_problems(folder: Path, notebooks) -> list[str]:
+def submission_problems(folder: Path, notebooks,
+                        notebook_bytes: int = submission_files.MAX_NOTEBOOK_BYTES) -> list[str]:
     """Why the submission in `folder` must not be graded (links, special files, oversized notebooks), or []."""
     problems = []
     student_dir = folder.parent
@@ -119,9 +121,9 @@ def submission_problems(folder: Path, notebooks) -> list[str]:
         return problems
     for notebook in notebooks:
         path = folder / f"{notebook}.ipynb"
-        if path.is_file() and path.stat().st_size > submission_files.MAX_NOTEBOOK_BYTES:
+        if path.is_file() and path.stat().st_size > notebook_bytes:
             problems.append(f"{notebook}.ipynb: " + submission_files.too_large(
-                path.stat().st_size, submission_files.MAX_NOTEBOOK_BYTES, "notebook"))
+                path.stat().st_size, notebook_bytes, "notebook"))
     return problems
 
 
@@ -172,6 +174,7 @@ def build_jobs(course_dir: Path, db_url: str, assignment: str, students=None, fo
     if not cells:
         raise GradingError(f"assignment {assignment!r} has no notebooks in the gradebook: release it again")
     files = assignment_files(course_dir, assignment)
+    notebook_bytes = submission_files.submission_limits(rules.config).notebook_bytes
     submitted = course_dir / "submitted"
     wanted = set(students) if students else None
     student_dirs = sorted(p / assignment for p in submitted.iterdir()
@@ -185,7 +188,7 @@ def build_jobs(course_dir: Path, db_url: str, assignment: str, students=None, fo
             if (wanted is not None and student not in wanted) or rules.excluded(student):
                 continue
             base = {"assignment": assignment, "student": student, "course_id": cid}
-            problems = submission_problems(folder, list(cells))
+            problems = submission_problems(folder, list(cells), notebook_bytes)
             if problems:
                 _fail_submission(plan, base, cells, "refused: " + "; ".join(problems[:5]))
                 continue
@@ -210,7 +213,7 @@ def build_jobs(course_dir: Path, db_url: str, assignment: str, students=None, fo
             try:
                 for notebook in cells:
                     path = folder / f"{notebook}.ipynb"
-                    notebooks[notebook] = (read_regular(path, submission_files.MAX_NOTEBOOK_BYTES, "notebook")
+                    notebooks[notebook] = (read_regular(path, notebook_bytes, "notebook")
                                            if os.path.lexists(path) else None)
             except RefusedFile as exc:  # changed since the scan
                 _fail_submission(plan, base, cells, f"refused: {notebook}.ipynb: {exc}")
@@ -263,8 +266,9 @@ def assign_late_penalties(rules: SubmissionRules, course_dir: Path, plan: Plan, 
 
 
 @contextlib.contextmanager
-def dask_client(workers: int | None = None, scheduler: str | None = None):
-    """A Dask client on an existing scheduler (`scheduler` address) or on a LocalCluster of worker processes."""
+def dask_client(workers: int | None = None, scheduler: str | None = None, memory_bytes: int = 0):
+    """A Dask client on an existing scheduler (`scheduler` address) or on a LocalCluster of worker processes,
+    each with at most `memory_bytes` of memory (0: no limit; see sandbox.GradingWorkers)."""
     from distributed import Client, LocalCluster
 
     if scheduler:
@@ -280,9 +284,11 @@ def dask_client(workers: int | None = None, scheduler: str | None = None):
     # safe here because this process never initialises CUDA. Other platforms keep Dask's default.
     key = "distributed.worker.multiprocessing-method"
     method = "fork" if sys.platform.startswith("linux") else dask.config.get(key)
-    with dask.config.set({key: method}), \
+    # a worker over its memory limit is restarted by its nanny; the submission it held is tried once more on
+    # another worker, then fails with KilledWorker (WORKER_DIED): a dead worker costs only what it held
+    with dask.config.set({key: method, "distributed.scheduler.allowed-failures": WORKER_DEATHS_ALLOWED}), \
             LocalCluster(n_workers=n, threads_per_worker=1, processes=True, dashboard_address=":0",
-                         memory_limit=0, silence_logs=40) as cluster, Client(cluster) as client:
+                         memory_limit=int(memory_bytes) or 0, silence_logs=40) as cluster, Client(cluster) as client:
         yield client
 
 
@@ -333,7 +339,8 @@ def grade_many(course_dir, assignments: list[str], *, db_url: str | None = None,
     if decided:
         record_decided(course_dir, db_url, decided, summaries)
     if jobs:
-        run_jobs(course_dir, db_url, jobs, timestamps, summaries, workers, scheduler, progress, assignments)
+        run_jobs(course_dir, db_url, jobs, timestamps, summaries, workers, scheduler, progress, assignments,
+                 worker_memory_bytes(rules.config))
     for assignment, plan in plans.items():  # after the coordinator's session is closed
         assign_late_penalties(rules, course_dir, plan, assignment)
     for summary in summaries.values():
@@ -353,8 +360,18 @@ def record_decided(course_dir: Path, db_url: str, results: list[GradingResult], 
         runs.dispose()
 
 
+def worker_failure(exc: BaseException, memory_bytes: int) -> str:
+    """Why a submission could not be graded when its worker failed (told to the instructor, never student text)."""
+    if type(exc).__name__ == "KilledWorker":
+        limit = f" (each may use {memory_bytes} bytes of memory: GradingWorkers.memory_bytes)" if memory_bytes else ""
+        return (f"the grading worker died {WORKER_DEATHS_ALLOWED + 1} times while grading this submission{limit}; "
+                "it was not graded (the other submissions were)")
+    return f"the grading worker failed: {type(exc).__name__}"
+
+
 def run_jobs(course_dir: Path, db_url: str, jobs: list[GradingJob], timestamps: dict, summaries: dict,
-             workers: int | None, scheduler: str | None, progress: bool, assignments: list[str]) -> None:
+             workers: int | None, scheduler: str | None, progress: bool, assignments: list[str],
+             memory_bytes: int = 0) -> None:
     """Grade `jobs` on Dask; this process records each result as it arrives (the only gradebook writer)."""
     from distributed import as_completed
     from tqdm.auto import tqdm
@@ -363,7 +380,7 @@ def run_jobs(course_dir: Path, db_url: str, jobs: list[GradingJob], timestamps: 
 
     runs = RunsTable(db_url)
     try:
-        with dask_client(workers, scheduler) as client, Gradebook(db_url, course_id(course_dir)) as gb:
+        with dask_client(workers, scheduler, memory_bytes) as client, Gradebook(db_url, course_id(course_dir)) as gb:
             # longest first (by notebook size, a rough proxy) keeps the workers busy to the end
             ordered = sorted(jobs, key=lambda job: -len(job.nb_json or ""))
             futures = {client.submit(grade_job, job, key=f"grade-{job.content_hash[:16]}-{job.key}",
@@ -375,7 +392,7 @@ def run_jobs(course_dir: Path, db_url: str, jobs: list[GradingJob], timestamps: 
                 try:
                     result = future.result()
                 except Exception as exc:  # noqa: BLE001 - a lost worker costs only this submission
-                    result = error_result(job, f"the grading worker failed: {type(exc).__name__}: {exc}")
+                    result = error_result(job, worker_failure(exc, memory_bytes))
                 result.flags = list(result.flags) + list(job.coordinator_flags)
                 write_graded_notebook(course_dir, result)
                 row = record_result(gb, runs, result, timestamps.get((result.assignment, result.student)))

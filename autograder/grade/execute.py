@@ -8,7 +8,13 @@
 - output cap per cell (`Limits.output_bytes`) and for the whole notebook (`Limits.notebook_output_bytes`): output
   beyond them is dropped and a note says how much. Error outputs are always kept (nbgrader scores a grade cell
   by its error output), but past the notebook's cap they are shrunk to their name and a short message;
-  display updates count too;
+  display updates count too. What counts is the size of the message AS IT ARRIVED: the bytes of every frame
+  (header, parent header, metadata, content, binary buffers) of every output message, whatever its type and
+  whatever fields it carries (`MessageBudget`);
+- a message is measured BEFORE it is decoded (the kernel client's `Session.deserialize` is wrapped): one larger
+  than the cell's cap (or, while the judge probes, than `judge.MAX_PROBE_REPLY_BYTES`), or whose content holds
+  more JSON containers than `MAX_MESSAGE_ITEMS`, is never parsed: an error becomes a short error saying so, any
+  other message is dropped and counted. Widget state is not kept (no comm message reaches the notebook);
 - a cell listed in `skip_cells` (it killed the kernel on an earlier attempt) is not run; it gets an error output.
 The caller (`worker.run_notebook`) catches a dead kernel, adds the cell to `skip_cells` and runs again.
 """
@@ -19,12 +25,17 @@ import json
 import math
 import time
 
-from jupyter_core.utils import ensure_async
+from jupyter_core.utils import ensure_async, run_sync
 from nbclient.exceptions import CellTimeoutError
 from nbformat.notebooknode import NotebookNode
 from nbgrader.preprocessors import Execute
 
 SHORT_ERROR = 500  # characters of an error's message kept once the notebook's output cap is reached
+MAX_FRAME_BYTES = 64 * 1024  # a message's header, parent header or metadata (ours are a few hundred bytes)
+MAX_MESSAGE_ITEMS = 200_000  # JSON objects and arrays in one message's content, counted before it is parsed
+OUTPUT_TYPES = ("stream", "display_data", "execute_result", "error")
+SIZE_KEY = "autograder_bytes"  # added to each message: its size in bytes as it arrived (every frame)
+DROPPED_KEY = "autograder_dropped"  # added to a message that was not decoded: why
 
 
 def error_output(ename: str, message: str) -> NotebookNode:
@@ -36,12 +47,55 @@ class SubmissionKilled(CellTimeoutError):
     """A timed-out cell did not stop when interrupted: the submission was killed."""
 
 
-def _size(content: dict) -> int:
-    if "text" in content:
-        return len(content["text"])
-    if "traceback" in content:
-        return len(json.dumps(content.get("traceback", []))) + len(str(content.get("evalue", "")))
-    return len(json.dumps(content.get("data", {})))
+def _size(msg: dict) -> int:
+    """Bytes of a message: as it arrived (every frame) when the wrapped deserializer measured it, else the JSON of
+    every field of the message (a message we built)."""
+    if SIZE_KEY in msg:
+        return int(msg[SIZE_KEY])
+    return len(json.dumps({k: msg.get(k) for k in ("header", "parent_header", "metadata", "content")},
+                          default=str))
+
+
+def json_items(raw: bytes) -> int:
+    """An upper bound of the JSON objects and arrays in `raw`, without parsing it (braces inside strings count
+    too: the bound only ever errs on the side of refusing)."""
+    return raw.count(b"{") + raw.count(b"[")
+
+
+def bounded_deserialize(session, limits_now):
+    """`session.deserialize`, measuring each message before anything in it is parsed.
+
+    `limits_now()` gives (largest message in bytes, largest number of JSON containers in its content). A message
+    whose header, parent header or metadata exceeds MAX_FRAME_BYTES is replaced by an empty message nobody waits
+    for; one over the limits keeps its (small) header and gets an empty content and `DROPPED_KEY` saying why.
+    Every message gets SIZE_KEY: the bytes of all its frames."""
+    original = session.deserialize
+
+    def deserialize(msg_list, content=True, copy=True):
+        frames = [bytes(f.bytes) if hasattr(f, "bytes") else f for f in msg_list]
+        size = sum(len(f) for f in frames[1:])
+        if len(frames) < 5 or any(len(f) > MAX_FRAME_BYTES for f in frames[1:4]):
+            return {"header": {"msg_type": "autograder_dropped"}, "msg_id": None, "msg_type": "autograder_dropped",
+                    "parent_header": {}, "metadata": {}, "content": {}, "buffers": [], SIZE_KEY: size,
+                    DROPPED_KEY: f"a message with a header of over {MAX_FRAME_BYTES} bytes"}
+        msg = original(frames, content=False, copy=True)  # checks the signature; parses the small frames only
+        max_bytes, max_items = limits_now()
+        raw = frames[4]
+        msg[SIZE_KEY] = size
+        if size > max_bytes:
+            msg[DROPPED_KEY] = f"{size} bytes, over the limit of {max_bytes} bytes per message"
+        elif json_items(raw) > max_items:
+            msg[DROPPED_KEY] = f"over {max_items} JSON values, the limit per message"
+        if DROPPED_KEY in msg:
+            msg["content"], msg["buffers"] = {}, []
+            if msg["msg_type"].endswith("_reply"):  # the cell's own reply: it failed, with the reason
+                msg["content"] = {"status": "error", "ename": "OutputTooLarge", "evalue": msg[DROPPED_KEY],
+                                  "traceback": [], "execution_count": None}
+        elif content:
+            msg["content"] = session.unpack(raw)
+        return msg
+
+    return deserialize
 
 
 class SandboxedExecute(Execute):
@@ -62,6 +116,7 @@ class SandboxedExecute(Execute):
         self._dropped_bytes: dict[int, int] = {}
         self._total_bytes = 0
         self._notebook_cap_hit = False
+        self.store_widget_state = False  # widget state would be kept in the notebook's metadata, uncounted
 
     # -- cells --------------------------------------------------------------------------------------------------
 
@@ -134,12 +189,49 @@ class SandboxedExecute(Execute):
 
     # -- output caps --------------------------------------------------------------------------------------------
 
+    async def async_start_new_kernel_client(self):
+        kc = await super().async_start_new_kernel_client()
+        kc.session.deserialize = bounded_deserialize(kc.session, self.message_limits)
+        return kc
+
+    start_new_kernel_client = run_sync(async_start_new_kernel_client)  # what nbclient's setup_kernel calls
+
+    def on_comm_open_jupyter_widget(self, msg):
+        return None  # no output-widget emulation: every output goes through `output`, and is counted there
+
+    def message_limits(self) -> tuple[int, int]:
+        """(bytes, JSON containers) one message from the kernel may have to be decoded at all."""
+        return max(int(self.limits.output_bytes), MAX_FRAME_BYTES), MAX_MESSAGE_ITEMS
+
+    def process_message(self, msg, cell, cell_index):
+        if DROPPED_KEY in msg:
+            return self._refused(msg, cell, cell_index)
+        return super().process_message(msg, cell, cell_index)
+
+    def _refused(self, msg, cell, cell_index):
+        """A message that was not decoded (too large): counted as dropped output; an error stays an error."""
+        if msg.get("parent_header", {}).get("msg_id") is None:
+            return None
+        if msg["msg_type"] == "error":
+            return self.output(cell.outputs, {**msg, "content": {
+                "ename": "OutputTooLarge", "evalue": f"an error output was not kept: {msg[DROPPED_KEY]}",
+                "traceback": [f"OutputTooLarge: an error output was not kept: {msg[DROPPED_KEY]}"]}}, None,
+                cell_index)
+        if msg["msg_type"] in ("stream", "display_data", "execute_result", "update_display_data"):
+            self._drop(cell_index, msg[SIZE_KEY])
+        if msg["msg_type"] == "status":  # never: ours are tiny; a forged one must not end the cell
+            return None
+        return None
+
     def _drop(self, cell_index: int, size: int) -> None:
         self._dropped_bytes[cell_index] = self._dropped_bytes.get(cell_index, 0) + size
 
     def output(self, outs, msg, display_id, cell_index):
         content = msg.get("content", {})
-        size = _size(content)
+        size = _size(msg)
+        if msg.get("msg_type") not in OUTPUT_TYPES:  # nbclient would log its (student-chosen) type name
+            self._drop(cell_index, size)
+            return None
         used = self._output_bytes.get(cell_index, 0)
         over_cell = used + size > self.limits.output_bytes
         over_notebook = self._total_bytes + size > self.limits.notebook_output_bytes
@@ -148,8 +240,8 @@ class SandboxedExecute(Execute):
                 evalue = str(content.get("evalue", ""))
                 content["evalue"] = evalue[:SHORT_ERROR]
                 content["traceback"] = [f"{content.get('ename', 'Error')}: {content['evalue']}"]
-                self._drop(cell_index, max(0, size - _size(content)))
-                size = _size(content)
+                self._drop(cell_index, max(0, size - len(json.dumps(content))))
+                size = len(json.dumps(content))
         elif over_cell or over_notebook:
             self._drop(cell_index, size)
             return None
@@ -158,7 +250,7 @@ class SandboxedExecute(Execute):
         return super().output(outs, msg, display_id, cell_index)
 
     def _update_display_id(self, display_id, msg):
-        size = _size(msg.get("content", {}))
+        size = _size(msg)
         index = self.current_index if self.current_index is not None else -1
         if self._total_bytes + size > self.limits.notebook_output_bytes or size > self.limits.output_bytes:
             self._drop(index, size)

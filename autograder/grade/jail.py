@@ -17,7 +17,9 @@ it works from any clone and for non-editable installs such as the Docker images)
   loopback to the host; PID 1 of the jail is bwrap's init, and when the kernel exits (or bwrap is killed:
   --die-with-parent) the PID namespace is torn down and every process the submission started dies with it;
 - no capabilities, no nested user namespaces (--disable-userns), a cleared environment (only the kernel
-  spec's variables and a few locale ones are passed: the worker's secrets such as $AUTOGRADER_DB never reach it).
+  spec's variables and a few locale ones are passed: the worker's secrets such as $AUTOGRADER_DB never reach it);
+- PID 1 (bwrap) started with an empty environment, its options through `--args FD` and stdin/stdout/stderr on
+  /dev/null (launcher.exec_quietly): the jail's /proc shows nothing of the grader (docs/threat-model.md).
 
 The kernel talks to the grader over Unix sockets (jupyter_client's `ipc` transport) in a per-kernel folder
 bound read-write at the same path; each file there is capped by RLIMIT_FSIZE and the folder is deleted after.

@@ -24,6 +24,8 @@ nbgrader's usual in-kernel verdict.
 from __future__ import annotations
 
 import ast
+import os
+import traceback
 import base64
 import json
 import logging
@@ -34,12 +36,14 @@ from nbclient import NotebookClient
 from nbclient.exceptions import CellTimeoutError, DeadKernelError
 
 from autograder.checks._remote import Channel, ProbeBroken, RemoteObject
-from autograder.grade.execute import SandboxedExecute, error_output
+from autograder.grade.execute import DROPPED_KEY, OUTPUT_TYPES, SandboxedExecute, _size, error_output
 from coursekit.probe import MIME
 
 log = logging.getLogger(__name__)
 
-MAX_PROBE_OUTPUT_BYTES = 256 * 1024**2  # everything one probe may print or display (replies included)
+MAX_PROBE_OUTPUT_BYTES = 64 * 1024**2  # everything one probe may print or display (replies included), as it arrived
+MAX_PROBE_REPLY_BYTES = 32 * 1024**2  # one message while probing, measured before it is decoded (replies: ~2 MB)
+MAX_PROBE_REPLY_ITEMS = 200_000  # JSON objects and arrays in one such message, counted before it is decoded
 MISTAKE_METADATA = "autograder_mistake"  # cell metadata key: the judged grade cell's mistake id, for the worker
 
 
@@ -86,8 +90,11 @@ def verdict(channel: Channel, calls) -> tuple[str | None, str | None]:
             return f"Your code could not be checked: {broken}.", None
         except DeadKernelError:
             raise  # the student's code killed the kernel: the worker skips this cell and runs the notebook again
-        except Exception:  # noqa: BLE001 -- a bug of ours must not look like the student's fault, nor crash the batch
-            log.exception("check %s failed with an internal error", name)
+        except Exception as exc:  # noqa: BLE001 -- a bug of ours must not look like the student's fault, nor crash
+            # the batch. Logged without its message: it may quote what the student's code returned
+            where = traceback.extract_tb(exc.__traceback__)[-1]
+            log.error("check %s failed with an internal error: %s at %s:%s", name, type(exc).__name__,
+                      os.path.basename(where.filename), where.lineno)
             return ("The grader could not finish this check because of an internal error (not a problem in your "
                     "answer): your instructor has been told."), None
     return None, None
@@ -128,6 +135,7 @@ class JudgedExecute(SandboxedExecute):
         super().__init__(**kwargs)
         self._probing = False
         self._probe_bytes = 0
+        self._probe_refused: str | None = None  # why a message of the current probe was not decoded
 
     def preprocess_cell(self, cell, resources, index):
         cell.metadata.pop(MISTAKE_METADATA, None)  # only the judge writes it (a submission's own is dropped)
@@ -151,7 +159,7 @@ class JudgedExecute(SandboxedExecute):
         """Execute one probe snippet; returns the reply it displayed (the one answering `request_id`)."""
         saved_timeout, graded_cell = self.timeout, self.nb.cells[index]
         self.timeout = max(1, int(timeout))
-        self._probing, self._probe_bytes = True, 0
+        self._probing, self._probe_bytes, self._probe_refused = True, 0, None
         try:
             NotebookClient.execute_cell(self, cell, index, store_history=False)
         except CellTimeoutError:
@@ -166,16 +174,37 @@ class JudgedExecute(SandboxedExecute):
             reply = output.get("data", {}).get(MIME)
             if isinstance(reply, dict) and reply.get("id") == request_id:
                 return reply
+        if self._probe_refused:
+            raise ProbeBroken(f"its answer was too large to be read ({self._probe_refused})")
         errors = [o for o in cell.outputs if o.get("output_type") == "error"]
         if errors:
             raise ProbeBroken(f"the kernel stopped it ({errors[-1].get('ename', 'an error')})")
         raise ProbeBroken("it returned no answer")
 
+    def message_limits(self) -> tuple[int, int]:
+        """While probing: one reply may be up to MAX_PROBE_REPLY_BYTES and MAX_PROBE_REPLY_ITEMS, and everything
+        the probe sends at most MAX_PROBE_OUTPUT_BYTES; all measured before decoding (execute.bounded_deserialize)."""
+        if not self._probing:
+            return super().message_limits()
+        if self._probe_bytes > MAX_PROBE_OUTPUT_BYTES:
+            return 0, 0
+        return MAX_PROBE_REPLY_BYTES, MAX_PROBE_REPLY_ITEMS
+
+    def process_message(self, msg, cell, cell_index):
+        if not self._probing:
+            return super().process_message(msg, cell, cell_index)
+        if msg.get("msg_type") in ("stream", "display_data", "execute_result", "update_display_data", "error"):
+            self._probe_bytes += _size(msg)
+        if DROPPED_KEY in msg:
+            if msg.get("msg_type") in ("display_data", "execute_result"):
+                self._probe_refused = (f"{msg[DROPPED_KEY]}" if self._probe_bytes <= MAX_PROBE_OUTPUT_BYTES else
+                                       f"over {MAX_PROBE_OUTPUT_BYTES} bytes in all, the limit of one probe")
+            return None
+        return NotebookClient.process_message(self, msg, cell, cell_index)
+
     def output(self, outs, msg, display_id, cell_index):
         if not self._probing:
             return super().output(outs, msg, display_id, cell_index)
-        content = msg.get("content", {})
-        self._probe_bytes += len(json.dumps(content))
-        if self._probe_bytes > MAX_PROBE_OUTPUT_BYTES:
+        if self._probe_bytes > MAX_PROBE_OUTPUT_BYTES or msg.get("msg_type") not in OUTPUT_TYPES:
             return None  # a flood while probing: dropped (the reply is then missing and the check fails)
         return NotebookClient.output(self, outs, msg, display_id, cell_index)

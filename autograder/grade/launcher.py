@@ -13,6 +13,9 @@ execve, so every process of the submission runs under them:
 - RLIMIT_NPROC: only when no cgroup could be made (the fallback; it counts per user, and the kernel ignores it
   for uid 0).
 Without `--ipc-dir` (AUTOGRADER_UNSAFE_NO_JAIL=1), it becomes ipykernel directly, as before the jail.
+
+bwrap is started with nothing of the grader (`exec_quietly`): it is the jail's PID 1, whose /proc entries the
+submission can read.
 """
 from __future__ import annotations
 
@@ -86,7 +89,40 @@ def main(argv: list[str] | None = None) -> None:
     argv = jail.bwrap_command(bwrap, kernel_cmd=kernel_command(args.kernel_args), ipc_dir=args.ipc_dir,
                               notebook_src=os.getcwd(), disk_bytes=args.disk_bytes, env=env, gpu=args.gpu)
     apply_limits(args.memory_bytes, args.rlimit, args.disk_bytes, 0 if args.cgroup else args.processes)
-    os.execv(bwrap, argv)
+    at = argv.index("--")
+    exec_quietly(bwrap, argv[1:at], argv[at:])
+
+
+# What bwrap itself is started with. PID 1 of the jail IS this bwrap process: the submission can read its
+# /proc/1/environ, /proc/1/cmdline and reopen /proc/1/fd/*. So it gets no environment at all (the kernel's
+# variables are passed with --setenv, inside the argument list), its argument list comes through a file
+# descriptor that bwrap closes after reading it (`--args FD`: its cmdline is `bwrap --args 3 -- <the kernel's
+# command line>`, which the kernel's own /proc/2/cmdline shows anyway), and its stdin/stdout/stderr are
+# /dev/null, never the grader's terminal or log.
+BWRAP_ENV: dict[str, str] = {}
+
+
+def exec_quietly(bwrap: str, options: list[str], command: list[str]) -> None:
+    """Become `bwrap options... -- command...` with an empty environment, the options passed through a file
+    descriptor (bwrap reads the command from its own argv only) and stdin/stdout/stderr on /dev/null. Never
+    returns."""
+    fd = args_fd(options)
+    null = os.open(os.devnull, os.O_RDWR)
+    for target in (0, 1, 2):  # last: an error before this point still reaches the worker's log
+        os.dup2(null, target)
+    if null > 2:
+        os.close(null)
+    os.execve(bwrap, [bwrap, "--args", str(fd), *command], BWRAP_ENV)
+
+
+def args_fd(args: list[str]) -> int:
+    """A file descriptor (inherited by exec, at offset 0) holding `args` NUL-separated, as bwrap's --args reads."""
+    data = b"".join(arg.encode() + b"\0" for arg in args)
+    fd = os.memfd_create("bwrap-args", 0)  # Linux (as bwrap); no MFD_CLOEXEC: bwrap must inherit it
+    os.write(fd, data)
+    os.lseek(fd, 0, os.SEEK_SET)
+    os.set_inheritable(fd, True)
+    return fd
 
 
 if __name__ == "__main__":

@@ -104,6 +104,24 @@ class SandboxLimits(LoggingConfigurable):
     )).tag(config=True)
 
 
+class GradingWorkers(LoggingConfigurable):
+    """The grading cluster's local workers, as nbgrader configuration: `c.GradingWorkers.<name>`.
+
+    Not part of `Limits` (not a limit of one submission, and not in the content hash). On an existing cluster
+    (`--scheduler`) the admin sets the same with `dask worker --memory-limit` and the scheduler's
+    `distributed.scheduler.allowed-failures: 1`."""
+
+    memory_bytes = Integer(4 * GiB, help=(
+        "Bytes of memory of one grading worker process (Dask's memory limit: a worker above it is restarted, "
+        "and the submission it held is graded once more, then marked failed). 0: no limit."
+    )).tag(config=True)
+
+
+def worker_memory_bytes(config=None) -> int:
+    """GradingWorkers.memory_bytes of a course's nbgrader configuration (default 4 GiB)."""
+    return int(GradingWorkers(config=config if config is not None else Config()).memory_bytes)
+
+
 def course_limits(config=None) -> Limits:
     """The Limits a course's nbgrader configuration sets (`coursedir.nbgrader_config`): SandboxLimits, plus
     Execute.timeout and Execute.startup_timeout for the two times. No config: the defaults, `Limits()`."""

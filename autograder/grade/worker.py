@@ -220,6 +220,13 @@ def assigned_gpu(requested: str | None) -> str | None:
     return gpus[index % len(gpus)]
 
 
+def peak_memory_bytes() -> int:
+    """The largest resident memory this worker process has had so far (Linux reports KiB)."""
+    import resource
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
 def grade_job(job: GradingJob) -> GradingResult:
     """Grade one submission notebook. Never raises: a failure becomes a result with status "error"."""
     started = time.monotonic()
@@ -263,6 +270,7 @@ def grade_job(job: GradingJob) -> GradingResult:
         return result
     messages = cell_messages(nb)
     flags = flags + runtime_flags(nb)
+    notes = notes + [f"worker peak memory {peak_memory_bytes() // 2**20} MiB"]
     return GradingResult(
         assignment=job.assignment, notebook=job.notebook, student=job.student, status="graded", message="",
         content_hash=job.content_hash, grades=grades, messages=messages, mistakes=diagnosed_mistakes(nb),

@@ -177,8 +177,15 @@ def test_zip_link_entries_are_refused(course, tmp_path):
     assert "root:" not in _all_text(submitted)
 
 
-def test_oversized_notebook_is_refused(course, tmp_path, monkeypatch):
-    monkeypatch.setattr(submission_files, "MAX_NOTEBOOK_BYTES", 50_000)
+def _configure(course, **settings):
+    """Set SubmissionLimits in the course's nbgrader_config.py, as an instructor would."""
+    config = course / "nbgrader_config.py"
+    lines = [f"c.SubmissionLimits.{name} = {value!r}" for name, value in settings.items()]
+    config.write_text((config.read_text() if config.exists() else "c = get_config()\n") + "\n".join(lines) + "\n")
+
+
+def test_oversized_notebook_is_refused(course, tmp_path):
+    _configure(course, notebook_bytes=50_000)
     big = nbformat.reads(synthetic_submission(course, "solution"), as_version=4)
     big.cells.append(nbformat.v4.new_markdown_cell("x" * 60_000))
     inbox = tmp_path / "inbox"
@@ -210,3 +217,66 @@ def test_submitted_folder_that_is_a_link_is_not_written_through(course, tmp_path
     assert "is a symbolic link: refused" in _reasons(report)["zed/ps1"]
     assert list(elsewhere.iterdir()) == []
     assert [c.student for c in report.collected] == ["amy"]
+
+
+@pytest.mark.parametrize("student", ["bob\n", "bob ", "bob\t", "b\u00f6b", "bob;x", "bob\r", "-bob", "x" * 129])
+def test_student_ids_must_match_the_documented_set_in_full(course, tmp_path, student):
+    """Issue #20, door 5: `bob\\n` was accepted ($ matches before a trailing newline) and became a second bob."""
+    inbox = tmp_path / "inbox"
+    (inbox / "bob" / "ps1").mkdir(parents=True)
+    (inbox / "bob" / "ps1" / "ps1.ipynb").write_text(synthetic_submission(course, "solution"))
+    try:
+        (inbox / student / "ps1").mkdir(parents=True)
+    except OSError:
+        pytest.skip("this file system cannot hold the name")
+    (inbox / student / "ps1" / "ps1.ipynb").write_text(synthetic_submission(course, "solution"))
+    report = collect(course, inbox)
+    assert [c.student for c in report.collected] == ["bob"]
+    assert any("unusable student id" in p.reason for p in report.problems)
+    with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:
+        assert [s.id for s in gb.students] == ["bob"]
+    assert sorted(p.name for p in (course / "submitted").iterdir()) == ["bob"]
+
+
+def _rss_growth_of(setup: str, code: str) -> tuple[str, int]:
+    """(stdout, how far the peak resident memory rose above the memory after `setup`) of `code`, run in a fresh
+    interpreter."""
+    import subprocess
+    import sys
+
+    wrapped = (setup + "\nimport os, resource\nwith open('/proc/self/statm') as fh:\n"
+               "    before = int(fh.read().split()[1]) * os.sysconf('SC_PAGE_SIZE')\n" + code +
+               "\nprint('GROWTH', resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 - before)\n")
+    out = subprocess.run([sys.executable, "-c", wrapped], capture_output=True, text=True, timeout=600, check=True)
+    return out.stdout, int(out.stdout.rsplit("GROWTH", 1)[1])
+
+
+@pytest.mark.slow
+def test_a_zip_bomb_is_refused_before_extraction_and_never_read_into_memory(course, tmp_path):
+    """Issue #20, door 5: a 1 MB zip of an honest classmate plus 20 files of 50 MiB (1 GB) in a student's folder.
+    Over SubmissionLimits.archive_bytes (configured): refused before anything is extracted, the report names the
+    limit. Under it (the default 2 GiB): collected by streaming, collect's memory stays far below the 1 GB."""
+    bomb = tmp_path / "class.zip"
+    zero = b"\0" * (50 * 1024**2 - 1)
+    with zipfile.ZipFile(bomb, "w", compression=zipfile.ZIP_DEFLATED, compresslevel=9) as zf:
+        zf.writestr("ann/ps1/ps1.ipynb", synthetic_submission(course, "solution"))
+        zf.writestr("eve/ps1/ps1.ipynb", synthetic_submission(course, "blank"))
+        for index in range(20):
+            zf.writestr(f"eve/ps1/data{index}.bin", zero)
+    assert bomb.stat().st_size < 3 * 1024**2
+    del zero
+    _configure(course, archive_bytes=256 * 1024**2)
+    report = collect(course, bomb)
+    assert report.collected == [] and not (course / "submitted").exists()
+    assert [p.reason for p in report.problems if "zip refused" in p.reason] != []
+    assert "SubmissionLimits.archive_bytes" in report.problems[0].reason
+    _configure(course, archive_bytes=2 * 1024**3, archive_entries=10)
+    report = collect(course, bomb)
+    assert report.collected == [] and "SubmissionLimits.archive_entries" in report.problems[0].reason
+    _configure(course, archive_bytes=2 * 1024**3, archive_entries=20_000)
+    stdout, growth = _rss_growth_of("from autograder.collect import collect\nimport nbgrader.api, torch",
+                                    f"r = collect({str(course)!r}, {str(bomb)!r})\n"
+                                    "print(sorted(c.student for c in r.collected))")
+    assert "['ann', 'eve']" in stdout
+    assert len(list((course / "submitted" / "eve" / "ps1").glob("data*.bin"))) == 20
+    assert growth < 150 * 1024**2, f"collect grew by {growth / 1024**2:.0f} MiB"

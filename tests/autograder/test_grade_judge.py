@@ -81,3 +81,51 @@ def test_grading_refuses_before_anything_runs_where_student_code_cannot_be_jaile
     monkeypatch.setattr(jail, "bwrap_path", unavailable)
     with pytest.raises(jail.JailUnavailable, match="bubblewrap"):
         engine.grade_many(tmp_path, ["03_attention"], progress=False)
+
+
+def _judge_notebook(cells, tmp_path):
+    """Run `cells` (source, grade_id or None) through the judge in a real jailed kernel."""
+    import time
+
+    from nbformat.v4 import new_code_cell, new_notebook
+
+    from autograder.grade.sandbox import GiB, Limits, kernel_manager_class, kernel_spec
+
+    limits = Limits(cell_timeout=90, notebook_timeout=240, memory_bytes=3 * GiB, output_bytes=64 * 1024)
+    nb = new_notebook(cells=[new_code_cell(source, metadata={"nbgrader": {
+        "grade": True, "grade_id": grade_id, "points": 1, "solution": False, "locked": True}} if grade_id else {})
+        for source, grade_id in cells])
+    executor = judge.JudgedExecute(limits=limits, deadline=time.monotonic() + limits.notebook_timeout,
+                                   skip_cells=set(), kernel_manager_class=kernel_manager_class(kernel_spec(limits)))
+    nb, _ = executor.preprocess(nb, {"metadata": {"path": str(tmp_path)}})
+    return nb
+
+
+def test_a_probe_reply_is_bounded_before_it_is_decoded(tmp_path):
+    """Issue #20, door 3: a reply of 150,000 0-d tensors (19 MB) (too many JSON values) and one of 40 MB (too many
+    bytes) are refused before they are parsed, with a message naming the limit; the grader's memory stays flat;
+    an honest answer in the same notebook still passes."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("sandbox_tests", __file__.replace("test_grade_judge.py",
+                                                                                     "test_grade_sandbox.py"))
+    sandbox_tests = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(sandbox_tests)
+    hand_in = "from coursekit.probe import hand_in\nhand_in({!r}, {})"
+    cells = [
+        ("import torch", None),
+        ("def many(size, device=None):\n    return [torch.tensor(1.0) for _ in range(150_000)]\n"
+         "def huge(ids, pad_id=0):\n    return 'x' * (40 * 1024**2)\n"
+         "def honest(size, device=None):\n    return torch.tril(torch.ones(size, size, dtype=torch.bool, "
+         "device=device))", None),
+        (hand_in.format("make_causal_mask", "many"), "many"),
+        (hand_in.format("make_padding_mask", "huge"), "huge"),
+        (hand_in.format("make_causal_mask", "honest"), "honest"),
+    ]
+    nb, growth = sandbox_tests.peak_rss_growth(lambda: _judge_notebook(cells, tmp_path))
+    many, huge, honest = (nb.cells[i].outputs for i in (2, 3, 4))
+    assert honest == [], honest
+    assert "too large to be read" in many[0]["evalue"] and "JSON values" in many[0]["evalue"], many
+    assert str(judge.MAX_PROBE_REPLY_ITEMS) in many[0]["evalue"]
+    assert "too large to be read" in huge[0]["evalue"] and str(judge.MAX_PROBE_REPLY_BYTES) in huge[0]["evalue"]
+    assert growth < 200 * 1024**2, f"the grader grew by {growth / 1024**2:.0f} MiB"

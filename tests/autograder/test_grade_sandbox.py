@@ -129,6 +129,74 @@ def test_the_jail_hides_the_grader_the_course_and_the_network(tmp_path, monkeypa
     assert text(nb.cells[6]).split() == ["False", "2"]  # PID 2: the jail's own PID namespace (bwrap's init is 1)
 
 
+# Reads every readable file of the jail's /proc (and every link's target) without blocking; prints the files
+# holding any of the markers, then where /proc/1/fd/* lead, then writes a forged line to PID 1's stdout and stderr.
+READ_ALL_OF_PROC = r"""
+import json, os
+markers = json.loads(MARKERS)
+hits, read, seen = [], 0, set()
+def look(path, data):
+    for marker in markers:
+        if marker.encode() in data:
+            hits.append([path, marker])
+for root, dirs, files in os.walk("/proc", followlinks=False):
+    depth = root.count("/")
+    dirs[:] = [d for d in dirs if depth < 5 and d not in ("self", "thread-self")]
+    for name in files + [d for d in os.listdir(root) if os.path.islink(os.path.join(root, d))]:
+        path = os.path.join(root, name)
+        if path in seen or name in ("pagemap", "mem", "kcore", "kmsg", "clear_refs"):
+            continue
+        seen.add(path)
+        try:
+            look(path + " -> ", os.readlink(path).encode())
+        except OSError:
+            pass
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+        except OSError:
+            continue
+        try:
+            look(path, os.read(fd, 1 << 20))
+            read += 1
+        except OSError:
+            pass
+        finally:
+            os.close(fd)
+print(json.dumps({"read": read, "hits": hits,
+                  "pid1_fds": {fd: os.readlink(f"/proc/1/fd/{fd}") for fd in os.listdir("/proc/1/fd")}}))
+for fd in ("1", "2"):
+    try:
+        with open(f"/proc/1/fd/{fd}", "w") as out:
+            out.write("FORGED-LOG-LINE 110/110 graded\n")
+    except OSError:
+        pass
+"""
+
+
+def test_the_jails_proc_holds_nothing_of_the_grader(tmp_path, monkeypatch, capfd):
+    """Issue #20, door 1: PID 1 of the jail (bwrap) carries no grader variable, path or terminal. Every readable
+    file of the jail's /proc (environ, cmdline, fd links, mountinfo...) is read: no grader secret, no course path,
+    and PID 1's stdin/stdout/stderr are /dev/null (a line written there reaches no grading log)."""
+    secret = "grader-secret-5f0c2b9e"
+    course = tmp_path / "my-course-folder"
+    course.mkdir()
+    monkeypatch.setenv("GRADEBOOK_URL", f"postgresql://grader:{secret}@db/gradebook")
+    monkeypatch.setenv("COURSE_HOME", str(course))
+    monkeypatch.setenv("OLDPWD", str(course))
+    monkeypatch.chdir(course)
+    markers = [secret, str(course)]
+    nb, _ = run([f"MARKERS = {json.dumps(json.dumps(markers))}", READ_ALL_OF_PROC], tmp_path)
+    assert errors(nb.cells[1]) == [], nb.cells[1].outputs
+    found = json.loads(text(nb.cells[1]).splitlines()[0])
+    assert found["read"] > 200, found  # it did read /proc (environ, cmdline, status... of PID 1 and 2, sys, ...)
+    assert found["hits"] == [], found["hits"]
+    assert set(found["pid1_fds"].values()) <= {"/dev/null"} | {v for v in found["pid1_fds"].values()
+                                                                 if v.startswith(("socket:", "pipe:", "anon_inode:"))}
+    assert all(found["pid1_fds"].get(fd) == "/dev/null" for fd in ("0", "1", "2")), found["pid1_fds"]
+    captured = capfd.readouterr()
+    assert "FORGED-LOG-LINE" not in captured.out + captured.err
+
+
 def test_a_normal_install_hides_the_packages_inside_site_packages(tmp_path, monkeypatch):
     """In a non-editable install (the Docker images) solutions/ sits inside site-packages, which is bound: an
     empty tmpfs is mounted over it. Checked with a fake site-packages through bwrap itself."""
@@ -278,6 +346,68 @@ def test_total_output_of_the_notebook_is_capped(tmp_path):
     assert all(errors(c) == ["ValueError"] for c in nb.cells[10:20])  # errors always kept (they decide scores)
     assert len(nb.cells[19].outputs[0]["evalue"]) <= 500
     assert any("whole notebook" in text(c) for c in nb.cells[5:])
+
+
+def rss_bytes() -> int:
+    with open("/proc/self/statm") as fh:
+        return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def peak_rss_growth(fn):
+    """(fn(), how far this process's resident memory rose above where it started while fn ran), sampled."""
+    import threading
+
+    start, peak, done = rss_bytes(), [0], threading.Event()
+
+    def sample():
+        while not done.is_set():
+            peak[0] = max(peak[0], rss_bytes())
+            time.sleep(0.02)
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    try:
+        result = fn()
+    finally:
+        done.set()
+        sampler.join()
+    return result, max(0, peak[0] - start)
+
+
+# Messages the kernel sends itself (its session), shaped to slip past a cap that looked at one field only.
+FORGED_MESSAGES = r"""
+kernel = get_ipython().kernel
+parent = kernel.get_parent("shell")
+def send(msg_type, content, metadata=None):
+    kernel.session.send(kernel.iopub_socket, msg_type, content, parent=parent, metadata=metadata or {})
+big = "x" * (4 * 1024**2)
+for i in range(6):
+    send("display_data", {"text": "", "data": {"text/plain": big}, "metadata": {}})  # an empty "text" beside 4 MB
+    send("display_data", {"data": {"text/plain": "small"}, "metadata": {"m": big}})  # 4 MB of metadata
+    send("update_display_data", {"data": {"text/plain": big}, "metadata": {}, "transient": {"display_id": "d"}})
+    send("comm_open", {"comm_id": f"c{i}", "target_name": "jupyter.widget", "data": {"state": {"v": big}}})
+    send("stream", {"name": "stdout", "text": "", "data": big})
+print("sent")
+"""
+
+
+def test_every_byte_of_every_message_counts_and_big_ones_are_never_decoded(tmp_path):
+    """Issue #20, door 2: 120 MB of output hidden beside an empty "text", in metadata, display updates, widget
+    state and unknown fields: the notebook stays under its cap, the truncation is noted, and the grader's memory
+    does not grow with what the kernel sent (messages over the cap are measured, never parsed)."""
+    limits = Limits(cell_timeout=60, notebook_timeout=120, memory_bytes=2 * GiB, output_bytes=64 * 1024,
+                    notebook_output_bytes=256 * 1024)
+    (nb, executor), growth = peak_rss_growth(lambda: run(
+        ["from IPython.display import display\ndisplay('start', display_id='d')", FORGED_MESSAGES, "print('after')"],
+        tmp_path, limits))
+    size = len(json.dumps(nb)) + len(json.dumps(executor.widget_state))
+    assert size < limits.notebook_output_bytes + 10_000, size
+    assert "sent" in text(nb.cells[1]) and "after" in text(nb.cells[2])
+    assert "output truncated by the grader" in text(nb.cells[1])
+    dropped = int(text(nb.cells[1]).split("truncated by the grader: ")[1].split()[0])
+    assert dropped >= 24 * 4 * 1024**2, dropped  # every byte of every output message (24 of 4 MiB) was counted
+    assert nb.metadata.get("widgets") is None and executor.widget_state == {}
+    assert growth < 60 * 1024**2, f"the grader grew by {growth / 1024**2:.0f} MiB"
 
 
 def test_notebook_deadline_stops_later_cells(tmp_path):

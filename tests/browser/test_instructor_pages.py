@@ -9,8 +9,15 @@ build/browser-screenshots/<session>/ (git-ignored test artefacts).
 Then nbgrader's formgrader, served from a course root by a Jupyter server with nbgrader's extensions: a manual
 score given to a written answer reaches `autograder export` and the course page.
 
-The feedback page is nbgrader's: its template asks cdnjs for MathJax. Offline that one request fails (math then
-shows as TeX); the test names it as the only request allowed to fail, so any other outside dependency fails it.
+The feedback page is nbgrader's, made safe (autograder.feedback): math is drawn on the grading machine (no
+MathJax), and a Content-Security-Policy refuses every script and every outside request; nbgrader's template
+still names its CDN scripts (jQuery, require.js, mermaid, MathJax), and the browser refuses exactly those, which
+is the only console error allowed there.
+
+eve is hostile (issue #20, door 4): her written answer, her code and her outputs carry scripts, `onerror`
+handlers, a `javascript:` link, JavaScript and HTML outputs, each of which would set `window.__canary`. On every
+page the product writes (feedback, assignment and course reports, similarity) the canary stays unset, while her
+page still shows her own figure, table, formatted text and rendered math.
 """
 from __future__ import annotations
 
@@ -32,6 +39,28 @@ from autograder.grade.sandbox import GiB, Limits
 from synthetic_course import SYNTHETIC_ASSIGNMENT as PS1
 from synthetic_course import release_assignment, synthetic_course, synthetic_submission
 
+CANARY = "window.__canary"
+HOSTILE_MARKDOWN = ("My answer: scaling by $\\sqrt{d_k}$ keeps **the logits** small.\n\n"
+                    "<script>window.__canary = 'markdown script'</script>\n"
+                    "<img src=x onerror=\"window.__canary = 'markdown onerror'\">\n"
+                    "[a link](javascript:window.__canary='markdown link')\n\n"
+                    "| kept | table |\n|---|---|\n| 1 | 2 |\n")
+HOSTILE_CODE = """# </pre><script>window.__canary = 'code script'</script>
+from IPython.display import HTML, Javascript, Markdown, display
+display(HTML("<script>window.__canary = 'html output'</script><img src=x onerror=\\"window.__canary = 'html onerror'\\">"
+             "<table><tr><td>her own table</td></tr></table>"))
+display(Javascript("window.__canary = 'javascript output'"))
+display(Markdown("<svg onload=\\"window.__canary = 'markdown output'\\"></svg>**her bold words**"))
+import io
+import matplotlib.pyplot as plt
+from IPython.display import Image
+figure = plt.figure(figsize=(4, 3))
+plt.plot([1, 2, 3])
+plt.title("her own figure")
+png = io.BytesIO()
+figure.savefig(png, format="png")
+display(Image(data=png.getvalue()))
+"""
 LIMITS = Limits(cell_timeout=30, notebook_timeout=120, memory_bytes=3 * GiB, startup_timeout=120)
 MATHJAX = re.compile(r"^https://cdnjs\.cloudflare\.com/ajax/libs/mathjax/")
 NORMALIZE = '''total = 0.0
@@ -51,6 +80,14 @@ def _edited(text: str, normalize: str) -> str:
     return nbformat.writes(nb)
 
 
+def _hostile(text: str) -> str:
+    """A blank submission with eve's scripts in a written answer and in a code cell (see the module doc)."""
+    nb = nbformat.reads(text, as_version=4)
+    nb.cells.insert(1, nbformat.v4.new_markdown_cell(HOSTILE_MARKDOWN))
+    nb.cells.insert(2, nbformat.v4.new_code_cell(HOSTILE_CODE))
+    return nbformat.writes(nb)
+
+
 @pytest.fixture(scope="module")
 def pages(tmp_path_factory, chromium_path):
     root = tmp_path_factory.mktemp("instructor-pages")
@@ -58,7 +95,8 @@ def pages(tmp_path_factory, chromium_path):
     solution = synthetic_submission(course, "solution")
     texts = {"ann": _edited(solution, NORMALIZE), "ben": synthetic_submission(course, "mistake"),
              "cat": synthetic_submission(course, "monkeypatch"),
-             "fay": _edited(solution, NORMALIZE.replace("total", "s").replace("value", "v"))}
+             "fay": _edited(solution, NORMALIZE.replace("total", "s").replace("value", "v")),
+             "eve": _hostile(synthetic_submission(course, "blank"))}
     for student, text in texts.items():
         (root / "inbox" / student / PS1).mkdir(parents=True)
         (root / "inbox" / student / PS1 / f"{PS1}.ipynb").write_text(text)
@@ -71,7 +109,8 @@ def pages(tmp_path_factory, chromium_path):
     reports = course / "reports"
     return {"course": reports / "course" / "index.html", "assignment": reports / PS1 / "index.html",
             "similarity": reports / PS1 / "similarity.html",
-            "feedback": course / "feedback" / "ben" / PS1 / f"{PS1}.html"}
+            "feedback": course / "feedback" / "ben" / PS1 / f"{PS1}.html",
+            "eve": course / "feedback" / "eve" / PS1 / f"{PS1}.html"}
 
 
 @pytest.fixture
@@ -96,7 +135,9 @@ def _open(page, path, screenshot_dir, name):
     page.goto(path.as_uri(), wait_until="load")
     page.wait_for_load_state("networkidle")
     page.screenshot(path=str(screenshot_dir / f"{name}.png"), full_page=True)
-    images = page.evaluate("Array.from(document.images).map(i => [i.alt, i.complete, i.naturalWidth])")
+    # an <img> without a source is one whose source the sanitiser removed (eve's `<img src=x onerror=...>`)
+    images = page.evaluate("Array.from(document.images).filter(i => i.hasAttribute('src'))"
+                           ".map(i => [i.alt, i.complete, i.naturalWidth])")
     broken = [alt for alt, complete, width in images if not complete or width == 0]
     assert not broken, f"{name}: images not shown: {broken}"
     return images
@@ -115,13 +156,14 @@ def test_course_page_content_and_sorting(pages, page, screenshot_dir):
                     "Copied work"):
         assert page.get_by_role("heading", name=re.compile(re.escape(heading))).count() >= 1, heading
     first_column = "Array.from(document.querySelectorAll('#matrix tbody tr')).map(r => r.cells[0].textContent)"
-    assert page.evaluate(first_column) == ["ann", "ben", "cat", "fay"]
+    assert page.evaluate(first_column) == ["ann", "ben", "cat", "eve", "fay"]
     total = page.locator("#matrix thead th").nth(2)  # the total column: click sorts ascending, then descending
     total.click()
     ascending = page.evaluate(first_column)
     total.click()
     descending = page.evaluate(first_column)
-    assert ascending[0] in ("cat", "ben") and descending[-1] in ("cat", "ben") and descending[0] in ("ann", "fay")
+    assert ascending[0] in ("cat", "ben", "eve") and descending[-1] in ("cat", "ben", "eve")
+    assert descending[0] in ("ann", "fay")
     page.screenshot(path=str(screenshot_dir / "course_report_sorted.png"), full_page=True)
     assert page.errors == []
 
@@ -133,12 +175,44 @@ def test_similarity_page_shows_the_pair_side_by_side(pages, page, screenshot_dir
     assert page.locator("h3#pair-1 + .side mark").count() >= 2
 
 
+TEMPLATE_CDN = re.compile(r"https://cdnjs\.cloudflare\.com/")  # nbgrader's template's scripts, refused by the CSP
+
+
+def _csp_refusals_only(errors) -> list:
+    """Console errors other than the CSP refusing the template's own CDN scripts."""
+    return [(text, url) for text, url in errors
+            if not ("Content Security Policy" in text and TEMPLATE_CDN.search(text + url))]
+
+
 def test_feedback_page(pages, page, screenshot_dir):
     _open(page, pages["feedback"], screenshot_dir, "feedback_page")
     assert "Likely mistake: divided by the maximum instead of the sum" in page.inner_text("body")  # ben's mistake
-    assert all(MATHJAX.match(url) for url in page.failed), page.failed
-    errors = [(text, url) for text, url in page.errors if not MATHJAX.match(url)]
-    assert errors == [], errors
+    assert page.failed == []  # nothing even tried to leave the machine: the CSP refuses it first
+    assert _csp_refusals_only(page.errors) == []
+
+
+@pytest.mark.parametrize("name", ["eve", "assignment", "course", "similarity"])
+def test_no_student_script_runs_on_any_page(pages, page, screenshot_dir, name):
+    """Issue #20, door 4: the canary a student's script would set stays unset, links included."""
+    _open(page, pages[name], screenshot_dir, f"canary_{name}")
+    for link in page.locator("a[href^='javascript:' i]").all():
+        link.click()
+    page.wait_for_timeout(500)
+    assert page.evaluate(CANARY) is None, page.evaluate(CANARY)
+    assert "__canary" not in page.evaluate("Object.keys(window).join(' ')")
+
+
+def test_her_own_figures_tables_formatting_and_math_still_show(pages, page, screenshot_dir):
+    images = _open(page, pages["eve"], screenshot_dir, "feedback_eve")
+    body = page.inner_text("body")
+    assert "her own table" in body and "kept" in body and "her bold words" in body
+    assert page.locator("strong", has_text="the logits").count() == 1
+    math = page.locator("img.math")
+    assert math.count() >= 1 and math.first.get_attribute("alt") == "\\sqrt{d_k}"
+    assert page.evaluate("document.querySelector('img.math').naturalWidth") > 0
+    assert any(width > 100 for _, _, width in images)  # her matplotlib figure (a PNG output)
+    assert "<script>" in body  # her script is shown as text, not run
+    assert "$\\sqrt{d_k}$" not in body
 
 
 # ------------------------------------------------------------------------ formgrader: a manual score, end to end

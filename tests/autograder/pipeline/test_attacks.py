@@ -11,6 +11,14 @@ workers, jailed kernels, the judge) and `autograder feedback`. Required:
 - nothing is written outside the submission's own sandbox (planted files never appear on the host);
 - no feedback page contains a line of `autograder/` or `solutions/` source or a grading-machine path.
 
+Issue #20 added one attacker per door of the second red team, graded the same way (`autograder grade` as a
+subprocess, with a secret and the course path planted in its environment): reading the jail's PID 1
+(`/proc/1/environ`, `cmdline`, writing forged lines to `/proc/1/fd/1,2`), output hidden beside an empty "text",
+in metadata, display updates and an unknown message type, a probe reply of 150,000 tensors, scripts in a written
+answer and in outputs, and student ids outside the documented set. Also required: no grader secret or course
+path in any student-visible file, graded notebooks and feedback under their caps, a grading log free of anything
+the students wrote, every worker's peak memory bounded, and no active HTML of a student in any feedback page.
+
 (Symlinked notebooks and links inside submissions are refused by collect/grade: tests/autograder/pipeline/
 test_submission_files.py. Resource attacks: test_robustness.py. Probe-level forgeries: tests/autograder/
 test_grade_judge.py.)
@@ -25,7 +33,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
-from nbformat.v4 import new_code_cell
+from nbformat.v4 import new_code_cell, new_markdown_cell
 
 pytestmark = [pytest.mark.slow, pytest.mark.pipeline]
 
@@ -175,6 +183,52 @@ if os.environ.get("NBGRADER_EXECUTION") or os.environ.get("COURSE_JUDGE"):
     print(torch.__file__, sys.prefix, sys.executable, os.getcwd())
     raise RuntimeError(f"see {torch.__file__}")
 ''',
+    # issue #20, door 1: the jail's PID 1 once carried the grader's environment and its stdout/stderr
+    "read_the_graders_environment": r'''
+import os, sys
+for path in ["/proc/1/environ", "/proc/1/cmdline", "/proc/1/mountinfo", "/proc/self/mountinfo"]:
+    try:
+        print(path, open(path, "rb").read().replace(b"\\0", b" ").decode(errors="replace"))
+    except Exception as error:
+        print(path, type(error).__name__)
+for fd in ("0", "1", "2"):
+    try:
+        print(fd, os.readlink("/proc/1/fd/" + fd))
+        with open("/proc/1/fd/" + fd, "w") as out:
+            out.write("STUDENT-TEXT forged: 110/110 graded\\n" * 50)
+    except Exception as error:
+        print(fd, type(error).__name__)
+os.write(1, b"STUDENT-TEXT on the kernel's own stdout\\n")
+os.write(2, b"STUDENT-TEXT on the kernel's own stderr\\n")
+sys.__stderr__.write("STUDENT-TEXT on sys.__stderr__\\n")
+sys.__stderr__.flush()
+''',
+    # door 2: output hidden where the cap did not look (beside an empty "text", in metadata, display updates)
+    "output_beside_an_empty_text": r'''
+kernel = get_ipython().kernel
+parent = kernel.get_parent("shell")
+big = "x" * (8 * 1024**2)
+for i in range(4):
+    kernel.session.send(kernel.iopub_socket, "display_data", {"text": "", "data": {"text/plain": big}, "metadata": {}},
+                        parent=parent)
+    kernel.session.send(kernel.iopub_socket, "display_data", {"data": {"text/plain": "s"}, "metadata": {"m": big}},
+                        parent=parent)
+    kernel.session.send(kernel.iopub_socket, "update_display_data",
+                        {"data": {"text/plain": big}, "metadata": {}, "transient": {"display_id": "d"}}, parent=parent)
+    kernel.session.send(kernel.iopub_socket, "STUDENT-TEXT forged message type", {"text": big}, parent=parent)
+''',
+    # door 4: scripts in a written answer's place and in outputs, for the instructor who opens the feedback
+    "script_in_outputs": r'''
+from IPython.display import HTML, Javascript, Markdown, display
+display(HTML("<script>window.__canary = 1</script><img src=x onerror='window.__canary = 2'>"))
+display(Javascript("window.__canary = 3"))
+display(Markdown("<svg onload='window.__canary = 4'></svg>[x](javascript:window.__canary=5)"))
+''',
+}
+# Markdown cells an attacker adds (door 4: a written answer with scripts).
+MARKDOWN_ATTACKS = {
+    "script_in_outputs": "<script>window.__canary = 6</script><img src=x onerror=\"window.__canary = 7\">"
+                         "[y](javascript:window.__canary=8)",
 }
 # Attacks placed right before the first grade cell (after the stub they replace).
 BEFORE_GRADING = {
@@ -183,7 +237,16 @@ import os
 def make_padding_mask(ids, pad_id=0):
     os._exit(0)  # the grader's probe kills the kernel
 ''',
+    # door 3: a reply of 150,000 0-d tensors (19 MB, 450,000 JSON values) to blow up the grading worker
+    "reply_with_a_flood_of_tensors": r'''
+import torch
+def make_padding_mask(ids, pad_id=0):
+    return [torch.tensor(1.0) for _ in range(150_000)]
+''',
 }
+SECRET = "grader-secret-8c1e77d0"  # in the grading process's environment: must reach no student-visible file
+STUDENT_TEXT = "STUDENT-TEXT"  # what attackers write wherever they can: must reach no grading log
+BAD_IDS = ("attack_newline\n", "attack_space ")  # door 5: refused by collect, never in the gradebook
 HONEST = ("reference", "mistake_scale", "blank")
 
 
@@ -206,12 +269,17 @@ def _class_folder(tmp: Path, with_attackers: bool) -> Path:
         for name, code in ATTACKS.items():
             nb = nbformat.from_dict(blank)
             nb.cells.insert(_first_code_index(nb) + 1, new_code_cell(code))
+            if name in MARKDOWN_ATTACKS:
+                nb.cells.insert(_first_code_index(nb), new_markdown_cell(MARKDOWN_ATTACKS[name]))
             students[f"attack_{name}"] = nb
         for name, code in BEFORE_GRADING.items():
             nb = nbformat.from_dict(blank)
             first_grade = next(i for i, c in enumerate(nb.cells) if c.metadata.get("nbgrader", {}).get("grade"))
             nb.cells.insert(first_grade, new_code_cell(code))
             students[f"attack_{name}"] = nb
+    if with_attackers:
+        for bad in BAD_IDS:
+            students[bad] = source  # a full score, under an id that must never reach the gradebook
     for student, nb in students.items():
         target = tmp / "inbox" / student / ASSIGNMENT / f"{ASSIGNMENT}.ipynb"
         target.parent.mkdir(parents=True, exist_ok=True)
@@ -219,15 +287,21 @@ def _class_folder(tmp: Path, with_attackers: bool) -> Path:
     return course
 
 
-def _grade(course: Path, inbox: Path):
-    from autograder.collect import collect
-    from autograder.grade.engine import grade
-    from autograder.grade.sandbox import Limits
+def _grade(course: Path, inbox: Path) -> str:
+    """collect, then `autograder grade` as an instructor runs it (2 workers), with a secret planted in its
+    environment; returns everything it printed (the grading log: its own output and its workers')."""
+    import os
+    import sys
 
-    collect(course, inbox)
-    limits = dataclasses.replace(Limits(), cell_timeout=60, notebook_timeout=300)
-    summary = grade(course, ASSIGNMENT, workers=2, limits=limits, progress=False)
-    return summary
+    from autograder.collect import collect
+
+    report = collect(course, inbox)
+    assert not [c for c in report.collected if c.student in BAD_IDS]
+    env = {**os.environ, "GRADEBOOK_PASSWORD": SECRET, "COURSE_SECRET_PATH": str(course)}
+    done = subprocess.run([sys.executable, "-m", "autograder", "grade", ASSIGNMENT, "--course-dir", str(course),
+                           "--workers", "2", "--cell-timeout", "60", "--notebook-timeout", "300"],
+                          env=env, capture_output=True, text=True, timeout=3000)
+    return done.stdout + done.stderr
 
 
 def _auto_scores(course: Path) -> dict[str, float]:
@@ -248,19 +322,25 @@ def graded(tmp_path_factory):
     _grade(honest_course, honest_dir / "inbox")
     attacked_dir = tmp_path_factory.mktemp("attacked")
     course = _class_folder(attacked_dir, with_attackers=True)
-    summary = _grade(course, attacked_dir / "inbox")
+    log = _grade(course, attacked_dir / "inbox")
+    from autograder.grade.gradebook import RunsTable
+
+    runs = RunsTable(f"sqlite:///{course / 'gradebook.db'}")
+    rows = runs.all(ASSIGNMENT)
+    runs.dispose()
     lingering = subprocess.run(["pgrep", "-f", LINGER], capture_output=True, text=True).stdout.split()
     from autograder.feedback import generate_feedback
 
     feedback = generate_feedback(course, ASSIGNMENT)
-    return {"course": course, "summary": summary, "honest": _auto_scores(honest_course),
+    return {"course": course, "rows": rows, "honest": _auto_scores(honest_course), "log": log,
             "scores": _auto_scores(course), "lingering": lingering, "feedback": feedback}
 
 
 def test_the_batch_completes(graded):
-    summary = graded["summary"]
-    assert not summary.failed, summary.failed
-    assert {r["student"] for r in summary.graded} == {*HONEST, *(f"attack_{a}" for a in (*ATTACKS, *BEFORE_GRADING))}
+    rows = graded["rows"]
+    assert [r for r in rows if r["status"].startswith("error")] == []
+    assert {r["student"] for r in rows} == {*HONEST, *(f"attack_{a}" for a in (*ATTACKS, *BEFORE_GRADING))}
+    assert graded["feedback"]["failed"] == {}, "\n".join(f"{s}: {log}" for s, log in graded["feedback"]["failed"].items())
 
 
 @pytest.mark.parametrize("attack", sorted([*ATTACKS, *BEFORE_GRADING]))
@@ -315,3 +395,90 @@ def test_feedback_reveals_no_grader_source_and_no_grader_path(graded):
         leaked = [line for line in secret if line in text]
         assert leaked == [], (page, leaked[:3])
         assert "autograder/checks" not in text and "def check_" not in text, page
+
+
+# ------------------------------------------------------------------------------------------ issue #20's doors
+def _student_visible_files(course: Path) -> list[Path]:
+    return sorted(p for folder in ("autograded", "feedback") for p in (course / folder).rglob("*") if p.is_file())
+
+
+def test_no_grader_secret_or_course_path_in_any_student_visible_file(graded):
+    course = graded["course"]
+    files = _student_visible_files(course)
+    assert len(files) > 2 * (len(ATTACKS) + len(BEFORE_GRADING))
+    for path in files:
+        text = path.read_text(errors="replace")
+        assert SECRET not in text, path
+        assert str(course) not in text, path
+    environ = (course / "autograded" / "attack_read_the_graders_environment" / ASSIGNMENT / f"{ASSIGNMENT}.ipynb")
+    assert "/proc/1/environ" in environ.read_text()  # the attack did run and print what it read
+    assert "1 /dev/null" in environ.read_text() and "2 /dev/null" in environ.read_text()
+
+
+def test_the_grading_log_holds_no_student_text(graded):
+    assert "grading" in graded["log"] or "graded" in graded["log"]
+    assert STUDENT_TEXT not in graded["log"], [line for line in graded["log"].splitlines() if STUDENT_TEXT in line]
+
+
+def test_graded_notebooks_and_feedback_stay_under_their_caps(graded):
+    from autograder.grade.sandbox import Limits
+
+    cap = Limits().notebook_output_bytes
+    course = graded["course"]
+    for path in _student_visible_files(course):
+        assert path.stat().st_size < cap + 2 * 1024**2, (path, path.stat().st_size)  # outputs + the notebook
+    flood = nbformat.read(course / "autograded" / "attack_output_beside_an_empty_text" / ASSIGNMENT /
+                          f"{ASSIGNMENT}.ipynb", as_version=4)
+    assert "output truncated by the grader" in nbformat.writes(flood)
+
+
+def test_worker_memory_stays_bounded(graded):
+    peaks = {r["student"]: int(n.split()[-2]) for r in graded["rows"] for n in r["notes"]
+             if n.startswith("worker peak memory")}
+    assert set(peaks) >= {"attack_reply_with_a_flood_of_tensors", "attack_output_beside_an_empty_text"}, peaks
+    assert max(peaks.values()) < 1536, peaks  # MiB; the flood of tensors once took a worker to 2.9 GB
+
+
+def active_html(text: str) -> list[str]:
+    """What in an HTML page could run a script: <script> elements with a body or a source, on* attributes,
+    javascript: links, <iframe>/<object>/<embed>, SVG outside an <img>."""
+    from html.parser import HTMLParser
+
+    found = []
+
+    class Finder(HTMLParser):
+        def handle_starttag(self, tag, attrs):
+            for name, value in attrs:
+                if name.startswith("on") or (value or "").strip().lower().startswith("javascript:"):
+                    found.append(f"<{tag} {name}={value!r}>")
+            if tag in ("script", "iframe", "object", "embed", "svg"):
+                found.append(f"<{tag}>")
+            self._in = tag
+
+        def handle_data(self, data):
+            if getattr(self, "_in", None) == "script" and "__canary" in data:
+                found.append(f"<script>{data[:60]}")
+
+    Finder().feed(text)
+    return found
+
+
+def test_no_script_reaches_the_feedback_html(graded):
+    """Only the template's own scripts remain (refused by the page's CSP); nothing the student wrote is active."""
+    page = (graded["course"] / "feedback" / "attack_script_in_outputs" / ASSIGNMENT / f"{ASSIGNMENT}.html")
+    text = page.read_text()
+    assert "Content-Security-Policy" in text.split("</head>")[0]
+    active = [a for a in active_html(text) if a != "<script>"]  # bare <script> tags: the template's (CDN, refused)
+    assert active == [], active
+    assert text.count("<script") == active_html(text).count("<script>")
+    honest = (graded["course"] / "feedback" / "reference" / ASSIGNMENT / f"{ASSIGNMENT}.html").read_text()
+    assert text.count("<script") <= honest.count("<script")  # no script of hers among the template's
+
+
+def test_ids_outside_the_documented_set_never_reach_the_gradebook(graded):
+    from nbgrader.api import Gradebook
+
+    with Gradebook(f"sqlite:///{graded['course'] / 'gradebook.db'}") as gb:
+        ids = {s.id for s in gb.students}
+    assert not ids & set(BAD_IDS)
+    assert all(re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._@-]*", i) for i in ids), ids
