@@ -179,62 +179,28 @@ def build_jobs(course_dir: Path, db_url: str, assignment: str, students=None, fo
     wanted = set(students) if students else None
     student_dirs = sorted(p / assignment for p in submitted.iterdir()
                           if os.path.lexists(p / assignment)) if submitted.is_dir() else []
-    runs = RunsTable(db_url)
     plan = Plan([], [], {}, [], [])
-    jobs, skipped = plan.jobs, plan.skipped
-    try:
+    with RunsTable(db_url) as runs:
         for folder in student_dirs:
             student = folder.parent.name
             if (wanted is not None and student not in wanted) or rules.excluded(student):
                 continue
             base = {"assignment": assignment, "student": student, "course_id": cid}
-            problems = submission_problems(folder, list(cells), notebook_bytes)
-            if problems:
-                _fail_submission(plan, base, cells, "refused: " + "; ".join(problems[:5]))
+            admitted = admit_submission(plan, rules, folder, base, cells, notebook_bytes)
+            if admitted is None:
                 continue
-            try:
-                stamp_problem = rules.timestamp_problem(assignment, student)
-                rules.admit(assignment, student, list(cells))
-                stamp = rules.timestamp(assignment, student)
-            except StudentRefused as exc:
-                plan.refused.append((student, str(exc)))
-                continue
-            except Exception as exc:  # noqa: BLE001 - one broken submission never stops the batch
-                _fail_submission(plan, base, cells, f"could not be prepared for grading: {type(exc).__name__}: {exc}")
-                continue
-            flags = []
-            if stamp_problem:
-                message = (f"{stamp_problem}: graded with the submission time unknown (no late penalty); "
-                           "check when it was submitted")
-                flags.append({"code": "timestamp-unreadable", "severity": "review", "cell": "timestamp.txt",
-                              "message": message})
-                plan.problems.append((student, message))
-            notebooks = {}
-            try:
-                for notebook in cells:
-                    path = folder / f"{notebook}.ipynb"
-                    notebooks[notebook] = (read_regular(path, notebook_bytes, "notebook")
-                                           if os.path.lexists(path) else None)
-            except RefusedFile as exc:  # changed since the scan
-                _fail_submission(plan, base, cells, f"refused: {notebook}.ipynb: {exc}")
-                continue
-            plan.admitted.append(student)
-            plan.timestamps[student] = stamp
+            notebooks, flags = admitted
             for notebook, nb_cells in cells.items():
-                nb_bytes = notebooks[notebook]
-                digest = content_hash(nb_bytes, nb_cells, files, limits, config)
-                previous = runs.get(assignment, notebook, student)
-                if not force and previous and previous["content_hash"] == digest and \
-                        not previous["status"].startswith("error"):
-                    skipped.append((student, notebook))
-                    continue
-                jobs.append(GradingJob(
-                    assignment=assignment, notebook=notebook, student=student, course_id=cid, cells=nb_cells,
-                    nb_json=nb_bytes.decode("utf-8", errors="replace") if nb_bytes is not None else None,
-                    content_hash=digest, files=files, limits=limits, config=config,
-                    alembic_version=alembic_version, coordinator_flags=tuple(flags)))
-    finally:
-        runs.dispose()
+                job = GradingJob(notebook=notebook, cells=nb_cells, **base,
+                                 nb_json=None if notebooks[notebook] is None else
+                                 notebooks[notebook].decode("utf-8", errors="replace"),
+                                 content_hash=content_hash(notebooks[notebook], nb_cells, files, limits, config),
+                                 files=files, limits=limits, config=config, alembic_version=alembic_version,
+                                 coordinator_flags=tuple(flags))
+                if force or needs_grading(runs.get(assignment, notebook, student), job.content_hash):
+                    plan.jobs.append(job)
+                else:
+                    plan.skipped.append((student, notebook))
     if wanted:
         unknown = wanted - {p.parent.name for p in student_dirs}
         if unknown:
@@ -242,13 +208,58 @@ def build_jobs(course_dir: Path, db_url: str, assignment: str, students=None, fo
     return plan
 
 
+def admit_submission(plan: Plan, rules: SubmissionRules, folder: Path, base: dict, cells: dict,
+                     notebook_bytes: int) -> tuple[dict, list] | None:
+    """Admit one student's submission: its files pass the checks of `submission_files`, nbgrader's
+    init_assignment accepts the student, its notebooks are read. Returns ({notebook: bytes or None}, coordinator
+    flags), or None when it was refused or failed (recorded in `plan`; the batch goes on)."""
+    assignment, student = base["assignment"], base["student"]
+    problems = submission_problems(folder, list(cells), notebook_bytes)
+    if problems:
+        _fail_submission(plan, base, cells, "refused: " + "; ".join(problems[:5]))
+        return None
+    try:
+        stamp_problem = rules.timestamp_problem(assignment, student)
+        rules.admit(assignment, student, list(cells))
+        stamp = rules.timestamp(assignment, student)
+    except StudentRefused as exc:
+        plan.refused.append((student, str(exc)))
+        return None
+    except Exception as exc:  # noqa: BLE001 - one broken submission never stops the batch
+        _fail_submission(plan, base, cells, f"could not be prepared for grading: {type(exc).__name__}: {exc}")
+        return None
+    flags = []
+    if stamp_problem:
+        message = (f"{stamp_problem}: graded with the submission time unknown (no late penalty); "
+                   "check when it was submitted")
+        flags.append({"code": "timestamp-unreadable", "severity": "review", "cell": "timestamp.txt",
+                      "message": message})
+        plan.problems.append((student, message))
+    notebooks = {}
+    try:
+        for notebook in cells:
+            path = folder / f"{notebook}.ipynb"
+            notebooks[notebook] = read_regular(path, notebook_bytes, "notebook") if os.path.lexists(path) else None
+    except RefusedFile as exc:  # changed since the scan
+        _fail_submission(plan, base, cells, f"refused: {notebook}.ipynb: {exc}")
+        return None
+    plan.admitted.append(student)
+    plan.timestamps[student] = stamp
+    return notebooks, flags
+
+
+def needs_grading(previous: dict | None, digest: str) -> bool:
+    """Job or skip: a notebook is graded again unless its last run graded the very same content and settings
+    (`content_hash`) without an error."""
+    return not (previous and previous["content_hash"] == digest and not previous["status"].startswith("error"))
+
+
 def _fail_submission(plan: Plan, base: dict, cells: dict, message: str) -> None:
     """Every notebook of one submission fails with `message` (recorded without a worker; the batch goes on)."""
-    from autograder.grade.worker import error_result
-
     plan.problems.append((base["student"], message))
     for notebook, nb_cells in cells.items():
-        plan.failed.append(error_result(GradingJob(notebook=notebook, cells=nb_cells, **base), message))
+        job = GradingJob(notebook=notebook, cells=nb_cells, **base)
+        plan.failed.append(GradingResult.zero(job, "error", message))
 
 
 def assign_late_penalties(rules: SubmissionRules, course_dir: Path, plan: Plan, assignment: str) -> None:
@@ -350,14 +361,10 @@ def grade_many(course_dir, assignments: list[str], *, db_url: str | None = None,
 
 def record_decided(course_dir: Path, db_url: str, results: list[GradingResult], summaries: dict) -> None:
     """Record results decided by the coordinator (refused submissions) as the workers' results are recorded."""
-    runs = RunsTable(db_url)
-    try:
-        with Gradebook(db_url, course_id(course_dir)) as gb:
-            for result in results:
-                write_graded_notebook(course_dir, result)
-                summaries[result.assignment].graded.append(record_result(gb, runs, result))
-    finally:
-        runs.dispose()
+    with RunsTable(db_url) as runs, Gradebook(db_url, course_id(course_dir)) as gb:
+        for result in results:
+            write_graded_notebook(course_dir, result)
+            summaries[result.assignment].graded.append(record_result(gb, runs, result))
 
 
 def worker_failure(exc: BaseException, memory_bytes: int) -> str:
@@ -376,28 +383,25 @@ def run_jobs(course_dir: Path, db_url: str, jobs: list[GradingJob], timestamps: 
     from distributed import as_completed
     from tqdm.auto import tqdm
 
-    from autograder.grade.worker import error_result, grade_job
+    from autograder.grade.worker import grade_job
 
-    runs = RunsTable(db_url)
-    try:
-        with dask_client(workers, scheduler, memory_bytes) as client, Gradebook(db_url, course_id(course_dir)) as gb:
-            # longest first (by notebook size, a rough proxy) keeps the workers busy to the end
-            ordered = sorted(jobs, key=lambda job: -len(job.nb_json or ""))
-            futures = {client.submit(grade_job, job, key=f"grade-{job.content_hash[:16]}-{job.key}",
-                                     pure=False, retries=1): job for job in ordered}
-            label = assignments[0] if len(assignments) == 1 else f"{len(assignments)} assignments"
-            bar = tqdm(total=len(futures), desc=f"grading {label}", unit="nb", disable=not progress)
-            for future in as_completed(futures):
-                job = futures[future]
-                try:
-                    result = future.result()
-                except Exception as exc:  # noqa: BLE001 - a lost worker costs only this submission
-                    result = error_result(job, worker_failure(exc, memory_bytes))
-                result.flags = list(result.flags) + list(job.coordinator_flags)
-                write_graded_notebook(course_dir, result)
-                row = record_result(gb, runs, result, timestamps.get((result.assignment, result.student)))
-                summaries[result.assignment].graded.append(row)
-                bar.update(1)
-            bar.close()
-    finally:
-        runs.dispose()
+    with RunsTable(db_url) as runs, dask_client(workers, scheduler, memory_bytes) as client, \
+            Gradebook(db_url, course_id(course_dir)) as gb:
+        # longest first (by notebook size, a rough proxy) keeps the workers busy to the end
+        ordered = sorted(jobs, key=lambda job: -len(job.nb_json or ""))
+        futures = {client.submit(grade_job, job, key=f"grade-{job.content_hash[:16]}-{job.key}",
+                                 pure=False, retries=1): job for job in ordered}
+        label = assignments[0] if len(assignments) == 1 else f"{len(assignments)} assignments"
+        bar = tqdm(total=len(futures), desc=f"grading {label}", unit="nb", disable=not progress)
+        for future in as_completed(futures):
+            job = futures[future]
+            try:
+                result = future.result()
+            except Exception as exc:  # noqa: BLE001 - a lost worker costs only this submission
+                result = GradingResult.zero(job, "error", worker_failure(exc, memory_bytes))
+            result.flags = list(result.flags) + list(job.coordinator_flags)
+            write_graded_notebook(course_dir, result)
+            row = record_result(gb, runs, result, timestamps.get((result.assignment, result.student)))
+            summaries[result.assignment].graded.append(row)
+            bar.update(1)
+        bar.close()

@@ -8,6 +8,7 @@ configuration that nbgrader's preprocessors read. The coordinator alone writes r
 from __future__ import annotations
 
 import dataclasses
+import os
 
 from autograder.grade.sandbox import Limits
 
@@ -65,6 +66,19 @@ class GradingResult:
     @property
     def key(self) -> str:
         return f"{self.assignment}/{self.student}/{self.notebook}"
+
+    @classmethod
+    def zero(cls, job: "GradingJob", status: str, message: str, seconds: float = 0.0, flags=()) -> "GradingResult":
+        """Every grade cell of `job` at 0 with `message`: a notebook that could not be graded (`status` error,
+        missing, unreadable...), decided by a worker or, before any worker ran, by the coordinator."""
+        return cls(
+            assignment=job.assignment, notebook=job.notebook, student=job.student, status=status, message=message,
+            content_hash=job.content_hash,
+            grades={c["name"]: {"auto_score": 0.0, "max_score": c["max_score"], "needs_manual_grade": False}
+                    for c in job.cells["grade"]},
+            messages={c["name"]: message for c in job.cells["grade"]}, mistakes={},
+            flags=[f.to_dict() for f in flags], notes=[], graded_nb=None, seconds=round(seconds, 3),
+            host=os.uname().nodename)
 
 
 def preprocessor_config(config) -> dict:

@@ -186,19 +186,7 @@ def diagnosed_mistakes(nb) -> dict[str, str]:
 
 
 def _zero_result(job: GradingJob, status: str, message: str, started: float, flags=()) -> GradingResult:
-    return GradingResult(
-        assignment=job.assignment, notebook=job.notebook, student=job.student, status=status, message=message,
-        content_hash=job.content_hash,
-        grades={c["name"]: {"auto_score": 0.0, "max_score": c["max_score"], "needs_manual_grade": False}
-                for c in job.cells["grade"]},
-        messages={c["name"]: message for c in job.cells["grade"]}, mistakes={},
-        flags=[f.to_dict() for f in flags], notes=[], graded_nb=None,
-        seconds=round(time.monotonic() - started, 3), host=os.uname().nodename)
-
-
-def error_result(job: GradingJob, message: str) -> GradingResult:
-    """A zero result for a job whose worker failed outright (used by the coordinator)."""
-    return _zero_result(job, "error", message, time.monotonic())
+    return GradingResult.zero(job, status, message, time.monotonic() - started, flags)
 
 
 def assigned_gpu(requested: str | None) -> str | None:
