@@ -24,6 +24,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from autograder.checks._parts import given_working_parts
 from autograder.checks import _remote
 from autograder.checks._common import (
     as_tensor, call, construct, describe, diagnose, expect_callable, expect_shape, expected_got, fail, grader_step,
@@ -186,6 +187,7 @@ def _shown(info: dict, name: str) -> str:
 
 
 @probed
+@given_working_parts("transformer_classifier")
 def check_transformer_classifier(TransformerClassifier) -> None:
     """Architecture equal to the reference (by weight copy), padding excluded, padding-invariant logits."""
     device = start_check()
