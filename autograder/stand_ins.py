@@ -66,8 +66,13 @@ class TokenEmbedding(nn.Module):
     def __init__(self, vocab_size, d_model, padding_idx=None):
         _in_use()
         super().__init__()
+        if padding_idx is not None and not 0 <= padding_idx < vocab_size:
+            raise ValueError(f"padding_idx {padding_idx} is not a row of a table of {vocab_size}")
         self.padding_idx = padding_idx
-        self.weight = nn.Parameter(torch.randn(vocab_size, d_model) / math.sqrt(d_model))
+        table = torch.randn(vocab_size, d_model) / math.sqrt(d_model)                          # (V, d_model)
+        if padding_idx is not None:
+            table[padding_idx] = 0.0
+        self.weight = nn.Parameter(table)
 
     def forward(self, ids):
         _in_use()
