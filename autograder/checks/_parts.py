@@ -53,7 +53,7 @@ PARTS: dict[str, tuple[Part, ...]] = {
 # check name -> the checks of the parts whose OWN work it needs (nothing is lent): a failed part costs these points
 # too. Each is said in its notebook next to the exercise, and worth at most MAX_CASCADE_POINTS.
 INTENDED_CASCADES: dict[str, tuple[str, ...]] = {
-    "trained_classifier": ("masked_mean_pool", "transformer_classifier", "train_one_epoch"),
+    "trained_classifier": ("masked_mean_pool", "transformer_classifier", "train_one_epoch", "evaluate"),
 }
 MAX_CASCADE_POINTS = 10
 
