@@ -176,3 +176,29 @@ def test_every_part_named_has_a_stand_in_and_a_check():
         for part in parts:
             assert part.name in stand_ins.STAND_INS and f"check_{part.check}" in checks.__all__
             assert re.fullmatch(r"[a-z_]+", part.check)
+
+
+def test_the_judge_records_verdicts_that_later_checks_read():
+    """judge.verdict: a failed part is recorded, and the composite's check of the same notebook lends a stand-in."""
+    from autograder.checks._remote import LoopbackChannel
+    from autograder.grade.judge import verdict
+    from coursekit import probe
+
+    class NotebookChannel(LoopbackChannel):
+        verdicts: dict = {}
+
+    channel = NotebookChannel()
+    channel.verdicts = {}
+    namespace = _student("encoder", "PositionwiseFeedForward", "unfinished")
+    try:
+        probe._State.subjects["positionwise_feed_forward"] = ((namespace.PositionwiseFeedForward,), {})
+        probe._State.subjects["encoder_block"] = ((namespace.EncoderBlock,), {})
+        message, _ = verdict(channel, [("positionwise_feed_forward", [0], [])])
+        assert message and channel.verdicts == {"positionwise_feed_forward": False}
+        message, _ = verdict(channel, [("encoder_block", [0], [])])
+        assert message is None, message
+        assert channel.verdicts == {"positionwise_feed_forward": False, "encoder_block": True}
+    finally:
+        for name in ("positionwise_feed_forward", "encoder_block"):
+            probe._State.subjects.pop(name, None)
+        probe._State.handles.clear()
