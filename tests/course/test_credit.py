@@ -21,7 +21,8 @@ from autograder.checks._parts import INTENDED_CASCADES, MAX_CASCADE_POINTS
 from coursekit.api import snake_case
 from coursekit.mistakes import MISTAKES
 
-pytestmark = [pytest.mark.slow, pytest.mark.notebooks, pytest.mark.pipeline]
+# one grading run of 54 notebooks (07's train a classifier): far beyond the suite's default 900 s per test
+pytestmark = [pytest.mark.slow, pytest.mark.notebooks, pytest.mark.pipeline, pytest.mark.timeout(5400)]
 
 # assignment -> {solution cell's grade_id: (catalogue mistake, [(text of the notebook's solution, the mistake)])}
 WRONG = {
