@@ -49,6 +49,7 @@ def collect_data(course_dir: Path, db_url: str, assignment: str | None) -> dict:
     """Scores per submission and per grade cell, late work, pending manual grades, our runs rows."""
     submissions, cells, names, cell_scores = [], collections.defaultdict(list), [], collections.defaultdict(list)
     late, max_scores, roster = [], {}, []
+    lost = collections.defaultdict(dict)  # (student, assignment) -> {grade cell: points lost}
     rows = run_rows(db_url, assignment)
     held = held_notebooks(rows)
     with Gradebook(db_url, course_id(course_dir)) as gb:
@@ -71,13 +72,15 @@ def collect_data(course_dir: Path, db_url: str, assignment: str | None) -> dict:
                                  "penalty": penalty, "raw": raw, "final": final_score(sub)})
                 for nb in sub.notebooks:
                     for grade in nb.grades:
+                        if grade.cell.cell_type == "code" and grade.max_score:  # automatic points lost
+                            lost[(sub.student.id, a.name)][grade.name] = grade.max_score - (grade.score or 0.0)
                         key = f"{a.name}:{grade.name}" if not assignment else grade.name
                         cells[key].append((grade.score or 0.0) >= (grade.max_score or 0.0) - 1e-9)
                         if grade.max_score:
                             cell_scores[key].append(100.0 * (grade.score or 0.0) / grade.max_score)
     return {"assignments": names, "submissions": submissions, "cells": dict(cells), "runs": rows,
             "cell_scores": dict(cell_scores), "late": late, "manual": manual, "max_scores": max_scores,
-            "roster": roster, "answer_keys": manual_answer_keys(course_dir, manual)}
+            "roster": roster, "answer_keys": manual_answer_keys(course_dir, manual), "lost": dict(lost)}
 
 
 def manual_answer_keys(course_dir: Path, manual: list[dict]) -> dict:
@@ -383,6 +386,59 @@ def mistakes_section(data: dict, examples: dict | None) -> str:
     return "\n".join(parts)
 
 
+def _check_of(grade_cell: str) -> str:
+    """The hidden check a grade cell runs (`test_TransformerClassifier` -> `transformer_classifier`)."""
+    from coursekit.api import snake_case
+
+    return snake_case(grade_cell.removeprefix("test_"))
+
+
+def lost_points(cells: dict[str, float]) -> tuple[dict[str, float], dict[str, tuple[float, list[str]]]]:
+    """One submission's lost automatic points ({grade cell: points}), split: (lost in the exercise itself,
+    {cell: (points, [the parts that failed])} lost only through a part). Each hidden check judges its exercise
+    given working parts (`autograder/checks/_parts.py`), so points are lost through a part only in the intended
+    cascades (`INTENDED_CASCADES`, e.g. 07's trained classifier needs the student's own model), when a part they
+    need lost points too."""
+    from autograder.checks._parts import INTENDED_CASCADES
+
+    by_check = {_check_of(cell): cell for cell in cells}
+    itself, through = {}, {}
+    for cell, points in cells.items():
+        if points <= 1e-9:
+            continue
+        parts = [by_check[p] for p in INTENDED_CASCADES.get(_check_of(cell), ()) if cells.get(by_check.get(p), 0) > 1e-9]
+        if parts:
+            through[cell] = (points, parts)
+        else:
+            itself[cell] = points
+    return itself, through
+
+
+def lost_points_section(data: dict) -> str:
+    """Per student and assignment: the automatic points lost in the exercises themselves, and those lost only
+    through a part they need (which the student should fix first)."""
+    rows = []
+    for (student, assignment), cells in sorted(data.get("lost", {}).items()):
+        itself, through = lost_points(cells)
+        if not itself and not through:
+            continue
+        own = ", ".join(f"{esc(c)} (&minus;{_score(p)})" for c, p in sorted(itself.items()))
+        via = ", ".join(f"{esc(c)} (&minus;{_score(p)}; needs {esc(', '.join(parts))})"
+                        for c, (p, parts) in sorted(through.items()))
+        rows.append(f"<tr><td>{esc(student)}</td><td>{esc(assignment)}</td>"
+                    f"<td class='num'>{_score(sum(itself.values()))}</td><td>{own or '&ndash;'}</td>"
+                    f"<td class='num'>{_score(sum(p for p, _ in through.values()))}</td><td>{via or '&ndash;'}</td></tr>")
+    if not rows:
+        return "<h2 id='lost'>Points lost</h2><p>No automatic points lost.</p>"
+    return ("<h2 id='lost'>Points lost: in the exercise itself, or only through a part</h2>"
+            "<p>Each exercise is graded on its own: where it uses another exercise of its notebook that failed, the "
+            "grader lends a working one. Only the results that need the student's own parts (said in the notebook "
+            "next to them) can lose points through a part.</p>"
+            "<table class='sortable'><thead><tr><th>student</th><th>assignment</th><th>lost in the exercises</th>"
+            "<th>grade cells</th><th>lost through a part</th><th>grade cells (the part that failed)</th></tr></thead>"
+            "<tbody>" + "\n".join(rows) + "</tbody></table>")
+
+
 def submissions_table(runs: list[dict]) -> str:
     parts = ["<h2>Submissions</h2><table class='sortable'><thead><tr><th>student</th><th>notebook</th><th>score</th>"
              "<th>status</th><th>seconds</th><th>notes</th></tr></thead><tbody>"]
@@ -433,6 +489,7 @@ def render(data: dict, pngs: dict[str, bytes], title: str, examples: dict | None
     if "matrix.png" not in pngs and not similarity_html:
         parts.append(manual_section(data))
     parts.append(flagged_section(data["runs"]))
+    parts.append(lost_points_section(data))
     parts.append(submissions_table(data["runs"]))
     parts.append(page_end())
     return "\n".join(parts)

@@ -15,6 +15,11 @@ expected value and no verdict in this process. After the cell has run, the grade
     describe  what an object is (class, module, parameter names and shapes)
     load      load grader-given weights into a module (`load_state_dict(strict=False)`)
     state     the module's state_dict as data
+    define    run a source text the grader sends in a new, unnamed module and return that module (the course's
+              stand-ins for parts that failed their own check, `autograder/stand_ins.py`)
+    lend      bind objects to names in the globals that a handed-in object's code reads (its module's namespace),
+              so that it uses them instead of the student's own parts
+    unlend    undo every `lend`, and switch off every module `define` made (its `LENT = False`)
 
 and compares the returned data with the reference itself. Whatever the student's code does to this process
 (patching, hooks, exception handlers) can change only the data it hands back.
@@ -54,6 +59,11 @@ class _State:
     subjects: dict[str, tuple[tuple, dict]] = {}
     handles: dict[int, Any] = {}
     next_handle = 1
+    lent: list[tuple[dict, str, Any]] = []   # (namespace, name, what was bound there before, or _UNBOUND)
+    defined: list[Any] = []                  # modules made by `define`
+
+
+_UNBOUND = object()
 
 
 # ------------------------------------------------------------------------------------------------ the grade cell
@@ -318,10 +328,61 @@ def _error(error: BaseException) -> dict:
             "not_handed_in": isinstance(error, NotHandedIn)}
 
 
+def globals_of(obj) -> dict | None:
+    """The namespace in which `obj`'s code looks up global names: a function's `__globals__`, a class's methods'
+    (for a class defined in a notebook cell: the notebook's namespace); None when it has none."""
+    import inspect
+
+    obj = inspect.unwrap(obj) if callable(obj) else obj
+    if isinstance(obj, type):
+        for value in vars(obj).values():
+            function = getattr(value, "__func__", value)
+            if hasattr(function, "__globals__"):
+                return function.__globals__
+        module = sys.modules.get(getattr(obj, "__module__", None) or "")
+        return vars(module) if module is not None else None
+    return getattr(obj, "__globals__", None)
+
+
+def _define(source: str):
+    import types
+
+    module = types.ModuleType("course_stand_ins")
+    exec(compile(str(source), "<course stand-ins>", "exec"), module.__dict__)  # noqa: S102 -- the grader's text
+    _State.defined.append(module)
+    return module
+
+
+def _lend(target, names: dict) -> list[str]:
+    namespace = globals_of(target)
+    if namespace is None:
+        return []
+    for name, value in names.items():
+        _State.lent.append((namespace, str(name), namespace.get(str(name), _UNBOUND)))
+        namespace[str(name)] = value
+    return sorted(names)
+
+
+def _unlend() -> None:
+    while _State.lent:
+        namespace, name, before = _State.lent.pop()
+        if before is _UNBOUND:
+            namespace.pop(name, None)
+        else:
+            namespace[name] = before
+    while _State.defined:
+        _State.defined.pop().__dict__["LENT"] = False
+
+
 def _execute(request: dict):
     op = request.get("op")
     if op == "drop":
         _State.handles.clear()
+        return None
+    if op == "define":
+        return _define(request.get("source", ""))
+    if op == "unlend":
+        _unlend()
         return None
     target = _target(request["target"])
     if op == "get":
@@ -344,6 +405,8 @@ def _execute(request: dict):
     kwargs = {k: decode(v, _resolve, _device_here) for k, v in request.get("kwargs", {}).items()}
     if op == "load":
         return tuple(target.load_state_dict(args[0], strict=False))
+    if op == "lend":
+        return _lend(target, kwargs)
     if op == "state":
         return {k: v for k, v in target.state_dict().items()}
     if op != "call":

@@ -9,6 +9,8 @@ request over a `Channel` to `coursekit.probe` in the student's kernel:
     module.describe()        -> class, parameter names and shapes (as data)
     module.load_state(sd)    -> load grader-given weights; returns (missing, unexpected)
     new(channel, "torch.optim.SGD", ...) -> construct a public helper object in the kernel
+    define(channel, source)  -> run the grader's source text in a new module in the kernel (stand-ins); its handle
+    module.lend(name=obj)    -> bind `obj` to `name` in the globals that module's code reads; unlend(channel) undoes
 
 Errors raised by the student's code come back as `StudentError` (type name, message and the student's own
 frames); a channel that fails (timeout, dead kernel, a malformed reply) raises `ProbeBroken`. Replies are decoded
@@ -158,10 +160,24 @@ class RemoteObject:
     def state(self) -> dict:
         return self.channel.send("state", self.target)
 
+    def lend(self, **names: "RemoteObject") -> list[str]:
+        """Bind kernel objects to global names of this object's code (see `coursekit.probe`); the names bound."""
+        return list(self.channel.send("lend", self.target, kwargs=names))
+
 
 def new(channel: Channel, path: str, *args, **kwargs) -> RemoteObject:
     """Construct `path` (a public class: torch/numpy/gensim/coursekit) in the kernel; returns its handle."""
     return RemoteObject(channel, {"new": path})(*args, **kwargs)
+
+
+def define(channel: Channel, source: str) -> RemoteObject:
+    """Run `source` (the grader's own text) in a new module in the kernel; returns the module's handle."""
+    return channel.send("define", {}, source=source)
+
+
+def unlend(channel: Channel) -> None:
+    """Undo every `lend` in the kernel and switch off what `define` made there."""
+    channel.send("unlend", {})
 
 
 _loopback_names = itertools.count(1)

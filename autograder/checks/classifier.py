@@ -22,6 +22,7 @@ import numpy as np
 import torch
 import torch.nn as nn
 
+from autograder.checks._parts import given_working_parts
 from autograder.checks import _remote
 from autograder.checks import known_mistakes as M
 from autograder.checks._common import (
@@ -152,6 +153,7 @@ def _shown(info: dict, name: str) -> str:
 
 
 @probed
+@given_working_parts("transformer_classifier")
 def check_transformer_classifier(TransformerClassifier) -> None:
     """Architecture equal to the reference (by weight copy), padding excluded, padding-invariant logits."""
     device = start_check()

@@ -1,6 +1,7 @@
 """Hidden checks of notebook 05 (feed-forward, encoder block, encoder)."""
 from __future__ import annotations
 
+from autograder.checks._parts import given_working_parts
 from autograder.checks._remote import probed
 
 import torch
@@ -70,6 +71,7 @@ def block_mistakes(call_variant, norm_first: bool, has_mask: bool, residual_flag
 
 
 @probed
+@given_working_parts("encoder_block")
 def check_encoder_block(EncoderBlock) -> None:
     """EncoderBlock(d_model, num_heads, d_ff, dropout=0.0, norm_first=False): self_attn, ffn, norm1, norm2."""
     device = start_check()
@@ -111,6 +113,7 @@ def stack_mistakes(call_variant, norm_first: bool, has_mask: bool, residual_flag
 
 
 @probed
+@given_working_parts("encoder")
 def check_encoder(Encoder) -> None:
     """Encoder(vocab_size, d_model, num_heads, d_ff, num_layers, max_len=512, dropout=0.0, norm_first=False)."""
     device = start_check()

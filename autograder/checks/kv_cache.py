@@ -25,6 +25,7 @@ import torch
 from autograder.checks._common import (
     as_tensor, call, construct, expect_callable, fail, prepare, shape_of, start_check,
 )
+from autograder.checks._parts import given_working_parts
 from autograder.checks._remote import RemoteObject, StudentError, ProbeBroken, new, probed
 from autograder.checks.attention import padded_ids
 from autograder.checks.encoder import reference_module
@@ -214,6 +215,7 @@ def _count_problem(counts, steps: int) -> tuple[str, list[str]] | None:
 
 
 @probed
+@given_working_parts("cached_greedy_decode")
 def check_cached_greedy_decode(cached_greedy_decode, Transformer) -> None:
     """cached_greedy_decode(model, src_ids, max_len, bos_id=2, eos_id=3) -> LongTensor (B, <= max_len), checked on
     the student's own Transformer (handed in with it)."""

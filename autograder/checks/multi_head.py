@@ -1,6 +1,7 @@
 """Hidden checks of notebook 04 (multi-head attention)."""
 from __future__ import annotations
 
+from autograder.checks._parts import given_working_parts
 from autograder.checks._remote import probed
 
 import torch
@@ -106,6 +107,7 @@ def attention_cases(device):
 
 
 @probed
+@given_working_parts("multi_head_attention")
 def check_multi_head_attention(MultiHeadAttention) -> None:
     """MultiHeadAttention(d_model, num_heads, dropout=0.0, bias=True): w_q, w_k, w_v, w_o; forward -> (out, weights)."""
     device = start_check()

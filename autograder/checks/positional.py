@@ -1,6 +1,7 @@
 """Hidden checks of notebook 02 (positional encoding)."""
 from __future__ import annotations
 
+from autograder.checks._parts import given_working_parts
 from autograder.checks._remote import probed
 
 import torch
@@ -51,6 +52,7 @@ def check_sinusoidal_positional_encoding(sinusoidal_positional_encoding) -> None
 
 
 @probed
+@given_working_parts("positional_encoding")
 def check_positional_encoding(PositionalEncoding) -> None:
     """PositionalEncoding(d_model, max_len=512, dropout=0.0): buffer pe, forward(x) = x + pe[:T]."""
     device = start_check()

@@ -1,6 +1,7 @@
 """Hidden checks of notebook 06 (decoder block, decoder, the full Transformer, greedy decoding)."""
 from __future__ import annotations
 
+from autograder.checks._parts import given_working_parts
 from autograder.checks._remote import new, probed
 
 import torch
@@ -91,6 +92,7 @@ def check_decoder_block(DecoderBlock) -> None:
 
 
 @probed
+@given_working_parts("decoder")
 def check_decoder(Decoder) -> None:
     """Decoder(vocab_size, d_model, num_heads, d_ff, num_layers, max_len=512, dropout=0.0, norm_first=False)."""
     device = start_check()
@@ -146,6 +148,7 @@ def _build_transformer(Transformer, device, norm_first, pad_id, seed):
 
 
 @probed
+@given_working_parts("transformer")
 def check_transformer(Transformer) -> None:
     """Transformer(src_vocab_size, tgt_vocab_size, ...): encoder, decoder, generator; encode/decode/forward."""
     device = start_check()

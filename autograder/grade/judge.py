@@ -75,7 +75,20 @@ def check_function(name: str):
 
 def verdict(channel: Channel, calls) -> tuple[str | None, str | None]:
     """Run each handed-in check: (None, None) when all pass, else the first failure's message for the student and
-    the catalogue id of the mistake it diagnosed (`coursekit.mistakes`; None when it named none)."""
+    the catalogue id of the mistake it diagnosed (`coursekit.mistakes`; None when it named none). Whether each
+    check passed goes into `channel.verdicts` (when it has them), which later checks of the notebook read to judge
+    their exercise given working parts (`autograder/checks/_parts.py`)."""
+    verdicts = getattr(channel, "verdicts", {})
+    for name, *_ in calls:
+        verdicts[name] = False  # until its check has passed
+    message, mistake = _verdict(channel, calls)
+    if message is None:
+        for name, *_ in calls:
+            verdicts[name] = True
+    return message, mistake
+
+
+def _verdict(channel: Channel, calls) -> tuple[str | None, str | None]:
     for name, positions, keywords in calls:
         check = check_function(name)
         if check is None:
@@ -115,6 +128,7 @@ class KernelChannel(Channel):
 
     def __init__(self, executor: "JudgedExecute", index: int, deadline: float):
         self.executor = executor
+        self.verdicts = executor.verdicts  # the notebook's checks so far: {check name: passed}
         self.index = index
         self.deadline = deadline
 
@@ -136,6 +150,7 @@ class JudgedExecute(SandboxedExecute):
         self._probing = False
         self._probe_bytes = 0
         self._probe_refused: str | None = None  # why a message of the current probe was not decoded
+        self.verdicts: dict[str, bool] = {}  # {check name: passed}, in notebook order (see verdict)
 
     def preprocess_cell(self, cell, resources, index):
         cell.metadata.pop(MISTAKE_METADATA, None)  # only the judge writes it (a submission's own is dropped)
@@ -147,6 +162,7 @@ class JudgedExecute(SandboxedExecute):
         if not calls:
             return cell, resources
         if any(o.get("ename") in ("KernelDied", "NotebookTimeout", "SubmissionKilled") for o in cell.outputs):
+            self.verdicts.update({name: False for name, *_ in calls})
             return cell, resources  # the cell did not run: it keeps the note saying why
         deadline = min(time.monotonic() + self.limits.cell_timeout, self.deadline)
         message, mistake = verdict(KernelChannel(self, index, deadline), calls)

@@ -14,6 +14,7 @@ import torch.nn as nn
 from coursekit.checks.toolkit import (
     expect_shape, expect_type, fail, first_matching_hint, isclose, mistake_hint, passed, run,
 )
+from coursekit.checks.toolkit import uses_parts
 
 __all__ = ["check_masked_mean_pool", "check_transformer_classifier", "check_train_one_epoch", "check_evaluate"]
 
@@ -60,6 +61,7 @@ def _padding_invariance(model, ids: torch.Tensor, pad_id: int, name: str) -> tor
     return logits
 
 
+@uses_parts("TransformerClassifier", masked_mean_pool="coursekit.checks.classifier:check_masked_mean_pool")
 def check_transformer_classifier(TransformerClassifier) -> None:
     if not (isinstance(TransformerClassifier, type) and issubclass(TransformerClassifier, nn.Module)):
         fail("TransformerClassifier should be a class that derives from nn.Module.")

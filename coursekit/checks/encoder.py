@@ -14,6 +14,7 @@ from torch import nn
 
 from coursekit.checks.toolkit import (expect_close, expect_shape, expect_type, fail, first_matching_hint,
                                      mistake_hint, passed, run)
+from coursekit.checks.toolkit import uses_parts
 
 _D_MODEL, _H, _D_FF = 6, 3, 10
 _B, _T = 2, 4
@@ -109,6 +110,7 @@ def _block_variants(block: nn.Module, x, mask, norm_first: bool) -> dict:
     }
 
 
+@uses_parts("EncoderBlock", PositionwiseFeedForward="coursekit.checks.encoder:check_positionwise_feed_forward")
 def check_encoder_block(EncoderBlock) -> None:
     generator = torch.Generator().manual_seed(60)
     x = torch.randn(_B, _T, _D_MODEL, generator=generator)                            # (2, 4, 6)
@@ -175,6 +177,8 @@ def check_stack_submodules(stack: nn.Module, owner: str, num_layers: int, block_
                       "nn.Identity().")
 
 
+@uses_parts("Encoder", EncoderBlock="coursekit.checks.encoder:check_encoder_block",
+            PositionwiseFeedForward="coursekit.checks.encoder:check_positionwise_feed_forward")
 def check_encoder(Encoder) -> None:
     vocab_size, num_layers = 11, 2
     ids = torch.tensor([[4, 9, 5, 10, 7], [6, 8, 4, 0, 0]])                           # (B=2, T=5), 0 = <pad>

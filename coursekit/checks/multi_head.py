@@ -11,6 +11,7 @@ from torch import nn
 
 from coursekit.checks.toolkit import (expect_close, expect_shape, expect_type, fail, first_matching_hint,
                                      mistake_hint, passed, run, softmax_rows)
+from coursekit.checks.toolkit import uses_parts
 
 # A small example where every size differs, so a swapped axis cannot hide: B=2, H=3, T=4, d_head=2 (d_model=6).
 _B, _H, _T, _D_HEAD = 2, 3, 4, 2
@@ -193,6 +194,8 @@ def _run_case(module, params, case: str, query, key, value, mask) -> None:
     expect_close(output, want_out, f"the output ({case})", first_matching_hint(output, candidates))
 
 
+@uses_parts("MultiHeadAttention", split_heads="coursekit.checks.multi_head:check_split_heads",
+            merge_heads="coursekit.checks.multi_head:check_merge_heads")
 def check_multi_head_attention(MultiHeadAttention) -> None:
     module = run("MultiHeadAttention", MultiHeadAttention, _D_MODEL, _H)
     expect_type(module, nn.Module, f"MultiHeadAttention({_D_MODEL}, {_H})", "subclass nn.Module.")

@@ -13,6 +13,7 @@ from coursekit.checks.toolkit import (
     CheckFailed, expect_close, expect_dtype, expect_shape, expect_type, fail, first_matching_hint, mistake_hint, passed,
     run,
 )
+from coursekit.checks.toolkit import uses_parts
 
 
 def _table_by_loops(max_len: int, d_model: int, rule: str = "correct") -> torch.Tensor:
@@ -84,6 +85,7 @@ def check_sinusoidal_positional_encoding(sinusoidal_positional_encoding) -> None
     passed("sinusoidal_positional_encoding")
 
 
+@uses_parts("PositionalEncoding", sinusoidal_positional_encoding="coursekit.checks.positional:check_sinusoidal_positional_encoding")
 def check_positional_encoding(PositionalEncoding) -> None:
     d_model, max_len = 6, 10
     module = run("PositionalEncoding", PositionalEncoding, d_model, max_len=max_len)

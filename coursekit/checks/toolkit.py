@@ -12,6 +12,10 @@ library: IPython renders an exception that has a `_render_traceback_` method wit
 """
 from __future__ import annotations
 
+import contextlib
+import functools
+import importlib
+import io
 import linecache
 import math
 import os
@@ -205,3 +209,60 @@ def softmax_rows(scores: np.ndarray) -> np.ndarray:
 
 def isclose(a: float, b: float, tol: float = 1e-6) -> bool:
     return math.isclose(a, b, rel_tol=tol, abs_tol=tol)
+
+
+# ---------------------------------------------------------------------------------------- exercises built of parts
+def _failing_parts(composite: Any, parts: dict[str, str]) -> list[str]:
+    """The names among `parts` ({global name: "module:check function"}) that the composite's code reads and whose
+    own public check fails (run silently)."""
+    from coursekit.probe import globals_of
+
+    namespace = globals_of(composite) or {}
+    failing = []
+    for name, where in parts.items():
+        part = namespace.get(name)
+        if part is None:
+            continue
+        module, function = where.split(":")
+        check = getattr(importlib.import_module(module), function)
+        try:
+            with contextlib.redirect_stdout(io.StringIO()):
+                check(part)
+        except Exception:  # noqa: BLE001 -- any failure of the part's own check
+            failing.append(name)
+    return failing
+
+
+def uses_parts(owner: str, **parts: str):
+    """Decorator of the public check of an exercise whose object uses other exercises of its notebook by name
+    (`parts`: global name -> "module:check function" of that part's own public check).
+
+    When the check fails and a part fails its own check, the student is told to fix that part first (the grader
+    judges `owner` with a working part in place of theirs). When the check passes although a part fails its own
+    check, it says that `owner` is right given working parts."""
+    def decorate(check):
+        @functools.wraps(check)
+        def wrapper(composite, *args, **kwargs):
+            try:
+                result = check(composite, *args, **kwargs)
+            except CheckFailed as failure:
+                failing = _failing_parts(composite, parts)
+                if not failing:
+                    raise
+                names = " and ".join(f"your {name}" for name in failing)
+                verb = "fails" if len(failing) == 1 else "fail"
+                raise CheckFailed(
+                    f"your {owner} uses {names}, which {verb} its own check: fix that first.\n"
+                    f"HINT: run the self-check of {failing[0]} above and make it pass. (When your notebook is "
+                    f"graded, {owner} is judged with a working {failing[0]} in place of yours, so it earns its "
+                    f"points on its own.)\n"
+                    f"What {owner}'s check saw: {str(failure).splitlines()[0]}") from None
+            failing = _failing_parts(composite, parts)
+            if failing:
+                print(f"   {owner} is right given working parts, but your {', '.join(failing)} still "
+                      f"fail{'s' if len(failing) == 1 else ''} its own check: fix it before you build on it.")
+            return result
+
+        return wrapper
+
+    return decorate

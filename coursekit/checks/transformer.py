@@ -13,6 +13,7 @@ from torch import nn
 
 from coursekit.checks.toolkit import (expect_close, expect_dtype, expect_shape, expect_type, fail,
                                      first_matching_hint, mistake_hint, passed, run)
+from coursekit.checks.toolkit import uses_parts
 from coursekit.checks.encoder import (stack_variants, check_stack_submodules, padding_mask, randomize,
                                       require_submodule)
 
@@ -96,6 +97,7 @@ def check_decoder_block(DecoderBlock) -> None:
 
 # ------------------------------------------------------------------------------------------------------ decoder
 
+@uses_parts("Decoder", DecoderBlock="coursekit.checks.transformer:check_decoder_block")
 def check_decoder(Decoder) -> None:
     vocab_size, num_layers = 13, 2
     generator = torch.Generator().manual_seed(80)
@@ -131,6 +133,8 @@ def check_decoder(Decoder) -> None:
 
 # -------------------------------------------------------------------------------------------------- Transformer
 
+@uses_parts("Transformer", Decoder="coursekit.checks.transformer:check_decoder",
+            DecoderBlock="coursekit.checks.transformer:check_decoder_block")
 def check_transformer(Transformer) -> None:
     src_vocab, tgt_vocab = 9, 11
     model = run("Transformer", Transformer, src_vocab, tgt_vocab, d_model=_D_MODEL, num_heads=_H, d_ff=_D_FF,
