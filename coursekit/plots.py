@@ -137,21 +137,56 @@ def positional_encoding_curves(pe, dims: Sequence[int], ax=None):
     return figure
 
 
+def _curve_kind(name: str) -> str:
+    """"loss" for a loss curve (its name says loss), else the name's kind: "accuracy" for accuracies, "value"."""
+    lowered = name.lower()
+    if "loss" in lowered:
+        return "loss"
+    return "accuracy" if "acc" in lowered else "value"
+
+
 def training_curves(history: dict[str, Sequence[float]], ax=None):
-    """One line per entry of history (e.g. {"train_loss": [...], "test_accuracy": [...]}) against the epoch."""
+    """One line per entry of history (e.g. {"train_loss": [...], "test_accuracy": [...]}) against the epoch.
+
+    Losses and accuracies have different units, so each kind gets its own y axis: side by side in a new figure, or
+    the accuracies on a twin axis (right) of `ax` when one is given. Epochs are whole numbers on the x axis."""
+    from matplotlib.ticker import MaxNLocator
+
     if not isinstance(history, dict) or not history:
         raise ValueError("history must be a non-empty dict of name -> list of numbers per epoch")
-    figure, ax = _new_axes(ax, (7, 4))
+    curves = {}
     for name, values in history.items():
         if isinstance(values, (list, tuple)):
             values = [float(value) for value in values]  # also 0-d tensors, on any device
-        values = _to_numpy(values).astype(float).reshape(-1)
-        ax.plot(np.arange(1, len(values) + 1), values, marker="o", label=str(name))
-    ax.set_xlabel("epoch")
-    ax.set_ylabel("value")
-    ax.set_title("training curves")
-    ax.legend()
-    ax.grid(alpha=0.3)
+        curves[str(name)] = _to_numpy(values).astype(float).reshape(-1)
+    kinds = list(dict.fromkeys(_curve_kind(name) for name in curves))  # in the order of history
+    if ax is not None:
+        figure = ax.figure
+        axes = {kind: (ax if i == 0 else ax.twinx()) for i, kind in enumerate(kinds)}
+    elif len(kinds) == 1:
+        figure, single = _new_axes(None, (6, 3.6))
+        axes = {kinds[0]: single}
+    else:
+        from matplotlib.figure import Figure
+
+        _show_figures_in_jupyter()
+        figure = Figure(figsize=(4.2 * len(kinds), 3.4), layout="constrained")
+        axes = dict(zip(kinds, figure.subplots(1, len(kinds), squeeze=False)[0]))
+    colors = iter(f"C{i}" for i in range(len(curves)))
+    for name, values in curves.items():
+        target = axes[_curve_kind(name)]
+        target.plot(np.arange(1, len(values) + 1), values, marker="o", markersize=4, label=name, color=next(colors))
+    for kind, target in axes.items():
+        target.set_ylabel(kind)
+        target.set_xlabel("epoch")
+        target.xaxis.set_major_locator(MaxNLocator(integer=True))
+        target.grid(alpha=0.3)
+        if ax is None:
+            target.set_title(", ".join(name for name in curves if _curve_kind(name) == kind))
+    if ax is not None:
+        handles = [line for target in axes.values() for line in target.get_lines()]
+        ax.legend(handles, [line.get_label() for line in handles])
+        ax.set_title("training curves")
     return figure
 
 

@@ -102,6 +102,7 @@ def test_student_jupyter_has_no_instructor_tools(student, tmp_path):
         "nbgrader.server_extensions.assignment_list": "disabled",  # a laptop has no exchange to list
         "nbgrader.server_extensions.validate_assignment": "enabled",
     }, listing
+    assert re.search(r"coursekit\.jupyter_setup\s.*enabled", listing), listing  # Validate names written questions
     disabled = lab_listing.split("Disabled extensions:")[-1]
     for plugin in ("formgrader", "course-list", "create-assignment", "assignment-list"):
         assert f"@jupyter/nbgrader:{plugin}" in disabled, lab_listing
