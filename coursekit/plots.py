@@ -102,6 +102,12 @@ def attention_heatmap(weights, x_labels: Sequence[str] | None = None, y_labels: 
     return figure
 
 
+def _label_step(count: int, most: int = 10) -> int:
+    """Every how many rows/columns to label an axis: the smallest round step (1, 2, 5, 10, 20, ...) giving at most
+    `most` labels, so that labels never crowd into each other."""
+    return min(m * 10 ** e for e in range(10) for m in (1, 2, 5) if count <= most * m * 10 ** e)
+
+
 def positional_encoding_heatmap(pe, ax=None):
     """Heatmap of a positional encoding table (max_len, d_model): rows are positions, columns dimensions."""
     import seaborn as sns
@@ -109,8 +115,9 @@ def positional_encoding_heatmap(pe, ax=None):
     matrix = _matrix(pe, "pe")  # (max_len, d_model)
     figure, ax = _new_axes(ax, (8, 5))
     limit = float(np.abs(matrix).max()) or 1.0  # symmetric colour scale: white is 0
-    sns.heatmap(matrix, ax=ax, cmap="RdBu_r", vmin=-limit, vmax=limit, xticklabels="auto", yticklabels="auto",
-                cbar_kws={"label": "value"})
+    sns.heatmap(matrix, ax=ax, cmap="RdBu_r", vmin=-limit, vmax=limit, xticklabels=_label_step(matrix.shape[1]),
+                yticklabels=_label_step(matrix.shape[0]), cbar_kws={"label": "value"})
+    ax.tick_params(axis="y", labelrotation=0)
     ax.set_xlabel("dimension")
     ax.set_ylabel("position")
     ax.set_title("positional encoding")

@@ -25,7 +25,10 @@ ASSIGNMENTS = find_assignments(Path(__file__).resolve().parents[2] / "course")
 
 # Numbers in prose that are facts, not a run's result (nothing prints them, and nothing should).
 FACTS = {
-    "06_decoder_and_transformer": {"15": "BERT selects 15% of the tokens for its masked-token objective"},
+    "06_decoder_and_transformer": {"15": "BERT selects 15% of the tokens for its masked-token objective",
+                                   "80": "... and shows 80% of those as [MASK]", "10": "... 10% random, 10% kept"},
+    "07_yelp_classifier": {"1.85": "the synthetic generator's weight of the clause that wins a contrast (synth.py)",
+                           "0.15": "... and of the clause it beats"},
 }
 
 
