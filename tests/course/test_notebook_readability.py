@@ -58,6 +58,7 @@ def _figure(width=6.0):
 def test_layout_checker_passes_a_plain_readable_figure():
     figure, ax = _figure()
     ax.plot([1, 2, 3], [3, 1, 2])
+    ax.set_xlim(1.5, 2.5)  # tick labels of ticks outside the view are not drawn, so they cannot overlap
     ax.set_xlabel("epoch")
     ax.set_ylabel("loss")
     assert problems(figure) == []
@@ -72,6 +73,8 @@ def test_layout_checker_finds_text_that_leaves_its_box():
     ax.add_patch(FancyBboxPatch((1, 0.4), 0.5, 0.2, boxstyle="round,pad=0"))
     ax.text(1.25, 0.5, "masked mean over real tokens", ha="center", va="center", fontsize=10)
     assert any("leaves its box" in p for p in problems(figure))
+    ax.text(0.9, 0.5, "arrow label", ha="left", va="center", fontsize=10)  # from outside, across the box's edge
+    assert any("runs into a box" in p for p in problems(figure))
 
 
 def test_layout_checker_finds_overlapping_labels_and_small_text():
