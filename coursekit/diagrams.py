@@ -59,7 +59,8 @@ FAMILIES = (
                 "every token sees every token\npadding mask (03)\n+ PositionwiseFeedForward", mask="padding"),
             Box("head", 0.5, "head", "Linear → vocabulary"),
             Box("objective", 0.5, "objective",
-                "masked-token prediction:\npick ~15% of the tokens (most\nshown as [MASK]) and predict\nthem from both sides\n"
+                "masked-token prediction:\npick ~15% of the tokens (most\nshown as [MASK]) and predict\n"
+                "them from both sides\n"
                 "[MASK] → great"),
         ),
         arrows=(("input", "embed"), ("embed", "blocks"), ("blocks", "head"), ("head", "objective")),
@@ -101,7 +102,8 @@ FAMILIES = (
         arrows=(("enc_input", "enc_embed"), ("enc_embed", "encoder"), ("dec_input", "dec_embed"),
                 ("dec_embed", "decoder"), ("decoder", "head"), ("head", "objective")),
         cross=("encoder", "decoder"),
-        note="the encoder has no\noutput layer: its memory\n(B, S, d_model), green arrow,\nis read by the cross_attn\nof every DecoderBlock",
+        note=("the encoder has no\noutput layer: its memory\n(B, S, d_model), green arrow,\n"
+              "is read by the cross_attn\nof every DecoderBlock"),
     ),
 )
 
