@@ -186,7 +186,7 @@ def training_curves(history: dict[str, Sequence[float]], ax=None):
     for kind, target in axes.items():
         target.set_ylabel(kind)
         target.set_xlabel("epoch")
-        target.xaxis.set_major_locator(MaxNLocator(integer=True))
+        target.xaxis.set_major_locator(MaxNLocator(integer=True, steps=[1, 2, 5, 10]))
         target.grid(alpha=0.3)
         if ax is None:
             target.set_title(", ".join(name for name in curves if _curve_kind(name) == kind))
