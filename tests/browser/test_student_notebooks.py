@@ -94,20 +94,31 @@ def _written_questions(notebook) -> list[str]:
     return questions
 
 
-def test_released_notebooks_open_unmodified_and_validate_names_the_question(browser, student_lab, screenshot_dir):
+def test_released_notebooks_open_unmodified_and_validate_names_the_question(browser, student_env, start_lab,
+                                                                            tmp_path, screenshot_dir):
     """Open each released notebook as handed out (1280x800, a laptop): once its kernel is up, JupyterLab must not
     mark it modified (the release stores the kernel's language_info), so closing it asks nothing. Then Validate one
-    with unanswered written questions: the dialog names a question, not only "YOUR ANSWER HERE"."""
+    with unanswered written questions: the dialog names a question, not only "YOUR ANSWER HERE".
+
+    Its own JupyterLab: `student_lab` tells Validate to ignore checksums (for the other tests' edits of locked
+    cells), and without checksums nbgrader cannot tell an unanswered question."""
     from figure_layout import NOTEBOOK_WIDTH_PX
 
+    home, released = tmp_path / "home", tmp_path / "work"
+    home.mkdir()
+    released.mkdir()
+    with start_lab(student_env.bin, released, env=H.student_process_env(home),
+                   log=screenshot_dir / "as-released-jupyter-lab.log") as lab:
+        _open_released_and_validate(browser, lab, released, screenshot_dir, NOTEBOOK_WIDTH_PX)
+
+
+def _open_released_and_validate(browser, lab, released, screenshot_dir, notebook_width_px) -> None:
     page = browser.new_page(viewport={"width": 1280, "height": 800})
     page.set_default_timeout(120_000)
     try:
-        released = student_lab.root / "as-released"  # apart from the folders the other tests fill in
-        released.mkdir()
         for assignment in H.ASSIGNMENTS:
             H.prepare_assignment(assignment, released, filled=False)
-            page.goto(student_lab.page_url(f"lab/tree/as-released/{assignment}/{assignment}.ipynb?reset"))
+            page.goto(lab.page_url(f"lab/tree/{assignment}/{assignment}.ipynb?reset"))
             page.wait_for_function(JS_READY, timeout=180_000, polling=500)
             page.wait_for_timeout(3000)  # the kernel's info has arrived and been applied
             _shot(page, screenshot_dir, f"{assignment}-0-opened")
@@ -115,12 +126,12 @@ def test_released_notebooks_open_unmodified_and_validate_names_the_question(brow
             if assignment == H.ASSIGNMENTS[0]:  # the width figures are checked at (tests/fixtures/figure_layout.py)
                 width = page.evaluate(JS_OUTPUT_WIDTH)
                 print(f"notebook output width at 1280x800: {width} px")
-                assert abs(width - NOTEBOOK_WIDTH_PX) <= 40, width
+                assert abs(width - notebook_width_px) <= 40, width
 
         assignment = next(a for a in H.ASSIGNMENTS
                           if _written_questions(nbformat.read(H.EXERCISES / a / f"{a}.ipynb", as_version=4)))
         questions = _written_questions(nbformat.read(H.EXERCISES / assignment / f"{assignment}.ipynb", as_version=4))
-        page.goto(student_lab.page_url(f"lab/tree/as-released/{assignment}/{assignment}.ipynb?reset"))
+        page.goto(lab.page_url(f"lab/tree/{assignment}/{assignment}.ipynb?reset"))
         page.wait_for_function(JS_READY, timeout=180_000, polling=500)
         page.locator(".jp-Toolbar").get_by_text("Validate", exact=True).first.click()
         dialog = page.locator(".jp-Dialog")
