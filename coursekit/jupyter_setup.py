@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import textwrap
 from pathlib import Path
 
 __all__ = ["configure", "VALIDATE_SUCCESS", "NBGRADER_SUCCESS"]
@@ -123,9 +124,10 @@ def _naming_validator():
 
         def _extract_error(self, cell) -> str:
             question = cell.metadata.get("transformers101_question") if cell.cell_type != "code" else None
-            if question:
-                return (f"You did not answer the written question \"{question}\" yet: replace YOUR ANSWER HERE "
-                        "in the cell below it with your answer.")
+            if question:  # the dialog shows this unwrapped, in a box about 100 characters wide
+                quoted = textwrap.fill(f'"{question}"', 88, initial_indent="  ", subsequent_indent="  ")
+                return (f"You did not answer the written question\n{quoted}\n"
+                        "Replace YOUR ANSWER HERE in the cell below the question with your answer.")
             return super()._extract_error(cell)
 
     return NamingValidator

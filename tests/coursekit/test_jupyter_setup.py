@@ -100,8 +100,9 @@ def test_validate_names_an_unanswered_written_question(tmp_path):
     path = tmp_path / "answers.ipynb"
     nbformat.write(notebook, path)
     (failed,) = setup._naming_validator()().validate(str(path))["failed"]
-    assert "Why divide by the square root of d_k?" in failed["raw_error"], failed
+    assert "Why divide by the square root of d_k?" in " ".join(failed["raw_error"].split()), failed
     assert "did not answer the written question" in failed["raw_error"]
+    assert all(len(line) <= 100 for line in failed["raw_error"].splitlines()), failed
     from nbgrader.validator import Validator
 
     assert Validator().validate(str(path))["failed"][0]["raw_error"] == "You did not provide a response."
