@@ -36,6 +36,7 @@ FACTS = {
 @pytest.mark.parametrize("assignment", ASSIGNMENTS)
 def test_every_figure_is_readable_at_notebook_width(assignment, executed_notebook):
     _, figures = executed_notebook(assignment)
+    assert figures, f"{assignment}: no figure was checked (every notebook draws some): is the probe cell working?"
     found = [f"cell {figure['cell']}: {problem}" for figure in figures for problem in figure["problems"]]
     assert not found, f"{assignment}: figures unreadable at {NOTEBOOK_WIDTH_PX} px:\n" + "\n".join(found)
 
