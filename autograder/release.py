@@ -19,8 +19,11 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
+import json
 import shutil
 from pathlib import Path
+
+import nbformat
 
 from autograder.coursedir import course_id, default_db_url, nbgrader_api
 from autograder.provided import PROVIDED_FILENAME, covered_assignments, topic_of, write_provided_module
@@ -133,6 +136,25 @@ def generate_assignment(assignment: str, course_root: Path | str = COURSE_ROOT, 
     return released
 
 
+def kernel_language_info() -> dict:
+    """The `language_info` that the course's kernel (ipykernel, this Python) reports when it starts."""
+    from ipykernel.ipkernel import IPythonKernel
+
+    return json.loads(json.dumps(IPythonKernel.language_info))
+
+
+def complete_language_info(notebook_path: Path) -> None:
+    """Store the kernel's full `language_info` in a released notebook.
+
+    The source stores a bare {"name": "python"}; JupyterLab replaces it with what the kernel reports as soon as the
+    kernel starts, which marks a notebook the student never touched as modified (and asks to save it on close)."""
+    notebook = nbformat.read(notebook_path, as_version=nbformat.NO_CONVERT)
+    info = kernel_language_info()
+    if notebook.metadata.get("language_info") != info:
+        notebook.metadata["language_info"] = info
+        nbformat.write(notebook, notebook_path)
+
+
 def _replace_tree(src: Path, dest: Path) -> None:
     """Copy `src` to `dest`, swapping it in only once the copy is complete (a failed copy loses nothing)."""
     staging = dest.with_name(dest.name + ".staging")
@@ -175,6 +197,7 @@ def release(assignments: list[str] | str | None = None, course_root: Path | str 
     for assignment in assignments:
         write_provided_module(assignment, course_root / "source" / assignment)
         released = generate_assignment(assignment, course_root, db_url)
+        complete_language_info(released / f"{assignment}.ipynb")
         decision = provided_decision(assignment, course_root, provided, db_url, now)
         if decision.released:
             write_provided_module(assignment, released)

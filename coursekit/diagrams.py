@@ -19,10 +19,10 @@ MASK_COLORS = {"padding": "#1f77b4", "causal": "#d62728", "cross": "#2ca02c"}
 _FILL = {"input": "#f2f2f2", "embed": "#e8f0fb", "block": "#ffffff", "head": "#f6eefb", "objective": "#fff4d6"}
 
 # Rows, bottom to top: (y of the box centre, box height), in data units of the diagram's axes.
-_ROWS = {"input": (0.55, 0.7), "embed": (1.85, 0.95), "block": (3.95, 2.2), "head": (5.85, 0.7),
-         "objective": (7.25, 1.2)}
-_BOX_WIDTH = 0.88
-_FONT_SIZE = 8.5
+_ROWS = {"input": (0.55, 0.7), "embed": (1.85, 0.95), "block": (4.05, 2.4), "head": (6.05, 0.7),
+         "objective": (7.55, 1.3)}
+_BOX_WIDTH = 0.94
+_FONT_SIZE = 8
 
 
 @dataclass(frozen=True)
@@ -46,7 +46,7 @@ class Family:
     note: str | None = None                 # written (without a box) above the `cross` encoder part
 
 
-_EMBED = "TokenEmbedding (01)\n× √d_model + positions (02)"
+_EMBED = "TokenEmbedding (01)\n× √d_model\n+ positions (02)"
 
 FAMILIES = (
     Family(
@@ -55,11 +55,12 @@ FAMILIES = (
             Box("input", 0.5, "input", "[CLS] the food was [MASK] ."),
             Box("embed", 0.5, "embed", _EMBED),
             Box("blocks", 0.5, "block",
-                "Encoder (05): N × EncoderBlock\nself-attention (MultiHeadAttention, 04):\n"
+                "Encoder (05):\nN × EncoderBlock\nself-attention\n(MultiHeadAttention, 04):\n"
                 "every token sees every token\npadding mask (03)\n+ PositionwiseFeedForward", mask="padding"),
             Box("head", 0.5, "head", "Linear → vocabulary"),
             Box("objective", 0.5, "objective",
-                "masked-token prediction:\nhide ~15% of the tokens,\npredict them from both sides\n"
+                "masked-token prediction:\npick ~15% of the tokens (most\nshown as [MASK]) and predict\n"
+                "them from both sides\n"
                 "[MASK] → great"),
         ),
         arrows=(("input", "embed"), ("embed", "blocks"), ("blocks", "head"), ("head", "objective")),
@@ -70,11 +71,11 @@ FAMILIES = (
             Box("input", 1.5, "input", "<bos> the food was"),
             Box("embed", 1.5, "embed", _EMBED),
             Box("blocks", 1.5, "block",
-                "N × DecoderBlock (06) without\ncross_attn, i.e. an EncoderBlock\n(05) with a causal mask (03):\n"
+                "N × DecoderBlock (06)\nwithout cross_attn, i.e.\nan EncoderBlock (05) with\na causal mask (03):\n"
                 "masked self-attention\n+ PositionwiseFeedForward", mask="causal"),
-            Box("head", 1.5, "head", "generator: Linear → vocabulary"),
+            Box("head", 1.5, "head", "generator:\nLinear → vocabulary"),
             Box("objective", 1.5, "objective",
-                "next-token prediction:\nat every position predict the\ntoken after it (teacher forcing)\n"
+                "next-token prediction:\nat every position predict\nthe token after it\n(teacher forcing)\n"
                 "→ the food was great"),
         ),
         arrows=(("input", "embed"), ("embed", "blocks"), ("blocks", "head"), ("head", "objective")),
@@ -82,26 +83,27 @@ FAMILIES = (
     Family(
         key="t5", title="encoder-decoder · T5 (our Transformer, 06)", centre=3.0,
         boxes=(
-            Box("enc_input", 2.47, "input", "source: the food <X> great ."),
+            Box("enc_input", 2.47, "input", "source:\nthe food <X> great ."),
             Box("enc_embed", 2.47, "embed", _EMBED),
             Box("encoder", 2.47, "block",
-                "Encoder (05): N × EncoderBlock\nself-attention over the source:\n"
-                "every token sees every token\npadding mask (03)\n+ PositionwiseFeedForward", mask="padding"),
-            Box("dec_input", 3.53, "input", "target in: <bos> <X> was really"),
+                "Encoder (05):\nN × EncoderBlock\nself-attention over\nthe source: every token\n"
+                "sees every token\npadding mask (03)\n+ PositionwiseFeedForward", mask="padding"),
+            Box("dec_input", 3.53, "input", "target in:\n<bos> <X> was really"),
             Box("dec_embed", 3.53, "embed", _EMBED),
             Box("decoder", 3.53, "block",
-                "Decoder (06): N × DecoderBlock\nmasked self-attention (causal)\n"
-                "cross-attention: queries here,\nkeys/values from the memory\n+ PositionwiseFeedForward",
+                "Decoder (06):\nN × DecoderBlock\nmasked self-attention\n(causal)\n"
+                "cross-attention: queries\nhere, keys/values from\nthe memory\n+ PositionwiseFeedForward",
                 mask="causal"),
-            Box("head", 3.53, "head", "generator: Linear → vocabulary"),
+            Box("head", 3.53, "head", "generator:\nLinear → vocabulary"),
             Box("objective", 3.53, "objective",
-                "span corruption: drop spans of\nthe source, mark each with a\nsentinel; write the dropped spans\n"
+                "span corruption: drop spans\nof the source, mark each\nwith a sentinel; write the\ndropped spans\n"
                 "→ <X> was really <Y>"),
         ),
         arrows=(("enc_input", "enc_embed"), ("enc_embed", "encoder"), ("dec_input", "dec_embed"),
                 ("dec_embed", "decoder"), ("decoder", "head"), ("head", "objective")),
         cross=("encoder", "decoder"),
-        note="the encoder has no output layer:\nits memory (B, S, d_model) is read\nby the cross_attn of every DecoderBlock",
+        note=("the encoder has no\noutput layer: its memory\n(B, S, d_model), green arrow,\n"
+              "is read by the cross_attn\nof every DecoderBlock"),
     ),
 )
 
@@ -139,7 +141,7 @@ def _draw_arrow(ax, start: Box, end: Box, color: str = "#555555", label: str | N
     ax.annotate("", xy=head, xytext=tail,
                 arrowprops={"arrowstyle": "-|>", "color": color, "linewidth": 1.6, "shrinkA": 0, "shrinkB": 0})
     if label:
-        ax.text((tail[0] + head[0]) / 2, tail[1] + 0.08, label, ha="center", va="bottom", fontsize=_FONT_SIZE - 1,
+        ax.text((tail[0] + head[0]) / 2, tail[1] + 0.08, label, ha="center", va="bottom", fontsize=_FONT_SIZE,
                 color=color)
 
 
@@ -158,7 +160,7 @@ def model_family_map(ax=None):
         from .plots import _show_figures_in_jupyter
 
         _show_figures_in_jupyter()
-        figure = Figure(figsize=(14, 8.2), layout="constrained")
+        figure = Figure(figsize=(8.4, 9.6), layout="constrained")
         ax = figure.add_subplot()
     elif not isinstance(ax, Axes):
         raise TypeError(f"ax must be a matplotlib Axes (e.g. from plt.subplots()), got {type(ax).__name__}")
@@ -171,15 +173,14 @@ def model_family_map(ax=None):
         for start, end in family.arrows:
             _draw_arrow(ax, parts[start], parts[end])
         if family.cross:
-            _draw_arrow(ax, parts[family.cross[0]], parts[family.cross[1]], color=MASK_COLORS["cross"],
-                        label="memory")
+            _draw_arrow(ax, parts[family.cross[0]], parts[family.cross[1]], color=MASK_COLORS["cross"])
             if family.note:
                 encoder = parts[family.cross[0]]
                 ax.text(encoder.x, _ROWS["head"][0], family.note, ha="center", va="center", fontsize=_FONT_SIZE,
                         color=MASK_COLORS["cross"], linespacing=1.3)
-        ax.text(family.centre, 8.3, family.title, ha="center", va="center", fontsize=11, fontweight="bold")
+        ax.text(family.centre, 8.6, family.title, ha="center", va="center", fontsize=9.5, fontweight="bold")
     for x in (1.0, 2.0):                                      # thin separators between the columns
-        ax.plot([x, x], [0.0, 8.6], color="#cccccc", linewidth=0.8)
+        ax.plot([x, x], [0.0, 8.9], color="#cccccc", linewidth=0.8)
 
     legend = [Line2D([], [], color=MASK_COLORS["padding"], linewidth=2.2,
                      label="self-attention with a padding mask: each token sees both sides"),
@@ -190,6 +191,6 @@ def model_family_map(ax=None):
     ax.legend(handles=legend, loc="lower center", bbox_to_anchor=(0.5, -0.02), ncol=1, fontsize=_FONT_SIZE,
               frameon=False)
     ax.set_xlim(-0.02, 4.02)
-    ax.set_ylim(-0.95, 8.6)
+    ax.set_ylim(-0.75, 8.9)
     ax.set_axis_off()
     return figure

@@ -11,7 +11,9 @@ every `jupyter lab` started from it, and to nothing else):
 * `share/jupyter/lab/settings/overrides.json`: no "get notified about official Jupyter news?" pop-up and no
   update checks (a course environment is pinned, and may be offline);
 * the Validate dialog's success message, which nbgrader 0.9.6 hard-codes as "Success! Your notebook passes all the
-  tests.": it now says that only the public self-checks ran and that the hidden tests run at grading.
+  tests.": it now says that only the public self-checks ran and that the hidden tests run at grading;
+* this module as a server extension (`VALIDATE_EXTENSION`): for a written question left unanswered, Validate says
+  which question (nbgrader shows only "YOUR ANSWER HERE / You did not provide a response.").
 
 `make student` runs it in `.venv-student`; the student image runs it with `--hub`. Running it again changes nothing.
 """
@@ -20,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import textwrap
 from pathlib import Path
 
 __all__ = ["configure", "VALIDATE_SUCCESS", "NBGRADER_SUCCESS"]
@@ -33,6 +36,7 @@ INSTRUCTOR_LAB_PLUGINS = ("@jupyter/nbgrader:formgrader", "@jupyter/nbgrader:cou
                           "@jupyter/nbgrader:create-assignment")
 EXCHANGE_SERVER_EXTENSIONS = ("nbgrader.server_extensions.assignment_list",)
 EXCHANGE_LAB_PLUGINS = ("@jupyter/nbgrader:assignment-list", "@jupyter/nbgrader:menu")
+VALIDATE_EXTENSION = "coursekit.jupyter_setup"  # names unanswered written questions in Validate's message
 SERVER_CONFIG_NAME = "transformers101-student.json"  # sorts after nbgrader.json, so it wins
 NOTIFICATIONS = "@jupyterlab/apputils-extension:notification"
 
@@ -69,6 +73,7 @@ def configure(prefix: Path | str = sys.prefix, hub: bool = False) -> list[Path]:
     server_config = etc / "jupyter_server_config.d" / SERVER_CONFIG_NAME
     extensions = {name: False for name in server_off}
     extensions["nbgrader.server_extensions.validate_assignment"] = True
+    extensions[VALIDATE_EXTENSION] = True
     if hub:
         extensions.update({name: True for name in EXCHANGE_SERVER_EXTENSIONS})
     _write_json(server_config, {"ServerApp": {"jpserver_extensions": extensions}})
@@ -91,6 +96,53 @@ def configure(prefix: Path | str = sys.prefix, hub: bool = False) -> list[Path]:
     _write_json(overrides, data)
 
     return [server_config, page_config, overrides, *_patch_validate_message(prefix / "share")]
+
+
+def _question_before(cells, index: int) -> str:
+    """The written question an answer cell answers: the nearest markdown cell above it that is not an answer,
+    as one line (its first sentence, at most 160 characters)."""
+    for cell in reversed(cells[:index]):
+        nbgrader = cell.get("metadata", {}).get("nbgrader", {})
+        if cell.get("cell_type") == "markdown" and not nbgrader.get("solution"):
+            text = " ".join(cell.get("source", "").replace("**", "").split())
+            return text if len(text) <= 160 else text[:157].rsplit(" ", 1)[0] + " ..."
+    return ""
+
+
+def _naming_validator():
+    """nbgrader's Validator, telling which written question an unanswered answer cell belongs to."""
+    from nbgrader.validator import Validator
+
+    class NamingValidator(Validator):
+        def _get_failed_cells(self, nb):
+            failed = super()._get_failed_cells(nb)
+            for cell in failed:
+                if cell.cell_type != "code":
+                    index = next(i for i, other in enumerate(nb.cells) if other is cell)
+                    cell.metadata["transformers101_question"] = _question_before(nb.cells, index)
+            return failed
+
+        def _extract_error(self, cell) -> str:
+            question = cell.metadata.get("transformers101_question") if cell.cell_type != "code" else None
+            if question:  # the dialog shows this unwrapped, in a box about 100 characters wide
+                quoted = textwrap.fill(f'"{question}"', 88, initial_indent="  ", subsequent_indent="  ")
+                return (f"You did not answer the written question\n{quoted}\n"
+                        "Replace YOUR ANSWER HERE in the cell below the question with your answer.")
+            return super()._extract_error(cell)
+
+    return NamingValidator
+
+
+def _jupyter_server_extension_points():
+    return [{"module": VALIDATE_EXTENSION}]
+
+
+def _load_jupyter_server_extension(serverapp) -> None:
+    """Make the Validate button's handler (nbgrader's validate_assignment extension) use the naming Validator."""
+    from nbgrader.server_extensions.validate_assignment import handlers
+
+    handlers.Validator = _naming_validator()
+    serverapp.log.info("transformers101: Validate names unanswered written questions")
 
 
 def main(argv: list[str] | None = None) -> int:

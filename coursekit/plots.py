@@ -102,6 +102,12 @@ def attention_heatmap(weights, x_labels: Sequence[str] | None = None, y_labels: 
     return figure
 
 
+def _label_step(count: int, most: int = 10) -> int:
+    """Every how many rows/columns to label an axis: the smallest round step (1, 2, 5, 10, 20, ...) giving at most
+    `most` labels, so that labels never crowd into each other."""
+    return min(m * 10 ** e for e in range(10) for m in (1, 2, 5) if count <= most * m * 10 ** e)
+
+
 def positional_encoding_heatmap(pe, ax=None):
     """Heatmap of a positional encoding table (max_len, d_model): rows are positions, columns dimensions."""
     import seaborn as sns
@@ -109,8 +115,9 @@ def positional_encoding_heatmap(pe, ax=None):
     matrix = _matrix(pe, "pe")  # (max_len, d_model)
     figure, ax = _new_axes(ax, (8, 5))
     limit = float(np.abs(matrix).max()) or 1.0  # symmetric colour scale: white is 0
-    sns.heatmap(matrix, ax=ax, cmap="RdBu_r", vmin=-limit, vmax=limit, xticklabels="auto", yticklabels="auto",
-                cbar_kws={"label": "value"})
+    sns.heatmap(matrix, ax=ax, cmap="RdBu_r", vmin=-limit, vmax=limit, xticklabels=_label_step(matrix.shape[1]),
+                yticklabels=_label_step(matrix.shape[0]), cbar_kws={"label": "value"})
+    ax.tick_params(axis="y", labelrotation=0)
     ax.set_xlabel("dimension")
     ax.set_ylabel("position")
     ax.set_title("positional encoding")
@@ -137,21 +144,56 @@ def positional_encoding_curves(pe, dims: Sequence[int], ax=None):
     return figure
 
 
+def _curve_kind(name: str) -> str:
+    """"loss" for a loss curve (its name says loss), else the name's kind: "accuracy" for accuracies, "value"."""
+    lowered = name.lower()
+    if "loss" in lowered:
+        return "loss"
+    return "accuracy" if "acc" in lowered else "value"
+
+
 def training_curves(history: dict[str, Sequence[float]], ax=None):
-    """One line per entry of history (e.g. {"train_loss": [...], "test_accuracy": [...]}) against the epoch."""
+    """One line per entry of history (e.g. {"train_loss": [...], "test_accuracy": [...]}) against the epoch.
+
+    Losses and accuracies have different units, so each kind gets its own y axis: side by side in a new figure, or
+    the accuracies on a twin axis (right) of `ax` when one is given. Epochs are whole numbers on the x axis."""
+    from matplotlib.ticker import MaxNLocator
+
     if not isinstance(history, dict) or not history:
         raise ValueError("history must be a non-empty dict of name -> list of numbers per epoch")
-    figure, ax = _new_axes(ax, (7, 4))
+    curves = {}
     for name, values in history.items():
         if isinstance(values, (list, tuple)):
             values = [float(value) for value in values]  # also 0-d tensors, on any device
-        values = _to_numpy(values).astype(float).reshape(-1)
-        ax.plot(np.arange(1, len(values) + 1), values, marker="o", label=str(name))
-    ax.set_xlabel("epoch")
-    ax.set_ylabel("value")
-    ax.set_title("training curves")
-    ax.legend()
-    ax.grid(alpha=0.3)
+        curves[str(name)] = _to_numpy(values).astype(float).reshape(-1)
+    kinds = list(dict.fromkeys(_curve_kind(name) for name in curves))  # in the order of history
+    if ax is not None:
+        figure = ax.figure
+        axes = {kind: (ax if i == 0 else ax.twinx()) for i, kind in enumerate(kinds)}
+    elif len(kinds) == 1:
+        figure, single = _new_axes(None, (6, 3.6))
+        axes = {kinds[0]: single}
+    else:
+        from matplotlib.figure import Figure
+
+        _show_figures_in_jupyter()
+        figure = Figure(figsize=(4.2 * len(kinds), 3.4), layout="constrained")
+        axes = dict(zip(kinds, figure.subplots(1, len(kinds), squeeze=False)[0]))
+    colors = iter(f"C{i}" for i in range(len(curves)))
+    for name, values in curves.items():
+        target = axes[_curve_kind(name)]
+        target.plot(np.arange(1, len(values) + 1), values, marker="o", markersize=4, label=name, color=next(colors))
+    for kind, target in axes.items():
+        target.set_ylabel(kind)
+        target.set_xlabel("epoch")
+        target.xaxis.set_major_locator(MaxNLocator(integer=True, steps=[1, 2, 5, 10]))
+        target.grid(alpha=0.3)
+        if ax is None:
+            target.set_title(", ".join(name for name in curves if _curve_kind(name) == kind))
+    if ax is not None:
+        handles = [line for target in axes.values() for line in target.get_lines()]
+        ax.legend(handles, [line.get_label() for line in handles])
+        ax.set_title("training curves")
     return figure
 
 

@@ -63,8 +63,9 @@ class TokenEmbedding(nn.Module):
         if padding_idx is not None and not 0 <= padding_idx < vocab_size:
             raise ValueError(f"padding_idx {padding_idx} is outside the vocabulary (size {vocab_size})")
         self.padding_idx = padding_idx
-        # (V, d_model), N(0, d_model^-1/2): the Encoder multiplies by sqrt(d_model), which brings token vectors to
-        # unit scale, the scale of the positional encoding (as fairseq initialises its embeddings)
+        # (V, d_model), N(0, 1/d_model), i.e. std d_model ** -0.5: the Encoder multiplies by sqrt(d_model), which
+        # brings token vectors to unit scale, the scale of the positional encoding (as fairseq initialises its
+        # embeddings)
         self.weight = nn.Parameter(torch.randn(vocab_size, d_model) * d_model ** -0.5)
         if padding_idx is not None:
             with torch.no_grad():

@@ -19,6 +19,7 @@ import io
 import linecache
 import math
 import os
+import textwrap
 import traceback
 from typing import Any, Callable, Sequence
 
@@ -31,6 +32,7 @@ from coursekit.mistakes import MISTAKES
 _PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # .../coursekit
 _RED, _BOLD, _RESET = "\x1b[31m", "\x1b[1m", "\x1b[0m"
 _MAX_STUDENT_FRAMES = 3
+_WIDTH = 100  # characters of a JupyterLab output line at 1280 px: longer lines wrap mid-word there
 
 
 class CheckFailed(AssertionError):
@@ -49,9 +51,18 @@ class CheckFailed(AssertionError):
         self.mistake_id = mistake_id
 
     def _render_traceback_(self) -> list[str]:
-        lines = [f"{_RED}{_BOLD}Self-check failed:{_RESET} {_RED}{line}{_RESET}" if i == 0 else
-                 (f"{_BOLD}{line}{_RESET}" if line.startswith("HINT:") else line)
-                 for i, line in enumerate(str(self).splitlines() or [""])]
+        lines = []
+        for i, line in enumerate(str(self).splitlines() or [""]):
+            prefix = "Self-check failed: " if i == 0 else ""
+            wrapped = textwrap.wrap(prefix + line, _WIDTH, subsequent_indent="  ", break_long_words=False,
+                                    break_on_hyphens=False) or [""]
+            if i == 0:
+                lines += [f"{_RED}{_BOLD}Self-check failed:{_RESET} {_RED}{wrapped[0][len(prefix):]}{_RESET}",
+                          *(f"{_RED}{part}{_RESET}" for part in wrapped[1:])]
+            elif line.startswith("HINT:"):
+                lines += [f"{_BOLD}{part}{_RESET}" for part in wrapped]
+            else:
+                lines += wrapped
         for filename, lineno, function, text in _student_frames(self.__traceback__)[:1]:
             lines.append(f"  checked at {_where(filename, lineno, function, 'this cell')}: {text}")
         cause = self.__cause__

@@ -79,6 +79,72 @@ def _shot(page, screenshot_dir, name: str, locator=None) -> None:
     (locator or page).screenshot(path=str(path))
 
 
+JS_DIRTY = "() => window.jupyterapp.shell.currentWidget.context.model.dirty"
+JS_OUTPUT_WIDTH = """() => Math.round(document.querySelector('.jp-Notebook .jp-CodeCell .jp-InputArea-editor')
+                                      .getBoundingClientRect().width)"""
+
+
+def _written_questions(notebook) -> list[str]:
+    """The text of each written question of a released notebook: the markdown cell above an answer cell."""
+    questions = []
+    for before, cell in zip(notebook.cells, notebook.cells[1:]):
+        meta = cell.metadata.get("nbgrader", {})
+        if cell.cell_type == "markdown" and meta.get("solution") and meta.get("grade"):
+            questions.append(" ".join(before.source.replace("**", "").split()))
+    return questions
+
+
+def test_released_notebooks_open_unmodified_and_validate_names_the_question(browser, student_env, start_lab,
+                                                                            tmp_path, screenshot_dir):
+    """Open each released notebook as handed out (1280x800, a laptop): once its kernel is up, JupyterLab must not
+    mark it modified (the release stores the kernel's language_info), so closing it asks nothing. Then Validate one
+    with unanswered written questions: the dialog names a question, not only "YOUR ANSWER HERE".
+
+    Its own JupyterLab: `student_lab` tells Validate to ignore checksums (for the other tests' edits of locked
+    cells), and without checksums nbgrader cannot tell an unanswered question."""
+    from figure_layout import NOTEBOOK_WIDTH_PX
+
+    home, released = tmp_path / "home", tmp_path / "work"
+    home.mkdir()
+    released.mkdir()
+    with start_lab(student_env.bin, released, env=H.student_process_env(home),
+                   log=screenshot_dir / "as-released-jupyter-lab.log") as lab:
+        _open_released_and_validate(browser, lab, released, screenshot_dir, NOTEBOOK_WIDTH_PX)
+
+
+def _open_released_and_validate(browser, lab, released, screenshot_dir, notebook_width_px) -> None:
+    page = browser.new_page(viewport={"width": 1280, "height": 800})
+    page.set_default_timeout(120_000)
+    try:
+        for assignment in H.ASSIGNMENTS:
+            H.prepare_assignment(assignment, released, filled=False)
+            page.goto(lab.page_url(f"lab/tree/{assignment}/{assignment}.ipynb?reset"))
+            page.wait_for_function(JS_READY, timeout=180_000, polling=500)
+            page.wait_for_timeout(3000)  # the kernel's info has arrived and been applied
+            _shot(page, screenshot_dir, f"{assignment}-0-opened")
+            assert page.evaluate(JS_DIRTY) is False, f"{assignment} opens marked as modified"
+            if assignment == H.ASSIGNMENTS[0]:  # the width figures are checked at (tests/fixtures/figure_layout.py)
+                width = page.evaluate(JS_OUTPUT_WIDTH)
+                print(f"notebook output width at 1280x800: {width} px")
+                assert abs(width - notebook_width_px) <= 40, width
+
+        assignment = next(a for a in H.ASSIGNMENTS
+                          if _written_questions(nbformat.read(H.EXERCISES / a / f"{a}.ipynb", as_version=4)))
+        questions = _written_questions(nbformat.read(H.EXERCISES / assignment / f"{assignment}.ipynb", as_version=4))
+        page.goto(lab.page_url(f"lab/tree/{assignment}/{assignment}.ipynb?reset"))
+        page.wait_for_function(JS_READY, timeout=180_000, polling=500)
+        page.locator(".jp-Toolbar").get_by_text("Validate", exact=True).first.click()
+        dialog = page.locator(".jp-Dialog")
+        dialog.get_by_text("Validation Results").wait_for(timeout=RUN_TIMEOUT_S * 1000)
+        _shot(page, screenshot_dir, f"{assignment}-5-validate-unanswered")
+        message = " ".join(dialog.inner_text().split())
+        assert "did not answer the written question" in message, message
+        assert any(question[:60] in message for question in questions), (questions, message)
+        dialog.locator(".jp-mod-accept").click()
+    finally:
+        page.close()
+
+
 @pytest.mark.parametrize("assignment", H.ASSIGNMENTS)
 def test_student_first_hour(assignment, browser, student_lab, screenshot_dir):
     folder = H.prepare_assignment(assignment, student_lab.root, filled=False)
@@ -104,8 +170,10 @@ def test_student_first_hour(assignment, browser, student_lab, screenshot_dir):
         text = first.inner_text().strip()
         lines = [line for line in text.splitlines() if line.strip()]
         assert lines[0].startswith("Self-check failed:") and "not implemented yet" in lines[0], text
-        assert lines[1].startswith("HINT:"), text
+        assert any(line.startswith("HINT:") for line in lines[1:3]), text
         assert len(lines) <= 8 and "site-packages" not in text and "Traceback" not in text, text
+        # lines are wrapped between words: no line is wider than the output area (it would break mid-word)
+        assert all(len(line) <= 100 for line in lines), text
 
         # 2. fill the stubs with the source solutions (on disk, as a student's edits), reload, restart, Run All
         nbformat.write(filled, folder / f"{assignment}.ipynb")

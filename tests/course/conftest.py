@@ -127,14 +127,28 @@ def autograded(course_copy, request):
     return get
 
 
+_EXECUTED: dict[str, tuple[nbformat.NotebookNode, list[dict]]] = {}
+
+
 @pytest.fixture(scope="session")
-def notebook_runner(course_copy):
-    """run(assignment) -> seconds to execute the source notebook top to bottom, outside grading mode."""
+def notebook_runner(course_copy, tmp_path_factory):
+    """run(assignment) -> seconds to execute the source notebook top to bottom, outside grading mode.
+
+    Each notebook runs once per session: a first cell (tests/fixtures/figure_layout.py) checks every figure a cell
+    displays as JupyterLab would show it; `executed_notebook(assignment)` gives the run's notebook (outputs
+    included, the probe cell removed) and the figure reports."""
+    from figure_layout import name_cells, probe_source, read_report
     from nbclient import NotebookClient
 
+    reports = tmp_path_factory.mktemp("figure-reports")
+
     def run(assignment: str) -> float:
+        if assignment in _NOTEBOOK_TIMES:
+            return _NOTEBOOK_TIMES[assignment]
         folder = course_copy / "source" / assignment
         notebook = nbformat.read(folder / f"{assignment}.ipynb", as_version=4)
+        report = reports / f"{assignment}.jsonl"
+        notebook.cells.insert(0, nbformat.v4.new_code_cell(probe_source(report)))
         saved = os.environ.pop("NBGRADER_EXECUTION", None)
         try:
             client = NotebookClient(notebook, timeout=300, kernel_name="python3",
@@ -145,7 +159,19 @@ def notebook_runner(course_copy):
         finally:
             if saved is not None:
                 os.environ["NBGRADER_EXECUTION"] = saved
+        del notebook.cells[0]
+        _EXECUTED[assignment] = (notebook, name_cells(notebook, read_report(report)))
         _NOTEBOOK_TIMES[assignment] = elapsed
         return elapsed
 
     return run
+
+
+@pytest.fixture(scope="session")
+def executed_notebook(notebook_runner):
+    """executed(assignment) -> (the source notebook run top to bottom in full mode, its figure reports)."""
+    def executed(assignment: str):
+        notebook_runner(assignment)
+        return _EXECUTED[assignment]
+
+    return executed

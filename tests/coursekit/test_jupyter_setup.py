@@ -43,6 +43,7 @@ def test_laptop_gets_validate_only(tmp_path):
         "nbgrader.server_extensions.course_list": False,
         "nbgrader.server_extensions.assignment_list": False,
         "nbgrader.server_extensions.validate_assignment": True,
+        setup.VALIDATE_EXTENSION: True,
     }
     disabled = _disabled(prefix)
     for plugin in setup.INSTRUCTOR_LAB_PLUGINS + setup.EXCHANGE_LAB_PLUGINS + ("some:other",):
@@ -74,3 +75,34 @@ def test_hub_keeps_the_assignment_list_and_reruns_change_nothing(tmp_path):
 def test_missing_nbgrader_bundle_is_an_error(tmp_path):
     with pytest.raises(SystemExit, match="Validate message was not found"):
         setup.configure(tmp_path)
+
+
+def test_validate_names_an_unanswered_written_question(tmp_path):
+    """nbgrader's own Validator, on a notebook with one answered and one unanswered written question."""
+    import nbformat
+
+    def answer(grade_id, text):
+        return nbformat.v4.new_markdown_cell(text, metadata={"nbgrader": {
+            "grade": True, "solution": True, "locked": False, "points": 5, "grade_id": grade_id,
+            "schema_version": 3, "task": False}})
+
+    notebook = nbformat.v4.new_notebook()
+    notebook.cells = [nbformat.v4.new_markdown_cell("**Question (written answer, 5 points).** Why divide by the "
+                                                    "square root of d_k?"),
+                      answer("why_scale", "YOUR ANSWER HERE"),
+                      nbformat.v4.new_markdown_cell("**Question (written answer, 5 points).** What does the mask "
+                                                    "keep out?"),
+                      answer("mask_keeps", "YOUR ANSWER HERE")]
+    from nbgrader.preprocessors import ComputeChecksums
+
+    notebook, _ = ComputeChecksums().preprocess(notebook, {})
+    notebook.cells[3].source = "The future tokens."  # answered
+    path = tmp_path / "answers.ipynb"
+    nbformat.write(notebook, path)
+    (failed,) = setup._naming_validator()().validate(str(path))["failed"]
+    assert "Why divide by the square root of d_k?" in " ".join(failed["raw_error"].split()), failed
+    assert "did not answer the written question" in failed["raw_error"]
+    assert all(len(line) <= 100 for line in failed["raw_error"].splitlines()), failed
+    from nbgrader.validator import Validator
+
+    assert Validator().validate(str(path))["failed"][0]["raw_error"] == "You did not provide a response."

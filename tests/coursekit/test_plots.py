@@ -68,11 +68,21 @@ def test_positional_encoding_plots():
 def test_training_curves():
     history = {"train_loss": [torch.tensor(1.2), 0.8, 0.5], "test_accuracy": torch.tensor([0.3, 0.5, 0.6])}
     figure = plots.training_curves(history)
-    ax = figure.axes[0]
-    assert ax.get_xlabel() == "epoch"
-    assert [line.get_label() for line in ax.get_lines()] == ["train_loss", "test_accuracy"]
-    assert list(ax.get_lines()[0].get_xdata()) == [1, 2, 3]
+    loss, accuracy = figure.axes  # one y axis per unit
+    assert loss.get_xlabel() == accuracy.get_xlabel() == "epoch"
+    assert (loss.get_ylabel(), accuracy.get_ylabel()) == ("loss", "accuracy")
+    assert [line.get_label() for line in loss.get_lines()] == ["train_loss"]
+    assert [line.get_label() for line in accuracy.get_lines()] == ["test_accuracy"]
+    assert list(loss.get_lines()[0].get_xdata()) == [1, 2, 3]
     _png(figure)
+    ticks = [t for t in loss.get_xticks() if 1 <= t <= 3]
+    assert ticks and all(float(t).is_integer() for t in ticks), ticks  # whole epochs, no 2.5
+    from matplotlib.figure import Figure
+
+    own = Figure().add_subplot()
+    plots.training_curves(history, ax=own)  # into a given axes: accuracies on a twin axis
+    assert [line.get_label() for line in own.get_lines()] == ["train_loss"]
+    assert own.get_ylabel() == "loss" and len(own.figure.axes) == 2
     with pytest.raises(ValueError):
         plots.training_curves({})
 
