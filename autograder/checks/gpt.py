@@ -149,24 +149,26 @@ def check_train_bpe(train_bpe) -> None:
     reference = _reference()
     cases = [("aaabdaaabac", 10), ("cdcd abab", 1), ("aaa-bcbc", 1), ("abab cdcd", 3), ("aaaa", 5),
              ("abcdef", 4), ("", 3), (BPE_TRAIN, 0), (BPE_TRAIN, 40), ("naïve café, naïve café 日本日本", 12)]
+    results = []
     for text, num_merges in cases:
         tested = f"train_bpe(text of {len(text)} characters, num_merges={num_merges})"
-        got = _as_merges(call("train_bpe", train_bpe, text, num_merges, tested=tested), "train_bpe's result",
-                         tested)
+        results.append(_as_merges(call("train_bpe", train_bpe, text, num_merges, tested=tested),
+                                  "train_bpe's result", tested))
+    variants = [("bpe.ties", {"ties": v}) for v in ("smallest", "last", "largest")] + [
+        ("bpe.count_without_overlap", {"count": "without_overlap"}),
+        ("bpe.merge_overlapping", {"merge": "every_position"}),
+        ("bpe.no_early_stop", {"stop": False}),
+        ("bpe.new_id", {"first_id": 257}), ("bpe.new_id", {"first_id": 255})]
+    for (text, num_merges), got in zip(cases, results):
         expected = reference.train_bpe(text, num_merges)
         if got == expected:
             continue
-        mistake = _first_matching(got, [
-            ("bpe.ties", lambda v=v: bpe_train_variant(text, num_merges, ties=v)) for v in ("smallest", "last",
-                                                                                           "largest")] + [
-            ("bpe.count_without_overlap", lambda: bpe_train_variant(text, num_merges, count="without_overlap")),
-            ("bpe.merge_overlapping", lambda: bpe_train_variant(text, num_merges, merge="every_position")),
-            ("bpe.no_early_stop", lambda: bpe_train_variant(text, num_merges, stop=False)),
-            ("bpe.new_id", lambda: bpe_train_variant(text, num_merges, first_id=257)),
-            ("bpe.new_id", lambda: bpe_train_variant(text, num_merges, first_id=255)),
-        ])
+        # the mistake whose merges equal the student's on every text (one text alone may not tell two apart)
+        mistake = next((mistake_id for mistake_id, flags in variants
+                        if all(bpe_train_variant(t, n, **flags) == r for (t, n), r in zip(cases, results))), None)
         first = next((k for k, (a, b) in enumerate(zip(got, expected)) if a != b), min(len(got), len(expected)))
-        fail("train_bpe: the merges differ from the reference solution.", tested=tested,
+        fail("train_bpe: the merges differ from the reference solution.",
+             tested=f"train_bpe(text of {len(text)} characters, num_merges={num_merges})",
              details=[f"expected {len(expected)} merges, got {len(got)}; first difference at merge {first}"],
              mistake=mistake)
 
@@ -366,7 +368,7 @@ def _judge_batch(x, y, starts, n, offset, block_size, batch_size, seed, tested, 
     windows = position[:, :1] + torch.arange(block_size)
     if torch.equal(x, y):
         fail("get_batch: y equals x.", tested=tested, mistake="get_batch.no_shift")
-    if torch.equal(y - offset, windows) and torch.equal(x - offset, windows + 1):
+    if torch.equal(position, windows) and torch.equal(x, y + 1):
         fail("get_batch: x and y are swapped.", tested=tested, mistake="get_batch.swapped")
     if not torch.equal(position, windows) or not torch.equal(y, x + 1):
         fail("get_batch: each row of x must be a window of consecutive tokens of data and y the same window "
@@ -613,10 +615,14 @@ def check_sample_next_token(sample_next_token) -> None:
         right = chi_square(counts, tempered(STAT_LOGITS, temperature, top_k))
         if right > CHI2_LIMIT:
             mistake = None
+            support = tempered(STAT_LOGITS, temperature, top_k) > 0
+            if top_k is not None and int(support.sum()) > top_k and int((counts > 0).sum()) == top_k \
+                    and not bool((counts[~support] > 0).any()):
+                mistake = "sample.top_k_drops_ties"       # exactly k kept: some logit equal to the k-th was dropped
             for mistake_id, how in (("sample.temperature_after_softmax", "after_softmax"),
                                     ("sample.temperature_multiplied", "multiplied"),
                                     ("sample.top_k_minus_one", "k_minus_one"), ("sample.top_k_drops_ties", "no_ties")):
-                if chi_square(counts, tempered(STAT_LOGITS, temperature, top_k, how)) <= CHI2_LIMIT:
+                if mistake is None and chi_square(counts, tempered(STAT_LOGITS, temperature, top_k, how)) <= CHI2_LIMIT:
                     mistake = mistake_id
                     break
             fail("sample_next_token: the tokens are not drawn from the right distribution.", tested=tested,
@@ -637,9 +643,9 @@ def check_sample_next_token(sample_next_token) -> None:
 
 
 # ------------------------------------------------------------------------------------------------------ generate
-def generate_variant(model, ids, max_new_tokens, crop=True, position=-1):
-    """Greedy generation with one mistake: no cropping to max_len, or the logits of another position."""
-    model.eval()
+def generate_variant(model, ids, max_new_tokens, crop=True, position=-1, training=False):
+    """Greedy generation with one mistake: no cropping to max_len, the logits of another position, training mode."""
+    model.train(training)
     with torch.no_grad():
         for _ in range(max_new_tokens):
             context = ids[:, -model.max_len:] if crop else ids
@@ -664,7 +670,7 @@ def check_generate(generate) -> None:
     expected = reference.generate(local, prompt, 20, 0.0)
     expect_tensor(got, expected, "generate's output", "cpu", tested=tested, exact=True, mistakes=lambda: [
         ("generate.first_position", lambda: generate_variant(local, prompt, 20, position=0)),
-        ("generate.train_mode", lambda: generate_variant(local.train(), prompt, 20)),
+        ("generate.train_mode", lambda: generate_variant(local, prompt, 20, training=True)),
     ], note="each step feeds ids[:, -model.max_len:] and appends the argmax of the LAST position's logits")
     local.eval()
     if _training_flag(model, "the lent model") is not True:
