@@ -216,7 +216,8 @@ _CATALOGUE = [
     ("estimate_loss.last_window", "estimate_loss",
      "the last window that fits is left out (off by one in the range of start positions)"),
     ("estimate_loss.overlapping", "estimate_loss", "overlapping windows are used; step the start by block_size"),
-    ("estimate_loss.mode_not_restored", "estimate_loss", "the model's training mode is not restored afterwards"),
+    ("estimate_loss.mode_not_restored", "estimate_loss",
+     "estimate_loss leaves the model in eval mode; restore the training mode it had"),
     ("lr_at.warmup_off_by_one", "lr_at", "the warm-up uses step / warmup_steps; use (step + 1) / warmup_steps"),
     ("lr_at.cosine_from_zero", "lr_at",
      "the cosine starts at step 0 instead of at the end of the warm-up"),
@@ -230,7 +231,7 @@ _CATALOGUE = [
      "top-k keeps exactly k tokens and drops logits equal to the k-th largest; keep every tie"),
     ("generate.first_position", "generate", "the next token is taken from the first position's logits, not the last"),
     ("generate.train_mode", "generate", "the model generates in training mode (dropout on); call model.eval()"),
-    ("generate.mode_not_restored", "generate", "the model's training mode is not restored afterwards"),
+    ("generate.mode_not_restored", "generate", "generate leaves the model in eval mode; restore the training mode it had"),
 ]
 
 MISTAKES: dict[str, Mistake] = {entry[0]: Mistake(*entry) for entry in _CATALOGUE}
