@@ -34,8 +34,8 @@ CODE_EDITS = {
     "greedy.argmax_wrong_axis": [(r"\.argmax\(dim=-1\)", ".argmax(dim=0)")],
     # notebook 08
     "sample.temperature_after_softmax": [(r"\n(\s*)logits = logits / temperature\n", r"\n"),
-                                         (r"probs = torch\.softmax\(logits, dim=-1\)\n",
-                                          "probs = torch.softmax(logits, dim=-1) / temperature\n")],
+                                         (r"probs = torch\.softmax\(logits, dim=-1\)",
+                                          "probs = torch.softmax(logits, dim=-1) / temperature")],
     "gpt.no_causal_mask": [(r"x = block\(x, mask\)", "x = block(x, None)")],
     "get_batch.no_shift": [(r"return data\[index\], data\[index \+ 1\]", "return data[index], data[index]")],
 }
