@@ -16,9 +16,10 @@ from coursekit.mistakes import MISTAKES
 
 # The demo's mistaken students, each making some mistakes of the catalogue (`coursekit.mistakes`).
 STUDENT_MISTAKES = {
-    "mistake_scale": ("attention.missing_scale", "positional.frequency_base"),
-    "mistake_mask": ("attention.mask_inverted", "causal_mask.upper_triangle"),
-    "mistake_heads": ("multi_head.split_no_transpose", "pool.mask_wrong_axis", "greedy.argmax_wrong_axis"),
+    "mistake_scale": ("attention.missing_scale", "positional.frequency_base", "sample.temperature_after_softmax"),
+    "mistake_mask": ("attention.mask_inverted", "causal_mask.upper_triangle", "gpt.no_causal_mask"),
+    "mistake_heads": ("multi_head.split_no_transpose", "pool.mask_wrong_axis", "greedy.argmax_wrong_axis",
+                      "get_batch.no_shift"),
 }
 # How each of those mistakes is made in the reference's code: (pattern, replacement) edits of the solution cells.
 # A student gets every edit of their mistakes that matches somewhere in the assignment's solution cells.
@@ -31,6 +32,12 @@ CODE_EDITS = {
     "multi_head.split_no_transpose": [(r"\.transpose\(1, 2\)", "")],
     "pool.mask_wrong_axis": [(r"\.unsqueeze\(-1\)", ".unsqueeze(0)")],
     "greedy.argmax_wrong_axis": [(r"\.argmax\(dim=-1\)", ".argmax(dim=0)")],
+    # notebook 08
+    "sample.temperature_after_softmax": [(r"\n(\s*)logits = logits / temperature\n", r"\n"),
+                                         (r"probs = torch\.softmax\(logits, dim=-1\)",
+                                          "probs = torch.softmax(logits, dim=-1) / temperature")],
+    "gpt.no_causal_mask": [(r"x = block\(x, mask\)", "x = block(x, None)")],
+    "get_batch.no_shift": [(r"return data\[index\], data\[index \+ 1\]", "return data[index], data[index]")],
 }
 
 
