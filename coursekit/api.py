@@ -118,6 +118,12 @@ NOTEBOOKS: tuple[Notebook, ...] = (
         "`multihead_attn` (from `cross_attn`), `linear1/linear2`, `norm1/norm2/norm3` mapped likewise.",)),
     Notebook("07_yelp_classifier", "classifier", "Yelp review classifier", notes=(
         "Labels are 0..4 (one to five stars).",)),
+    Notebook("08_gpt_language_model", "gpt", "A GPT language model (decoder-only), new in the third edition", notes=(
+        "Data: `data/tinyshakespeare/input.txt` (1,115,394 characters of Shakespeare, public domain; byte-identical "
+        "to the widely used char-rnn file). Split: the text is split by characters, `n = int(0.9 * len(text))`: "
+        "`text[:n]` trains (and is what BPE merges are learned on), `text[n:]` validates. Losses are reported in "
+        "nats per token and, so that character and BPE models compare, in bits per character of the validation "
+        "text (`loss_per_token * len(val_ids) / len(val_text) / ln 2`).",)),
     Notebook("09_modern_block", "modern",
              "The modern block (RMSNorm, rotary positions, SwiGLU, grouped-query attention), new in the third "
              "edition"),
@@ -304,6 +310,86 @@ API: tuple[ApiEntry, ...] = (
         "(model, loader, device) -> float",
         "fraction of all examples in the loader whose argmax logit equals the label, in eval mode, without gradients",
         "accuracy over a loader"),
+    # 08 - a GPT language model
+    _function(
+        "train_bpe", "gpt", "text, num_merges",
+        "(text: str, num_merges: int) -> list[tuple[int, int]]",
+        "byte-level BPE on `list(text.encode(\"utf-8\"))`: `num_merges` times, count every adjacent pair "
+        "(overlapping, i.e. over `zip(ids, ids[1:])`), take the most frequent pair (ties: the pair whose first "
+        "occurrence comes first in the current sequence), replace its occurrences left to right without overlap by "
+        "the new id `256 + k` (k = 0, 1, ...); stop early when the highest count, counted as above, is below 2; "
+        "returns the merges in the order learned",
+        "the merges byte-level BPE learns, in order"),
+    _function(
+        "bpe_encode", "gpt", "text, merges",
+        "(text: str, merges: list[tuple[int, int]]) -> list[int]",
+        "the UTF-8 bytes of `text`, then each merge applied in the order learned (left to right, without overlap); "
+        "equivalently, repeatedly merge the present pair with the lowest rank",
+        "text -> BPE token ids"),
+    _function(
+        "bpe_decode", "gpt", "ids, merges",
+        "(ids: list[int], merges: list[tuple[int, int]]) -> str",
+        "expands every id to its bytes and decodes UTF-8 with `errors=\"replace\"`; "
+        "`bpe_decode(bpe_encode(t, m), m) == t` for every `str` that UTF-8 can encode",
+        "BPE token ids -> text"),
+    _class(
+        "GPT", "gpt", "vocab_size, d_model=128, num_heads=4, d_ff=512, num_layers=4, max_len=256, dropout=0.0",
+        "attribute `max_len`; submodules `token_embedding` (`TokenEmbedding(vocab_size, d_model)`), "
+        "`position_embedding` (`LearnedPositionalEmbedding(max_len, d_model)`, its table re-initialised N(0, std "
+        "`d_model ** -0.5`), the tokens' scale: `nn.Embedding`'s N(0, 1) would swamp the tokens), `drop` "
+        "(`nn.Dropout(dropout)`), `blocks` (`nn.ModuleList` of `EncoderBlock(d_model, num_heads, d_ff, dropout, "
+        "norm_first=True)`), `norm` (`nn.LayerNorm(d_model)`), `lm_head` (`nn.Linear(d_model, vocab_size, "
+        "bias=False)`), tied by `self.lm_head.weight = self.token_embedding.weight` (one `Parameter`, keeping "
+        "`TokenEmbedding`'s N(0, std `d_model ** -0.5`) initialisation); `forward(ids (B, T)) -> logits (B, T, "
+        "vocab_size)`: `x = drop(position_embedding(token_embedding(ids)))` (no sqrt(d_model) scale), every block "
+        "with `make_causal_mask(T, ids.device)`, `norm`, `lm_head`; `T > max_len` raises `ValueError`",
+        "a decoder-only Transformer: pre-norm blocks under a causal mask, tied head"),
+    _function(
+        "get_batch", "gpt", "data, block_size, batch_size, generator=None",
+        "(data: LongTensor (N,), block_size: int, batch_size: int, generator=None) -> tuple[LongTensor, LongTensor]",
+        "start positions `s = torch.randint(N - block_size, (batch_size,), generator=generator)` (exactly this call, "
+        "drawn on the CPU whatever `data`'s device; `generator=None` uses the global generator); "
+        "`x[b] = data[s_b : s_b + block_size]`, `y[b] = data[s_b + 1 : s_b + block_size + 1]`; both "
+        "`(batch_size, block_size)` on `data`'s device",
+        "random windows and the same windows shifted by one"),
+    _function(
+        "lm_loss", "gpt", "logits, targets",
+        "(logits (B, T, V), targets (B, T)) -> scalar tensor",
+        "mean cross-entropy over all `B * T` positions (`F.cross_entropy(logits.reshape(-1, V), "
+        "targets.reshape(-1))`)",
+        "mean next-token cross-entropy"),
+    _function(
+        "estimate_loss", "gpt", "model, data, block_size, device",
+        "(model, data: LongTensor (N,), block_size: int, device) -> float",
+        "mean next-token loss over the non-overlapping windows starting at `0, block_size, 2 * block_size, ...` "
+        "while `start + block_size + 1 <= N` (inputs `data[s : s + block_size]`, targets shifted by one), every "
+        "token weighted equally; `N < block_size + 1` (no window) raises `ValueError`; in eval mode without "
+        "gradients; the model's training mode is restored afterwards",
+        "validation loss over non-overlapping windows"),
+    _function(
+        "lr_at", "gpt", "step, max_lr, warmup_steps, max_steps, min_lr=0.0",
+        "(step: int, max_lr: float, warmup_steps: int, max_steps: int, min_lr: float = 0.0) -> float",
+        "`max_lr * (step + 1) / warmup_steps` while `step < warmup_steps`; `min_lr` once `step >= max_steps`; in "
+        "between cosine decay `min_lr + 0.5 * (max_lr - min_lr) * (1 + cos(pi * (step - warmup_steps) / "
+        "(max_steps - warmup_steps)))`; requires `0 <= warmup_steps <= max_steps` (else `ValueError`)",
+        "linear warm-up, then cosine decay"),
+    _function(
+        "sample_next_token", "gpt", "logits, temperature=1.0, top_k=None, generator=None",
+        "(logits (B, V), temperature: float = 1.0, top_k: int | None = None, generator=None) -> LongTensor (B,)",
+        "`temperature == 0`: the argmax (first index on ties); else `logits / temperature`, with `top_k` every logit "
+        "strictly below the k-th largest of its row set to `-inf` (logits equal to the k-th largest are kept; "
+        "`top_k >= V` keeps all), softmax over the last dim, then exactly one call `torch.multinomial(probs, 1, "
+        "generator=generator).squeeze(-1)` for the whole batch (`generator`, if given, lives on the logits' device)",
+        "one token per row: argmax, or a draw with temperature and top-k"),
+    _function(
+        "generate", "gpt", "model, ids, max_new_tokens, temperature=1.0, top_k=None, generator=None",
+        "(model: GPT, ids (B, T0), max_new_tokens: int, temperature: float = 1.0, top_k: int | None = None, "
+        "generator=None) -> LongTensor (B, T0 + max_new_tokens)",
+        "in eval mode without gradients; each step feeds the last `model.max_len` tokens (at most), takes the logits "
+        "of the last position and appends `sample_next_token(logits, temperature, top_k, generator)` (so a "
+        "`generator` must live on the model's device); returns the prompt followed by the new tokens; the model's "
+        "training mode is restored afterwards",
+        "the prompt followed by max_new_tokens sampled tokens"),
     # 09 - the modern block
     ApiEntry(
         "RMSNorm", "modern", _NB["modern"], "class", "d_model, eps=1e-06", "nn.Module(d_model, eps=1e-6)",
