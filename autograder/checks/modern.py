@@ -292,7 +292,8 @@ def check_modern_gpt(ModernGPT) -> None:
     device = start_check()
     reference = _reference()
     name = "ModernGPT"
-    sizes = {"d_model": D_MODEL, "num_heads": H, "num_kv_heads": 2, "d_ff": D_FF, "num_layers": NUM_LAYERS,
+    # 6 heads over 3 key/value heads: none of the sizes is the default, so each argument must be passed on
+    sizes = {"d_model": D_MODEL, "num_heads": 6, "num_kv_heads": 3, "d_ff": D_FF, "num_layers": NUM_LAYERS,
              "max_len": MAX_LEN}
     module = construct(ModernGPT, name, VOCAB, **sizes)
     ref = reference_module(reference.ModernGPT, 80, VOCAB, **sizes)
@@ -337,3 +338,12 @@ def check_modern_gpt(ModernGPT) -> None:
              details=[f"first difference: {differing[0]}: expected {ours.get(differing[0])}, "
                       f"got {theirs.get(differing[0])}"],
              hint="keep the defaults d_model=128, num_heads=4, num_kv_heads=2, d_ff=344, num_layers=4, max_len=256")
+    reference_default = reference_module(reference.ModernGPT, 84, VOCAB)
+    prepare(default, reference_default, device, name)
+    ids = randint(0, VOCAB, (1, 5), seed=85, device=device)
+    tested = f"{name}({VOCAB}) with the default sizes on ids {shape_of(ids)}"
+    with torch.no_grad():
+        expected = reference_default(ids)
+        got = call(f"{name}.forward", default, ids.clone(), tested=tested)
+    expect_tensor(got, expected, f"{name} logits", device, tested=tested, looser=ROTARY_LOOSER,
+                  note="keep the defaults d_model=128, num_heads=4, num_kv_heads=2, d_ff=344, num_layers=4")
