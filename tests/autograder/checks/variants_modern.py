@@ -33,9 +33,11 @@ class RMSNormSubclass(nn.RMSNorm):
 class RMSNormStudent(nn.Module):
     MISTAKE = None
 
-    def __init__(self, d_model, eps=1e-6):
+    def __init__(self, d_model, eps=None):
         super().__init__()
-        self.eps = 1e-5 if self.MISTAKE == "eps_default" else eps
+        if eps is None:  # the default written another way, or (the mistake) a different default
+            eps = 1e-5 if self.MISTAKE == "eps_default" else 1e-6
+        self.eps = eps
         init = torch.rand(d_model) if self.MISTAKE == "random_init" else torch.ones(d_model)
         self.weight = nn.Parameter(init)
         if self.MISTAKE == "bias":
