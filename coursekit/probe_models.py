@@ -56,3 +56,44 @@ class BagOfEmbeddingsClassifier(nn.Module):
         if self.training and self.dropout > 0:
             hidden = hidden * self.drop_mask(ids, hidden.shape[-1])
         return self.classifier(hidden)                                                # (B, num_classes)
+
+
+# --- language-model probes (notebook 08: estimate_loss, generate)
+class LanguageModelProbe(nn.Module):
+    """ids (B, T) -> next-token logits (B, T, vocab_size), causal: position t sees the window's tokens 0..t only.
+
+    The logits at t come from a running mean of token + position embeddings over positions <= t of the window it is
+    given, so they depend on where the window starts (a generator that does not crop to the last `max_len` tokens,
+    or takes the wrong position's logits, gets other tokens); `T > max_len` raises ValueError as the course's GPT
+    does. In training mode a share `dropout` of the hidden features is dropped, chosen from the ids (not at random),
+    so train mode changes the numbers reproducibly. `calls` records `(self.training, torch.is_grad_enabled())` for
+    every forward call, for the grader's explanations.
+    """
+
+    def __init__(self, vocab_size: int, d_model: int = 8, max_len: int = 16, dropout: float = 0.5):
+        super().__init__()
+        if not 0.0 <= dropout < 1.0:
+            raise ValueError(f"dropout must be in [0, 1), got {dropout}")
+        self.max_len = max_len
+        self.dropout = float(dropout)
+        self.token_embedding = nn.Embedding(vocab_size, d_model)
+        self.position_embedding = nn.Embedding(max_len, d_model)
+        self.hidden = nn.Linear(d_model, d_model)
+        self.lm_head = nn.Linear(d_model, vocab_size)
+        self.calls: list[tuple[bool, bool]] = []
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        self.calls.append((bool(self.training), bool(torch.is_grad_enabled())))
+        T = ids.size(1)
+        if T > self.max_len:
+            raise ValueError(f"sequence length {T} is longer than max_len {self.max_len}")
+        positions = torch.arange(T, device=ids.device)
+        x = self.token_embedding(ids) + self.position_embedding(positions)            # (B, T, d)
+        counts = torch.arange(1, T + 1, device=ids.device, dtype=x.dtype)[None, :, None]
+        prefix = x.cumsum(dim=1) / counts                                             # (B, T, d) causal mean
+        hidden = torch.tanh(self.hidden(prefix))                                      # (B, T, d)
+        if self.training and self.dropout > 0:
+            width = hidden.shape[-1]
+            score = (ids.long()[..., None] * 31 + torch.arange(width, device=ids.device) * 17) % 100   # (B, T, d)
+            hidden = hidden * (score >= round(100 * self.dropout)).to(hidden.dtype) / (1.0 - self.dropout)
+        return self.lm_head(hidden)                                                   # (B, T, V)

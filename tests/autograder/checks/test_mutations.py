@@ -1,4 +1,4 @@
-"""Mechanical mutants of the reference must fail their hidden checks (notebooks 01-06 and 09).
+"""Mechanical mutants of the reference must fail their hidden checks (notebooks 01-06, 08 and 09).
 
 A check has teeth on an argument only if an answer that misuses that argument fails. Rather than writing such
 answers by hand, this test makes them mechanically from the reference in `solutions/` for every API name of
@@ -43,7 +43,7 @@ import pytest
 import torch
 
 import solutions
-from autograder.checks import attention, embeddings, encoder, modern, multi_head, positional, transformer
+from autograder.checks import attention, embeddings, encoder, gpt, modern, multi_head, positional, transformer
 
 HAS_CUDA = torch.cuda.is_available()
 
@@ -158,6 +158,28 @@ SUBJECTS = {
     "greedy_decode": (transformer.check_greedy_decode, solutions.greedy_decode,
                       {"call": Spec(swap=(("max_len", "bos_id", "eos_id"),), defaults=("bos_id", "eos_id"),
                                     transpose=(None,))}),
+    # 08 gpt
+    "train_bpe": (gpt.check_train_bpe, solutions.train_bpe, {"call": Spec(reverse=True)}),
+    "bpe_encode": (gpt.check_bpe_encode, solutions.bpe_encode, {"call": Spec(reverse=True)}),
+    "bpe_decode": (gpt.check_bpe_decode, solutions.bpe_decode, {"call": Spec(swap=(("ids", "merges"),))}),
+    "GPT": (gpt.check_gpt, solutions.GPT,
+            {"__init__": Spec(swap=(STACK_SIZES, ("num_layers", "max_len")),
+                              defaults=("d_model", "num_heads", "d_ff", "num_layers", "max_len", "dropout")),
+             "forward": Spec(transpose=(None,))}),
+    "get_batch": (gpt.check_get_batch, solutions.get_batch,
+                  {"call": Spec(swap=(("block_size", "batch_size"),), defaults=("generator",), transpose=(0, 1),
+                                swap_outputs=True)}),
+    "lm_loss": (gpt.check_lm_loss, solutions.lm_loss, {"call": Spec(swap=(("logits", "targets"),))}),
+    "estimate_loss": (gpt.check_estimate_loss, solutions.estimate_loss,
+                      {"call": Spec(ignore=("block_size", "device") if HAS_CUDA else ("block_size",))}),
+    "lr_at": (gpt.check_lr_at, solutions.lr_at,
+              {"call": Spec(swap=(("step", "warmup_steps", "max_steps"), ("max_lr", "min_lr")),
+                            defaults=("min_lr",))}),
+    "sample_next_token": (gpt.check_sample_next_token, solutions.sample_next_token,
+                          {"call": Spec(defaults=("temperature", "top_k", "generator"))}),
+    "generate": (gpt.check_generate, solutions.generate,
+                 {"call": Spec(swap=(("temperature", "top_k"),), defaults=("temperature", "top_k", "generator"),
+                               transpose=(None,))}),
     # 09 the modern block
     "RMSNorm": (modern.check_rmsnorm, solutions.RMSNorm,
                 {"__init__": Spec(defaults=("eps",)), "forward": Spec(transpose=(None,))}),
@@ -197,6 +219,8 @@ NOT_MUTATED = {
 }
 if not HAS_CUDA:
     NOT_MUTATED[("make_causal_mask", "device")] = "without CUDA the grading device is the CPU, the default"
+    # estimate_loss(device=None): `.to(None)` leaves the windows where they are, the CPU, which is then the device
+
 
 
 def mutations(spec: Spec, where: str) -> list[Mutation]:
@@ -312,7 +336,7 @@ def test_identity_wrapper_passes(api):
     check(make_mutant(reference, [Mutation(where, "none") for where in specs]))
 
 
-TOPICS = ("embeddings", "positional", "attention", "multi_head", "encoder", "transformer", "modern")
+TOPICS = ("embeddings", "positional", "attention", "multi_head", "encoder", "transformer", "gpt", "modern")
 
 
 def test_every_check_of_the_topic_modules_has_mutants():

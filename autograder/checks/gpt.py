@@ -1,0 +1,691 @@
+"""Hidden checks of notebook 08 (byte-level BPE, GPT, training helpers, sampling and generation).
+
+Everything is judged here, in the grader's process: the student's functions run in their kernel on inputs the
+grader sends, and what they return is compared with the reference (`solutions.gpt`). Where randomness is involved
+the contract fixes the draws (`torch.randint` in `get_batch`, one `torch.multinomial` call in `sample_next_token`),
+so with a generator the draws must be exactly the reference's; before that, frequencies over many draws are tested
+against the right distribution, so a failure says whether the distribution or only the way of drawing is wrong.
+Models the student's `estimate_loss` and `generate` run on are public probes (`coursekit.probe_models`) built in
+the kernel with the grader's weights.
+"""
+from __future__ import annotations
+
+import math
+import numbers
+from collections import Counter
+
+import torch
+import torch.nn.functional as F
+
+from autograder.checks import _remote
+from autograder.checks._common import (
+    as_tensor, call, construct, describe, expect_raises, expect_shape, expect_tensor, expected_got, fail, fetch,
+    grader_step, is_integer, prepare, randint, randn, shape_of, start_check,
+)
+from autograder.checks._remote import ProbeBroken, RemoteObject, StudentError, probed
+
+# Non-degenerate sizes: heads, widths, lengths and the vocabulary all differ.
+VOCAB, D_MODEL, H, D_FF, LAYERS, MAX_LEN = 29, 12, 3, 20, 2, 16
+B, T = 2, 7
+
+# Texts the BPE checks train and encode on: repeats, ties, overlapping runs and non-ASCII characters.
+BPE_TRAIN = ("abab cdcd aaaa-bcbc the theme then there; naïve café, naïve café 日本 日本 "
+             "To be, or not to be: that is the question. ") * 3
+BPE_TEXTS = ("aaabdaaabac", "cdcd abab", "aaa-bcbc", "the theme of the thesis", "naïve café — 日本語 🤖", "", "é",
+             "To be, or not to be")
+
+
+def _reference():
+    import solutions.gpt as reference
+
+    return reference
+
+
+# ------------------------------------------------------------------------------------------- BPE: known mistakes
+def _merge(ids, pair, new_id):
+    out, i = [], 0
+    while i < len(ids):
+        if i + 1 < len(ids) and (ids[i], ids[i + 1]) == tuple(pair):
+            out.append(new_id)
+            i += 2
+        else:
+            out.append(ids[i])
+            i += 1
+    return out
+
+
+def _merge_every_position(ids, pair, new_id):
+    """The replacement without skipping the pair's second element: 'aaa' -> [Z, Z, a] (overlapping merges)."""
+    out = []
+    for i in range(len(ids)):
+        if i + 1 < len(ids) and (ids[i], ids[i + 1]) == tuple(pair):
+            out.append(new_id)
+        elif i > 0 and (ids[i - 1], ids[i]) == tuple(pair):
+            continue
+        else:
+            out.append(ids[i])
+    return out
+
+
+def bpe_train_variant(text, num_merges, ties="first", count="overlapping", merge="left_to_right",
+                      stop=True, first_id=256):
+    """train_bpe with one switch changed: ties "first" | "smallest" | "largest" | "last"; count "overlapping" |
+    "without_overlap"; merge "left_to_right" | "every_position"; stop (at a highest count below 2); first_id."""
+    ids = list(text.encode("utf-8"))
+    merges = []
+    for k in range(num_merges):
+        if count == "overlapping":
+            counts = Counter(zip(ids, ids[1:]))
+        else:
+            counts, i = Counter(), 0
+            while i + 1 < len(ids):
+                pair = (ids[i], ids[i + 1])
+                counts[pair] += 1
+                i += 2 if i + 2 < len(ids) and (ids[i + 1], ids[i + 2]) == pair else 1
+        if not counts:
+            break
+        best = max(counts.values())
+        tied = [pair for pair in counts if counts[pair] == best]     # in order of first occurrence
+        pair = {"first": tied[0], "last": tied[-1], "smallest": min(tied), "largest": max(tied)}[ties]
+        if stop and best < 2:
+            break
+        new_id = first_id + k
+        ids = _merge_every_position(ids, pair, new_id) if merge == "every_position" else _merge(ids, pair, new_id)
+        merges.append(pair)
+    return merges
+
+
+def bpe_encode_variant(text, merges, order="learned", units="bytes"):
+    """bpe_encode with the merges applied in another order ("reversed") or on characters instead of bytes."""
+    ids = list(text.encode("utf-8")) if units == "bytes" else [ord(c) for c in text]
+    ranked = list(enumerate(merges))
+    if order == "reversed":
+        ranked = ranked[::-1]
+    for k, pair in ranked:
+        ids = _merge(ids, tuple(pair), 256 + k)
+    return ids
+
+
+def bpe_decode_variant(ids, merges, how="per_token"):
+    pieces = [bytes([b]) for b in range(256)]
+    for first, second in merges:
+        pieces.append(pieces[first] + pieces[second])
+    if how == "per_token":
+        return "".join(pieces[i].decode("utf-8", errors="replace") for i in ids)
+    return b"".join(pieces[i] for i in ids).decode("latin-1")
+
+
+def _as_id_list(got, label, tested):
+    if isinstance(got, torch.Tensor) and got.dim() == 1 and not got.is_floating_point():
+        got = got.tolist()
+    if not isinstance(got, (list, tuple)) or not all(is_integer(i) for i in got):
+        fail(f"{label} must be a list of int token ids.", tested=tested,
+             details=[f"got a {type(got).__name__}"])
+    return [int(i) for i in got]
+
+
+def _as_merges(got, label, tested):
+    if not isinstance(got, (list, tuple)) or not all(
+            isinstance(pair, (list, tuple)) and len(pair) == 2 and all(is_integer(i) for i in pair) for pair in got):
+        fail(f"{label} must be a list of (int, int) pairs, the merges in the order learned.", tested=tested,
+             details=[f"got a {type(got).__name__}"])
+    return [(int(a), int(b)) for a, b in got]
+
+
+def _first_matching(got, candidates):
+    for mistake_id, produce in candidates:
+        try:
+            if produce() == got:
+                return mistake_id
+        except Exception:  # noqa: BLE001 -- a variant that cannot run does not match
+            continue
+    return None
+
+
+@probed
+def check_train_bpe(train_bpe) -> None:
+    """train_bpe(text, num_merges) -> the merges byte-level BPE learns, in order."""
+    start_check()
+    reference = _reference()
+    cases = [("aaabdaaabac", 10), ("cdcd abab", 1), ("aaa-bcbc", 1), ("abab cdcd", 3), ("aaaa", 5),
+             ("abcdef", 4), ("", 3), (BPE_TRAIN, 0), (BPE_TRAIN, 40), ("naïve café, naïve café 日本日本", 12)]
+    results = []
+    for text, num_merges in cases:
+        tested = f"train_bpe(text of {len(text)} characters, num_merges={num_merges})"
+        results.append(_as_merges(call("train_bpe", train_bpe, text, num_merges, tested=tested),
+                                  "train_bpe's result", tested))
+    variants = [("bpe.ties", {"ties": v}) for v in ("smallest", "last", "largest")] + [
+        ("bpe.count_without_overlap", {"count": "without_overlap"}),
+        ("bpe.merge_overlapping", {"merge": "every_position"}),
+        ("bpe.no_early_stop", {"stop": False}),
+        ("bpe.new_id", {"first_id": 257}), ("bpe.new_id", {"first_id": 255})]
+    for (text, num_merges), got in zip(cases, results):
+        expected = reference.train_bpe(text, num_merges)
+        if got == expected:
+            continue
+        # the mistake whose merges equal the student's on every text (one text alone may not tell two apart)
+        mistake = next((mistake_id for mistake_id, flags in variants
+                        if all(bpe_train_variant(t, n, **flags) == r for (t, n), r in zip(cases, results))), None)
+        first = next((k for k, (a, b) in enumerate(zip(got, expected)) if a != b), min(len(got), len(expected)))
+        fail("train_bpe: the merges differ from the reference solution.",
+             tested=f"train_bpe(text of {len(text)} characters, num_merges={num_merges})",
+             details=[f"expected {len(expected)} merges, got {len(got)}; first difference at merge {first}"],
+             mistake=mistake)
+
+
+@probed
+def check_bpe_encode(bpe_encode) -> None:
+    """bpe_encode(text, merges): UTF-8 bytes, then every merge in the order learned."""
+    start_check()
+    reference = _reference()
+    merges = reference.train_bpe(BPE_TRAIN, 40)
+    for text in BPE_TEXTS + (BPE_TRAIN[:80],):
+        for used in (merges, merges[:5], []):
+            tested = f"bpe_encode(text of {len(text)} characters, {len(used)} merges)"
+            got = _as_id_list(call("bpe_encode", bpe_encode, text, [list(m) for m in used], tested=tested),
+                              "bpe_encode's result", tested)
+            expected = reference.bpe_encode(text, used)
+            if got != expected:
+                fail("bpe_encode: the token ids differ from the reference solution.", tested=tested,
+                     details=expected_got(f"{len(expected)} ids", f"{len(got)} ids"),
+                     mistake=_first_matching(got, [
+                         ("bpe.encode_order", lambda: bpe_encode_variant(text, used, order="reversed")),
+                         ("bpe.encode_characters", lambda: bpe_encode_variant(text, used, units="characters")),
+                     ]))
+
+
+@probed
+def check_bpe_decode(bpe_decode) -> None:
+    """bpe_decode(ids, merges): every id expanded to its bytes, then one UTF-8 decode with errors="replace"."""
+    start_check()
+    reference = _reference()
+    merges = reference.train_bpe(BPE_TRAIN, 40)
+    cases = [(reference.bpe_encode(text, merges), merges) for text in BPE_TEXTS]
+    cases += [(list("naïve 日本".encode("utf-8")), []), ([256, 0xC3], [(0xC3, 0xA9)]), ([0xE6, 0x97], [])]
+    for ids, used in cases:
+        tested = f"bpe_decode({len(ids)} ids, {len(used)} merges)"
+        got = call("bpe_decode", bpe_decode, list(ids), [list(m) for m in used], tested=tested)
+        expected = reference.bpe_decode(ids, used)
+        if not isinstance(got, str):
+            fail("bpe_decode must return a str.", tested=tested, details=[f"got a {type(got).__name__}"])
+        if got != expected:
+            fail("bpe_decode: the text differs from the reference solution.", tested=tested,
+                 details=expected_got(repr(expected[:40]), repr(got[:40])),
+                 mistake=_first_matching(got, [
+                     ("bpe.decode_per_token", lambda: bpe_decode_variant(ids, used, "per_token")),
+                     ("bpe.decode_latin1", lambda: bpe_decode_variant(ids, used, "latin1")),
+                 ]))
+
+
+# ------------------------------------------------------------------------------------------------------- GPT
+def reference_gpt(seed: int, **kwargs):
+    """The reference GPT under a fixed seed, its LayerNorms randomised so that a missing or moved norm shows."""
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        model = _reference().GPT(VOCAB, D_MODEL, H, D_FF, LAYERS, max_len=MAX_LEN, **kwargs)
+        for sub in model.modules():
+            if isinstance(sub, torch.nn.LayerNorm):
+                torch.nn.init.normal_(sub.weight, 1.0, 0.3)
+                torch.nn.init.normal_(sub.bias, 0.0, 0.3)
+    return model
+
+
+def gpt_variant(model, ids, causal=True, scale=False, norm_first=True, final_norm=True, future_only=False):
+    """The reference GPT's forward with one switch changed (a known mistake)."""
+    from solutions.attention import make_causal_mask
+
+    size = ids.size(1)
+    x = model.token_embedding(ids) * (math.sqrt(model.token_embedding.weight.shape[1]) if scale else 1.0)
+    x = model.drop(model.position_embedding(x))
+    mask = make_causal_mask(size, ids.device)
+    if future_only:
+        mask = mask.transpose(0, 1)
+    for block in model.blocks:
+        saved, block.norm_first = block.norm_first, norm_first
+        try:
+            x = block(x, mask if causal else None)
+        finally:
+            block.norm_first = saved
+    return model.lm_head(model.norm(x) if final_norm else x)
+
+
+def _parameter_names(module: RemoteObject, name: str) -> dict[str, tuple]:
+    return {n: tuple(shape) for n, shape, _dtype in describe(module, name).get("parameters", [])}
+
+
+@probed
+def check_gpt(GPT) -> None:
+    """GPT(vocab_size, d_model, num_heads, d_ff, num_layers, max_len, dropout): tied head, causal pre-norm blocks."""
+    device = start_check()
+    name = f"GPT({VOCAB}, {D_MODEL}, {H}, {D_FF}, {LAYERS}, max_len={MAX_LEN})"
+    module = construct(GPT, "GPT", VOCAB, D_MODEL, H, D_FF, LAYERS, max_len=MAX_LEN, dropout=0.0)
+    params = _parameter_names(module, name)
+    if "lm_head.weight" in params:
+        fail(f"{name}: lm_head has a weight of its own.", mistake="gpt.untied_head",
+             hint="tie it: self.lm_head.weight = self.token_embedding.weight (one Parameter, listed once)")
+    if params.get("lm_head.bias") is not None:
+        fail(f"{name}: lm_head has a bias.", hint="nn.Linear(d_model, vocab_size, bias=False)")
+    max_len = fetch(module.attr("max_len"), f"{name}.max_len")
+    if max_len != MAX_LEN:
+        fail(f"{name}: the attribute max_len is wrong.", details=expected_got(str(MAX_LEN), repr(max_len)[:40]))
+    # initialisation: both tables at the tokens' scale, std d_model ** -0.5
+    big = construct(GPT, "GPT", 97, 64, 4, 32, 1, max_len=128)
+    state = grader_step(f"GPT(97, 64, 4, 32, 1, max_len=128)", big.state)
+    for key in ("token_embedding.weight", "position_embedding.embedding.weight"):
+        table = state.get(key) if isinstance(state, dict) else None
+        if not isinstance(table, torch.Tensor):
+            fail(f"GPT: expected the parameter `{key}` as named in the exercise.")
+        std = float(table.double().std())
+        if not 0.8 * 64 ** -0.5 <= std <= 1.2 * 64 ** -0.5:
+            fail(f"GPT(97, d_model=64, ...): `{key}` is not initialised at the tokens' scale.",
+                 details=expected_got(f"standard deviation {64 ** -0.5:.3f} (d_model ** -0.5)", f"{std:.3f}"),
+                 mistake="gpt.position_init" if key.startswith("position") else None)
+    ref = reference_gpt(8)
+    prepare(module, ref, device, "GPT")
+    ids = randint(0, VOCAB, (B, T), seed=80, device=device)
+    for length in (T, 1, MAX_LEN):
+        x = ids[:, :length] if length <= T else randint(0, VOCAB, (B, length), seed=81, device=device)
+        tested = f"{name} on ids {shape_of(x)}"
+        with torch.no_grad():
+            expected = ref(x)
+            got = call("GPT.forward", module, x.clone(), tested=tested, _no_grad=True)
+        expect_tensor(got, expected, "GPT logits", device, tested=tested, mistakes=lambda x=x: [
+            ("gpt.no_causal_mask", lambda: gpt_variant(ref, x, causal=False)),
+            ("gpt.mask_inverted", lambda: gpt_variant(ref, x, future_only=True)),
+            ("gpt.embedding_scaled", lambda: gpt_variant(ref, x, scale=True)),
+            ("gpt.post_norm", lambda: gpt_variant(ref, x, norm_first=False)),
+            ("gpt.no_final_norm", lambda: gpt_variant(ref, x, final_norm=False)),
+        ])
+    expect_raises(ValueError, f"{name} on ids of length {MAX_LEN + 1}", module,
+                  randint(0, VOCAB, (1, MAX_LEN + 1), seed=82, device=device),
+                  why=f"when the sequence is longer than max_len={MAX_LEN}")
+    # dropout reaches the model: dropout=0.5 in training mode changes the logits, in eval mode it does not
+    dropped = construct(GPT, "GPT", VOCAB, D_MODEL, H, D_FF, LAYERS, max_len=MAX_LEN, dropout=0.5)
+    prepare(dropped, reference_gpt(8, dropout=0.5), device, "GPT")
+    tested = f"GPT(..., dropout=0.5) on ids {shape_of(ids)}"
+    with torch.no_grad():
+        expected = ref(ids)
+        got = call("GPT.forward", dropped, ids.clone(), tested=tested + " in eval mode", _no_grad=True)
+    expect_tensor(got, expected, "GPT logits in eval mode", device, tested=tested + " in eval mode")
+    call("GPT.train()", dropped.attr("train"))
+    noisy = as_tensor(call("GPT.forward", dropped, ids.clone(), tested=tested, _no_grad=True, _seed=1), "logits")
+    if torch.allclose(noisy.detach().double().cpu(), expected.double().cpu(), atol=1e-4):
+        fail("GPT(..., dropout=0.5) in training mode gives the same logits as in eval mode.", tested=tested,
+             hint="pass dropout to nn.Dropout (self.drop) and to every EncoderBlock")
+
+
+# ---------------------------------------------------------------------------------------------------- get_batch
+def _generator(channel, seed: int, device="cpu") -> RemoteObject:
+    """A torch.Generator in the kernel, seeded (the student's code draws from it)."""
+    def make():
+        generator = _remote.new(channel, "torch.Generator", device=str(device))
+        generator.attr("manual_seed")(seed)
+        return generator
+
+    return grader_step("seeding a torch.Generator", make)
+
+
+def _local_generator(seed: int, device="cpu") -> torch.Generator:
+    return torch.Generator(device=device).manual_seed(seed)
+
+
+@probed
+def check_get_batch(get_batch) -> None:
+    """get_batch(data, block_size, batch_size, generator=None): windows at torch.randint(N - block_size, ...)."""
+    device = start_check()
+    n, offset = 50, 1000
+    data = (torch.arange(n) + offset).to(device)               # value - offset = position: windows are readable
+    for block_size, batch_size, seed in ((7, 5, 90), (3, 9, 91), (49, 4, 92)):
+        tested = f"get_batch(data {shape_of(data)}, block_size={block_size}, batch_size={batch_size}, generator)"
+        generator = _generator(get_batch.channel, seed)
+        got = call("get_batch", get_batch, data.clone(), block_size, batch_size, generator, tested=tested)
+        x, y = _batch_pair(got, tested, (batch_size, block_size))
+        starts = torch.randint(n - block_size, (batch_size,), generator=_local_generator(seed))
+        _judge_batch(x, y, starts, n, offset, block_size, batch_size, seed, tested, "generator")
+    # generator=None: the global generator (the grader seeds it for the call)
+    tested = f"get_batch(data {shape_of(data)}, block_size=7, batch_size=6) without a generator"
+    got = call("get_batch", get_batch, data.clone(), 7, 6, tested=tested, _seed=93)
+    x, y = _batch_pair(got, tested, (6, 7))
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(93)
+        starts = torch.randint(n - 7, (6,))
+    _judge_batch(x, y, starts, n, offset, 7, 6, 93, tested, "global")
+
+
+def _batch_pair(got, tested, shape):
+    if not isinstance(got, (tuple, list)) or len(got) != 2:
+        fail("get_batch must return a pair (x, y).", tested=tested, details=[f"got a {type(got).__name__}"])
+    x, y = (as_tensor(t, "get_batch's " + n, tested) for t, n in zip(got, ("x", "y")))
+    for t, label in ((x, "x"), (y, "y")):
+        expect_shape(t, shape, f"get_batch's {label}", tested, hint="x and y are (batch_size, block_size)")
+        if t.dtype != torch.long:
+            fail(f"get_batch's {label} has dtype {t.dtype}, expected torch.int64 (token ids).", tested=tested)
+    return x.cpu(), y.cpu()
+
+
+def _judge_batch(x, y, starts, n, offset, block_size, batch_size, seed, tested, source):
+    position = x - offset
+    windows = position[:, :1] + torch.arange(block_size)
+    if torch.equal(x, y):
+        fail("get_batch: y equals x.", tested=tested, mistake="get_batch.no_shift")
+    if torch.equal(position, windows) and torch.equal(x, y + 1):
+        fail("get_batch: x and y are swapped.", tested=tested, mistake="get_batch.swapped")
+    if not torch.equal(position, windows) or not torch.equal(y, x + 1):
+        fail("get_batch: each row of x must be a window of consecutive tokens of data and y the same window "
+             "shifted by one token.", tested=tested, mistake="get_batch.shift" if torch.equal(position, windows)
+             else None)
+    got_starts = position[:, 0]
+    if torch.equal(got_starts, starts):
+        return
+    mistake = None
+    for high in (n - block_size - 1, n - block_size + 1, n - 1, n):
+        generator = _local_generator(seed) if source == "generator" else None
+        with torch.random.fork_rng(devices=[]):
+            if generator is None:
+                torch.manual_seed(seed)
+            if high > 0 and torch.equal(torch.randint(high, (batch_size,), generator=generator), got_starts):
+                mistake = "get_batch.start_range"
+    fail("get_batch: the windows start at other positions than the contract's draw.", tested=tested,
+         details=[f"expected starts drawn by torch.randint(len(data) - block_size, (batch_size,), "
+                  f"generator=generator)" + (" from the global generator" if source == "global" else "")],
+         mistake=mistake,
+         hint=None if mistake else "draw the starts with exactly that one call, passing the generator on")
+
+
+# ------------------------------------------------------------------------------------------------------ lm_loss
+@probed
+def check_lm_loss(lm_loss) -> None:
+    """lm_loss(logits (B, T, V), targets (B, T)) -> mean cross-entropy over all B * T positions."""
+    device = start_check()
+    for b, t, v, seed in ((2, 5, 11, 100), (3, 1, 7, 101), (1, 6, 4, 102)):
+        logits = randn(b, t, v, seed=seed, device=device) * 2
+        targets = randint(0, v, (b, t), seed=seed + 50, device=device)
+        tested = f"lm_loss(logits {shape_of(logits)}, targets {shape_of(targets)})"
+        got = call("lm_loss", lm_loss, logits.clone(), targets.clone(), tested=tested, _no_grad=True)
+        if isinstance(got, float):
+            got = torch.tensor(got)
+        got = as_tensor(got, "lm_loss's result", tested)
+        if got.numel() != 1 or got.dim() != 0:
+            fail("lm_loss must return a scalar tensor (the mean over all positions).", tested=tested,
+                 details=[f"got shape {tuple(got.shape)}"])
+        expected = F.cross_entropy(logits.reshape(-1, v), targets.reshape(-1))
+        flat = (logits.reshape(-1, v), targets.reshape(-1))
+        expect_tensor(got.to(device), expected, "lm_loss", device, tested=tested, mistakes=lambda: [
+            ("lm_loss.sum", lambda: F.cross_entropy(*flat, reduction="sum")),
+            ("lm_loss.softmax_first", lambda: F.cross_entropy(flat[0].softmax(-1), flat[1])),
+            ("lm_loss.shifted_again", lambda: F.cross_entropy(logits[:, :-1].reshape(-1, v),
+                                                              targets[:, 1:].reshape(-1))),
+        ])
+
+
+# ------------------------------------------------------------------------------------------------ estimate_loss
+PROBE_LM = "coursekit.probe_models.LanguageModelProbe"
+PROBE_LM_CONFIG = {"vocab_size": 13, "d_model": 8, "max_len": 16, "dropout": 0.5}
+
+
+def _probe_state(seed: int) -> dict:
+    from coursekit.probe_models import LanguageModelProbe
+
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        return {k: v.detach().clone() for k, v in LanguageModelProbe(**PROBE_LM_CONFIG).state_dict().items()}
+
+
+def _local_lm(state: dict, device, training: bool):
+    from coursekit.probe_models import LanguageModelProbe
+
+    model = LanguageModelProbe(**PROBE_LM_CONFIG)
+    model.load_state_dict(state)
+    return model.to(device).train(training)
+
+
+def _remote_lm(channel, state: dict, device, training: bool) -> RemoteObject:
+    def make():
+        model = _remote.new(channel, PROBE_LM, **PROBE_LM_CONFIG)
+        model.attr("to")(device)
+        missing, unexpected = model.load_state(state)
+        if missing or unexpected:
+            raise ProbeBroken(f"the lent model did not take the grader's weights ({missing + unexpected})")
+        model.attr("train")(training)
+        return model
+
+    return grader_step("a small language model lent to your function", make)
+
+
+def _training_flag(model: RemoteObject, label: str):
+    return describe(model, label).get("training")
+
+
+def loss_over_windows(model, data, block_size, starts, device, training=False) -> float:
+    """Mean next-token loss of `model` over the windows at `starts` (every token weighted equally)."""
+    model.train(training)
+    total, count = 0.0, 0
+    with torch.no_grad():
+        for s in starts:
+            x = data[s:s + block_size][None].to(device)
+            y = data[s + 1:s + block_size + 1][None].to(device)
+            logits = model(x)
+            total += float(F.cross_entropy(logits.reshape(-1, logits.size(-1)), y.reshape(-1), reduction="sum"))
+            count += y.numel()
+    return total / count
+
+
+@probed
+def check_estimate_loss(estimate_loss) -> None:
+    """estimate_loss(model, data, block_size, device): non-overlapping windows, eval mode, mode restored."""
+    device = start_check()
+    state = _probe_state(110)
+    for n, block_size, training in ((75, 8, True), (73, 8, False), (72, 8, True), (40, 13, True)):
+        data = randint(0, PROBE_LM_CONFIG["vocab_size"], (n,), seed=111 + n, device="cpu")
+        model = _remote_lm(estimate_loss.channel, state, device, training)
+        tested = (f"estimate_loss(a small language model in {'training' if training else 'eval'} mode, "
+                  f"data {shape_of(data)}, block_size={block_size}, device)")
+        got = call("estimate_loss", estimate_loss, model, data.clone(), block_size, device, tested=tested)
+        if isinstance(got, torch.Tensor) and got.numel() == 1:
+            got = float(got)
+        if not isinstance(got, numbers.Real) or isinstance(got, bool):
+            fail("estimate_loss must return a float (the mean loss).", tested=tested,
+                 details=[f"got a {type(got).__name__}"])
+        local = _local_lm(state, device, False)
+        right = list(range(0, n - block_size, block_size))
+        expected = loss_over_windows(local, data, block_size, right, device)
+        if not math.isclose(float(got), expected, rel_tol=1e-4, abs_tol=1e-5):
+            variants = [
+                ("estimate_loss.train_mode", lambda: loss_over_windows(local, data, block_size, right, device, True)),
+                ("estimate_loss.last_window",
+                 lambda: loss_over_windows(local, data, block_size, range(0, n - block_size - 1, block_size), device)),
+                ("estimate_loss.overlapping",
+                 lambda: loss_over_windows(local, data, block_size, range(n - block_size), device)),
+            ]
+            mistake = next((m for m, produce in variants
+                            if math.isclose(float(got), produce(), rel_tol=1e-4, abs_tol=1e-5)), None)
+            fail("estimate_loss: the loss differs from the reference solution.", tested=tested,
+                 details=expected_got(f"{expected:.5f}", f"{float(got):.5f}"), mistake=mistake)
+        if _training_flag(model, "the lent model") != training:
+            fail("estimate_loss does not restore the model's training mode.", tested=tested,
+                 mistake="estimate_loss.mode_not_restored")
+    model = _remote_lm(estimate_loss.channel, state, device, True)
+    short = randint(0, 13, (8,), seed=119, device="cpu")
+    expect_raises(ValueError, "estimate_loss(model, data of 8 tokens, block_size=8, device)", estimate_loss,
+                  model, short, 8, device, why="when no window of block_size + 1 tokens fits in data")
+
+
+# ------------------------------------------------------------------------------------------------------- lr_at
+def lr_variant(step, max_lr, warmup, max_steps, min_lr=0.0, warmup_plus_one=True, cosine_from_zero=False,
+               use_min=True):
+    floor = min_lr if use_min else 0.0
+    if step < warmup:
+        return max_lr * ((step + 1) if warmup_plus_one else step) / warmup
+    if step >= max_steps:
+        return floor
+    progress = step / max_steps if cosine_from_zero else (step - warmup) / (max_steps - warmup)
+    return floor + 0.5 * (max_lr - floor) * (1 + math.cos(math.pi * progress))
+
+
+@probed
+def check_lr_at(lr_at) -> None:
+    """lr_at(step, max_lr, warmup_steps, max_steps, min_lr=0.0): linear warm-up, cosine decay, then min_lr."""
+    start_check()
+    reference = _reference()
+    configs = [(3e-3, 10, 100, 2e-4), (1e-3, 0, 40, 5e-5), (5e-4, 7, 7, 1e-5), (2e-3, 25, 60, None)]
+    for max_lr, warmup, max_steps, min_lr in configs:
+        extra = () if min_lr is None else (min_lr,)
+        for step in sorted({0, 1, warmup // 2, max(warmup - 1, 0), warmup, warmup + 1, (warmup + max_steps) // 2,
+                            max_steps - 1, max_steps, max_steps + 5}):
+            tested = (f"lr_at({step}, max_lr={max_lr:g}, warmup_steps={warmup}, max_steps={max_steps}"
+                      + (f", min_lr={min_lr:g})" if extra else ")"))
+            got = call("lr_at", lr_at, step, max_lr, warmup, max_steps, *extra, tested=tested)
+            if isinstance(got, torch.Tensor) and got.numel() == 1:
+                got = float(got)
+            if not isinstance(got, numbers.Real) or isinstance(got, bool):
+                fail("lr_at must return a float.", tested=tested, details=[f"got a {type(got).__name__}"])
+            expected = reference.lr_at(step, max_lr, warmup, max_steps, *extra)
+            if not math.isclose(float(got), expected, rel_tol=1e-9, abs_tol=1e-12):
+                kwargs = {"min_lr": min_lr or 0.0}
+                variants = [("lr_at.warmup_off_by_one", {"warmup_plus_one": False}),
+                            ("lr_at.cosine_from_zero", {"cosine_from_zero": True}),
+                            ("lr_at.min_lr_ignored", {"use_min": False})]
+                mistake = next((m for m, flags in variants if math.isclose(
+                    float(got), lr_variant(step, max_lr, warmup, max_steps, **kwargs, **flags), rel_tol=1e-9,
+                    abs_tol=1e-12)), None)
+                fail("lr_at: the learning rate differs from the reference solution.", tested=tested,
+                     details=expected_got(f"{expected:.6g}", f"{float(got):.6g}"), mistake=mistake)
+    for warmup, max_steps in ((11, 10), (-1, 10)):
+        expect_raises(ValueError, f"lr_at(0, 1e-3, warmup_steps={warmup}, max_steps={max_steps})", lr_at,
+                      0, 1e-3, warmup, max_steps, why="unless 0 <= warmup_steps <= max_steps")
+
+
+# --------------------------------------------------------------------------------------------- sample_next_token
+# Draws for the frequency test; a chi-square above CHI2_LIMIT (for at most 5 degrees of freedom its p-value is
+# below 1e-6) or any draw of a blocked token fails.
+DRAWS, CHI2_LIMIT = 6000, 40.0
+STAT_LOGITS = torch.tensor([2.0, 1.0, 1.0, 0.3, -0.5, -1.0])      # a tie at the 2nd/3rd largest
+
+
+def tempered(logits: torch.Tensor, temperature: float, top_k, how="right") -> torch.Tensor:
+    """The distribution sample_next_token draws from, right or with one mistake (how)."""
+    if how == "after_softmax":
+        return torch.softmax(logits, -1)                           # dividing probabilities changes nothing
+    scaled = logits * temperature if how == "multiplied" else logits / temperature
+    if top_k is not None and top_k < scaled.size(-1):
+        order = scaled.sort(-1, descending=True)
+        if how == "k_minus_one":
+            kth = order.values[..., top_k - 2:top_k - 1]
+            scaled = scaled.masked_fill(scaled < kth, float("-inf"))
+        elif how == "no_ties":
+            keep = torch.zeros_like(scaled, dtype=torch.bool).scatter(-1, order.indices[..., :top_k], True)
+            scaled = scaled.masked_fill(~keep, float("-inf"))
+        else:
+            kth = order.values[..., top_k - 1:top_k]
+            scaled = scaled.masked_fill(scaled < kth, float("-inf"))
+    return torch.softmax(scaled, -1)
+
+
+def chi_square(counts: torch.Tensor, probs: torch.Tensor) -> float:
+    counts, expected = counts.double(), probs.double() * counts.sum()
+    if bool(((expected == 0) & (counts > 0)).any()):
+        return math.inf
+    kept = expected > 0
+    return float((((counts - expected) ** 2)[kept] / expected[kept]).sum())
+
+
+@probed
+def check_sample_next_token(sample_next_token) -> None:
+    """sample_next_token(logits (B, V), temperature=1.0, top_k=None, generator=None) -> (B,) token ids."""
+    device = start_check()
+    reference = _reference()
+    channel = sample_next_token.channel
+    # temperature 0: the argmax, first index on ties
+    logits = torch.tensor([[1.0, 3.0, 3.0, 0.0], [5.0, 5.0, 1.0, 1.0], [0.0, -1.0, 2.0, 2.0]])
+    tested = f"sample_next_token(logits {shape_of(logits)}, temperature=0)"
+    got = call("sample_next_token", sample_next_token, logits.clone(), 0.0, tested=tested)
+    expect_tensor(got, torch.tensor([1, 0, 2]), "the tokens at temperature 0", "cpu", tested=tested, exact=True,
+                  note="temperature 0 means the argmax of each row (torch.argmax keeps the first index on ties)")
+    # frequencies over many draws from the global generator (seeded by the grader)
+    for temperature, top_k in ((1.0, None), (0.5, None), (2.0, 2), (1.0, 3)):
+        batch = STAT_LOGITS.expand(DRAWS, -1).clone()
+        tested = (f"sample_next_token(the same logits in {DRAWS} rows, temperature={temperature}, top_k={top_k})"
+                  " (how often each token is drawn)")
+        got = call("sample_next_token", sample_next_token, batch, temperature, top_k, tested=tested, _seed=120)
+        got = as_tensor(got, "sample_next_token's result", tested)
+        expect_shape(got, (DRAWS,), "sample_next_token's result", tested, hint="one token id per row: (B,)")
+        if got.is_floating_point() or int(got.min()) < 0 or int(got.max()) >= STAT_LOGITS.numel():
+            fail("sample_next_token must return token ids (int64) between 0 and V - 1.", tested=tested)
+        counts = torch.bincount(got.long().cpu(), minlength=STAT_LOGITS.numel())
+        right = chi_square(counts, tempered(STAT_LOGITS, temperature, top_k))
+        if right > CHI2_LIMIT:
+            mistake = None
+            support = tempered(STAT_LOGITS, temperature, top_k) > 0
+            if top_k is not None and int(support.sum()) > top_k and int((counts > 0).sum()) == top_k \
+                    and not bool((counts[~support] > 0).any()):
+                mistake = "sample.top_k_drops_ties"       # exactly k kept: some logit equal to the k-th was dropped
+            for mistake_id, how in (("sample.temperature_after_softmax", "after_softmax"),
+                                    ("sample.temperature_multiplied", "multiplied"),
+                                    ("sample.top_k_minus_one", "k_minus_one"), ("sample.top_k_drops_ties", "no_ties")):
+                if mistake is None and chi_square(counts, tempered(STAT_LOGITS, temperature, top_k, how)) <= CHI2_LIMIT:
+                    mistake = mistake_id
+                    break
+            fail("sample_next_token: the tokens are not drawn from the right distribution.", tested=tested,
+                 details=[f"drawn counts {counts.tolist()}, expected about "
+                          f"{[round(p * DRAWS) for p in tempered(STAT_LOGITS, temperature, top_k).tolist()]}"],
+                 mistake=mistake)
+    # with a generator, the draws are exactly torch.multinomial(probs, 1, generator=generator)
+    logits = randn(5, 9, seed=121, device="cpu") * 2
+    for temperature, top_k, seed in ((1.0, None, 122), (0.7, 3, 123), (1.3, 9, 124), (0.9, 20, 125)):
+        tested = f"sample_next_token(logits {shape_of(logits)}, {temperature}, top_k={top_k}, generator)"
+        generator = _generator(channel, seed)
+        got = call("sample_next_token", sample_next_token, logits.clone(), temperature, top_k, generator,
+                   tested=tested)
+        expected = reference.sample_next_token(logits, temperature, top_k, _local_generator(seed))
+        expect_tensor(got, expected, "the drawn tokens", "cpu", tested=tested, exact=True,
+                      note="with a generator the draw is fixed: one call torch.multinomial(probs, 1, "
+                           "generator=generator).squeeze(-1) for the whole batch, after temperature and top-k")
+
+
+# ------------------------------------------------------------------------------------------------------ generate
+def generate_variant(model, ids, max_new_tokens, crop=True, position=-1, training=False):
+    """Greedy generation with one mistake: no cropping to max_len, the logits of another position, training mode."""
+    model.train(training)
+    with torch.no_grad():
+        for _ in range(max_new_tokens):
+            context = ids[:, -model.max_len:] if crop else ids
+            next_id = model(context)[:, position].argmax(-1)
+            ids = torch.cat([ids, next_id[:, None]], dim=1)
+    return ids
+
+
+@probed
+def check_generate(generate) -> None:
+    """generate(model, ids, max_new_tokens, temperature=1.0, top_k=None, generator=None) -> prompt + new tokens."""
+    start_check()
+    reference = _reference()
+    channel = generate.channel
+    state = _probe_state(130)
+    local = _local_lm(state, "cpu", False)
+    prompt = randint(0, 13, (2, 3), seed=131, device="cpu")
+    # greedy, longer than max_len (the context must be cropped), starting in training mode
+    model = _remote_lm(channel, state, "cpu", True)
+    tested = f"generate(a small model with max_len=16, ids {shape_of(prompt)}, 20, temperature=0)"
+    got = call("generate", generate, model, prompt.clone(), 20, 0.0, tested=tested)
+    expected = reference.generate(local, prompt, 20, 0.0)
+    expect_tensor(got, expected, "generate's output", "cpu", tested=tested, exact=True, mistakes=lambda: [
+        ("generate.first_position", lambda: generate_variant(local, prompt, 20, position=0)),
+        ("generate.train_mode", lambda: generate_variant(local, prompt, 20, training=True)),
+    ], note="each step feeds ids[:, -model.max_len:] and appends the argmax of the LAST position's logits")
+    local.eval()
+    if _training_flag(model, "the lent model") is not True:
+        fail("generate does not restore the model's training mode.", tested=tested,
+             mistake="generate.mode_not_restored")
+    # sampling with a generator: every argument reaches sample_next_token
+    model = _remote_lm(channel, state, "cpu", False)
+    for args, seed in (((6, 0.8, 4), 132), ((5,), 133), ((4, 1.0, 1), 134), ((7, 1.7), 135)):
+        shown = ", ".join(str(a) for a in args)
+        tested = f"generate(a small model, ids {shape_of(prompt)}, {shown}, generator=...)"
+        got = call("generate", generate, model, prompt.clone(), *args, generator=_generator(channel, seed),
+                   tested=tested)
+        expected = reference.generate(local, prompt, *args, generator=_local_generator(seed))
+        expect_tensor(got, expected, "generate's output", "cpu", tested=tested, exact=True,
+                      note="pass temperature, top_k and the generator on to sample_next_token")
+    got = call("generate", generate, model, prompt.clone(), 0, tested="generate(..., max_new_tokens=0)")
+    expect_tensor(got, prompt, "generate's output with max_new_tokens=0", "cpu", exact=True,
+                  tested="generate(..., max_new_tokens=0)")
