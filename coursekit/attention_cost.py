@@ -58,9 +58,10 @@ def _bytes(call, device) -> int:
 
 
 def measure(plain_attention, lengths, device, heads: int = 4, d_head: int = 32, batch: int = 1,
-            repeats: int = 3) -> list[dict]:
-    """One row per length T: seconds and bytes of `plain_attention(q, k, v, causal mask)` and of
-    F.scaled_dot_product_attention(q, k, v, is_causal=True), and their largest difference."""
+            repeats: int = 3, memory: bool = True) -> list[dict]:
+    """One row per length T: milliseconds and MiB of `plain_attention(q, k, v, causal mask)` and of
+    F.scaled_dot_product_attention(q, k, v, is_causal=True), and their largest difference. `memory=False` skips
+    the memory measurement (None in the rows): the CPU profiler it needs is slow and chatty."""
     rows = []
     generator = torch.Generator().manual_seed(0)
     for T in lengths:
@@ -73,7 +74,8 @@ def measure(plain_attention, lengths, device, heads: int = 4, d_head: int = 32, 
             rows.append({"T": T, "device": str(torch.device(device).type),
                          "plain_ms": 1000 * _seconds(plain, device, repeats),
                          "fused_ms": 1000 * _seconds(fused, device, repeats),
-                         "plain_mb": _bytes(plain, device) / 2 ** 20, "fused_mb": _bytes(fused, device) / 2 ** 20,
+                         "plain_mb": _bytes(plain, device) / 2 ** 20 if memory else None,
+                         "fused_mb": _bytes(fused, device) / 2 ** 20 if memory else None,
                          "score_matrix_mb": score_bytes(T, heads, batch) / 2 ** 20, "max_difference": difference})
     return rows
 
@@ -82,6 +84,7 @@ def markdown(rows: list[dict]) -> str:
     lines = ["| T | plain attention (ms) | F.sdpa (ms) | plain (MiB) | F.sdpa (MiB) | one T x T matrix (MiB) |",
              "|---|---|---|---|---|---|"]
     for r in rows:
-        lines.append(f"| {r['T']} | {r['plain_ms']:.2f} | {r['fused_ms']:.2f} | {r['plain_mb']:.1f} | "
-                     f"{r['fused_mb']:.1f} | {r['score_matrix_mb']:.1f} |")
+        mib = lambda v: "-" if v is None else f"{v:.1f}"  # noqa: E731
+        lines.append(f"| {r['T']} | {r['plain_ms']:.2f} | {r['fused_ms']:.2f} | {mib(r['plain_mb'])} | "
+                     f"{mib(r['fused_mb'])} | {r['score_matrix_mb']:.1f} |")
     return "\n".join(lines)
