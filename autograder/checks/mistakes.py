@@ -359,7 +359,8 @@ def swiglu(ffn, x, *, swap=False, activation="silu"):
     return ffn.w_down(act(gate) * up)
 
 
-def gqa(attn, x, mask=None, *, kv_map="interleave", rotary="qk", halves=False, exponent="two", **sdpa_flags):
+def gqa(attn, x, mask=None, *, kv_map="interleave", rotary="qk", halves=False, exponent="two", base=None,
+        **sdpa_flags):
     """GroupedQueryAttention with the reference module's weights and switches.
 
     kv_map: which kv head query head h uses: "interleave" (correct, h // groups), "tile" (h % num_kv_heads),
@@ -370,10 +371,10 @@ def gqa(attn, x, mask=None, *, kv_map="interleave", rotary="qk", halves=False, e
     groups = H // H_kv
     q, k, v = split(attn.w_q(x), H), split(attn.w_k(x), H_kv), split(attn.w_v(x), H_kv)   # (B, *, T, d_head)
     d_head = q.size(-1)
-    if exponent == "two":
+    if exponent == "two" and base is None:
         cos, sin = attn.cos[:T], attn.sin[:T]
-    else:
-        base = _base_of(attn, d_head)
+    else:  # another exponent, or another base than the module's (`base`)
+        base = _base_of(attn, d_head) if base is None else base
         cos, sin = (t.to(x.device) for t in rotary_tables(T, d_head, base, exponent=exponent))
     turn = lambda t: rotate(t, cos, sin, halves=halves)  # noqa: E731
     if "q" in rotary:

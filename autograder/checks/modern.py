@@ -123,6 +123,7 @@ def check_rotary_cos_sin(rotary_cos_sin) -> None:
                               ("rotary.exponent_no_two", lambda: M.rotary_tables(m, d, b, exponent="no_two")[i]),
                               ("rotary.exponent_no_two", lambda: M.rotary_tables(m, d, b, exponent="four")[i]),
                               ("rotary.cos_sin_swapped", lambda: M.rotary_tables(m, d, b, swap=True)[i]),
+                              ("positional.frequency_base", lambda: M.rotary_tables(m, d, b / 10)[i]),
                           ])
     expect_raises(ValueError, "rotary_cos_sin(8, 7)", rotary_cos_sin, 8, 7, why="for an odd d_head")
 
@@ -173,6 +174,7 @@ def check_swi_glu(SwiGLU) -> None:
 # ----------------------------------------------------------------------------------------- grouped-query attention
 def gqa_mistakes(attn, x, mask):
     d_model = attn.w_q.in_features
+    d_head = d_model // attn.num_heads
 
     def variants():
         out = [("gqa.kv_heads_tiled", lambda: M.gqa(attn, x, mask, kv_map="tile")),
@@ -182,7 +184,8 @@ def gqa_mistakes(attn, x, mask):
                ("gqa.no_rotary", lambda: M.gqa(attn, x, mask, rotary="q")),
                ("rotary.halves", lambda: M.gqa(attn, x, mask, halves=True)),
                ("rotary.exponent_no_two", lambda: M.gqa(attn, x, mask, exponent="no_two")),
-               ("multi_head.scale_d_model", lambda: M.gqa(attn, x, mask, d_scale=d_model))]
+               ("multi_head.scale_d_model", lambda: M.gqa(attn, x, mask, d_scale=d_model)),
+               ("positional.frequency_base", lambda: M.gqa(attn, x, mask, base=M._base_of(attn, d_head) / 10))]
         for name in ("attention.missing_scale", "attention.scale_by_d", "attention.softmax_dim",
                      "attention.mask_inverted", "attention.mask_ignored"):
             flags = M.ATTENTION_MISTAKES[name]
@@ -257,6 +260,7 @@ def block_mistakes(block, x, mask):
 _ATTN_FLAGS = [("gqa.kv_heads_tiled", {"kv_map": "tile"}), ("gqa.head_mod_groups", {"kv_map": "mod_groups"}),
                ("gqa.rotates_values", {"rotary": "qkv"}), ("gqa.no_rotary", {"rotary": "none"}),
                ("rotary.halves", {"halves": True}), ("attention.missing_scale", {"scale": "none"}),
+               ("positional.frequency_base", {"base": 1000.0}),
                ("attention.mask_inverted", {"invert_mask": True}), ("attention.mask_ignored", {"ignore_mask": True})]
 
 
