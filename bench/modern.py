@@ -19,7 +19,7 @@ import math
 import platform
 import statistics
 import time
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
 
 import torch
@@ -82,14 +82,16 @@ def attention_table(lengths, device: str, threads: int) -> list[dict]:
 
 
 def _markdown_runs(runs: list[dict]) -> str:
-    lines = ["| model | parameters | seed | val nats/char | val bits/char | train time (s) |", "|---|---|---|---|---|---|"]
+    lines = ["| budget | model | parameters | seed | steps | val nats/char | val bits/char | train time (s) |",
+             "|---|---|---|---|---|---|---|---|"]
     for r in runs:
-        lines.append(f"| {r['model']} | {r['parameters']:,} | {r['seed']} | {r['final_val_loss']:.3f} | "
-                     f"{r['bits_per_char']:.3f} | {r['train_seconds']:.0f} |")
-    for model in sorted({r["model"] for r in runs}):
-        bits = [r["bits_per_char"] for r in runs if r["model"] == model]
+        lines.append(f"| {r['budget']} | {r['model']} | {r['parameters']:,} | {r['seed']} | {r['steps']} | "
+                     f"{r['final_val_loss']:.3f} | {r['bits_per_char']:.3f} | {r['train_seconds']:.0f} |")
+    for budget, model in sorted({(r["budget"], r["model"]) for r in runs}):
+        bits = [r["bits_per_char"] for r in runs if (r["budget"], r["model"]) == (budget, model)]
         spread = f" ± {statistics.stdev(bits):.3f}" if len(bits) > 1 else ""
-        lines.append(f"| **{model}** mean of {len(bits)} | | | | **{statistics.fmean(bits):.3f}{spread}** | |")
+        lines.append(f"| {budget} | **{model}** mean of {len(bits)} | | | | | **{statistics.fmean(bits):.3f}{spread}** "
+                     f"| |")
     return "\n".join(lines)
 
 
@@ -102,6 +104,9 @@ def main(argv=None) -> int:
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--jobs", type=int, default=1)
     parser.add_argument("--record", action="store_true", help="write data/modern_vs_gpt.json")
+    parser.add_argument("--out", type=Path, default=None, help="also write each finished run to this folder")
+    parser.add_argument("--collect", type=Path, default=None,
+                        help="write data/modern_vs_gpt.json from the run files of this folder (no training)")
     parser.add_argument("--attention", action="store_true", help="print the attention cost table instead")
     parser.add_argument("--lengths", type=int, nargs="+", default=[64, 128, 256, 512, 1024, 2048])
     args = parser.parse_args(argv)
@@ -115,9 +120,29 @@ def main(argv=None) -> int:
 
         print(markdown(rows))
         return 0
+    if args.collect:
+        runs = [json.loads(p.read_text()) for p in sorted(args.collect.glob("*.json"))]
+        runs.sort(key=lambda r: (r["budget"] != "student", r["seed"], r["model"]))
+        path = ROOT / "data" / "modern_vs_gpt.json"
+        path.write_text(json.dumps({"meta": {"recorded": sorted({r.pop("recorded") for r in runs}),
+                                             "command": "python bench/modern.py " + " ".join(argv or [])},
+                                    "runs": runs}, indent=1) + "\n", encoding="utf-8")
+        print(_markdown_runs(runs))
+        print(f"wrote {path}")
+        return 0
     jobs = [(m, s) for s in args.seeds for m in args.models]
+    runs = []
     with ProcessPoolExecutor(max_workers=args.jobs) as pool:
-        runs = list(pool.map(run, *zip(*[(m, s, args.budget, args.threads, args.steps) for m, s in jobs])))
+        futures = [pool.submit(run, m, s, args.budget, args.threads, args.steps) for m, s in jobs]
+        for future in as_completed(futures):
+            result = future.result()
+            runs.append(result)
+            if args.out:   # one file per finished run: a long benchmark keeps what it finished
+                args.out.mkdir(parents=True, exist_ok=True)
+                name = f"{result['budget']}_{result['model']}_{result['seed']}.json"
+                (args.out / name).write_text(json.dumps({**result, "recorded": stamp}) + "\n", encoding="utf-8")
+                print(f"finished {name} ({result['bits_per_char']:.3f} bits/char)", flush=True)
+    runs.sort(key=lambda r: (r["seed"], r["model"]))
     print(f"# GPT vs ModernGPT, {stamp}, {args.jobs} run(s) side by side, budget {args.budget}")
     print(_markdown_runs(runs))
     for r in runs:
