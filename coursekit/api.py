@@ -451,6 +451,8 @@ API: tuple[ApiEntry, ...] = (
 GRADED_RESULTS: tuple[GradedResult, ...] = (
     GradedResult("trained_classifier", "07_yelp_classifier", "trained_classifier",
                  "the student's trained classifier reaches the accuracy bar on held-out reviews"),
+    GradedResult("trained_gpt", "08_gpt_language_model", "trained_gpt",
+                 "the student's trained character GPT clearly beats the bigram baseline on the validation text"),
 )
 
 TOPICS: tuple[str, ...] = tuple(notebook.topic for notebook in NOTEBOOKS)

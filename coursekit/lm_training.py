@@ -41,18 +41,21 @@ class Budget:
     eval_tokens: int = 20_000
     bpe_merges: int = 256
     bpe_train_chars: int = 200_000   # BPE merges are learned on the first characters of the training split
+    race_train_chars: int = 300_000  # the race trains both models on this start of the training split ...
+    race_val_chars: int = 111_540    # ... and compares them on this start of the validation split (all of it)
 
 
 BUDGETS = {
     # the default student run: <= 3 minutes on 2 CPU cores with one torch thread (docs/benchmarks.md)
-    "student": Budget("student", steps=1500, race_steps=300),
+    "student": Budget("student", steps=1500, race_steps=200, bpe_train_chars=100_000),
     # under coursekit.grading_mode(): the whole notebook in <= 45 s; sets the hidden check's bar (bench/gpt.py)
-    "grading": Budget("grading", steps=300, race_steps=60, max_lr=2e-3, warmup_steps=30, d_model=64, d_ff=256,
-                      num_layers=2, eval_every=100, eval_tokens=10_000, bpe_merges=64, bpe_train_chars=30_000),
+    "grading": Budget("grading", steps=600, race_steps=60, max_lr=3e-3, warmup_steps=30, d_model=64, d_ff=256,
+                      num_layers=2, eval_every=100, eval_tokens=10_000, bpe_merges=64, bpe_train_chars=30_000,
+                      race_train_chars=50_000, race_val_chars=10_000),
     # picked automatically on a GPU: nanoGPT's shakespeare-char recipe at a width that trains in a few minutes
     "gpu": Budget("gpu", steps=3000, race_steps=1000, block_size=256, batch_size=64, max_lr=1e-3, warmup_steps=200,
                   d_model=256, num_heads=8, d_ff=1024, num_layers=6, dropout=0.2, eval_every=500,
-                  eval_tokens=111_000),
+                  eval_tokens=111_540, race_train_chars=1_003_854),
 }
 
 

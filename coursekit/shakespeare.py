@@ -5,8 +5,9 @@
     chars = CharVocabulary(text)                     # 65 distinct characters, sorted
     chars.decode(chars.encode("To be")) == "To be"
 
-The file is `data/tinyshakespeare/input.txt` of the repository (see data/README.md), or
-`$COURSE_DATA_DIR/tinyshakespeare/input.txt` where the course's data lives elsewhere (a JupyterHub's shared folder).
+The file is `data/tinyshakespeare/input.txt` of the repository (see data/README.md), found next to the package or
+above the working directory, or `$COURSE_DATA_DIR/tinyshakespeare/input.txt` where the course's data lives elsewhere
+(the student image sets it to its copy of data/).
 Nothing is downloaded.
 """
 from __future__ import annotations
@@ -25,16 +26,21 @@ _DATA_DIR_ENV = "COURSE_DATA_DIR"
 
 
 def shakespeare_path() -> Path:
-    """Where input.txt is: $COURSE_DATA_DIR/tinyshakespeare/, else the repository's data/tinyshakespeare/."""
+    """Where input.txt is: $COURSE_DATA_DIR/tinyshakespeare/, else the data/ folder of the repository this package
+    lives in, else a data/ folder in the working directory or one of its parents (a student's copy of the course,
+    with the notebook open in exercises/08_.../, and a coursekit installed from a wheel)."""
     candidates = []
     if os.environ.get(_DATA_DIR_ENV):
         candidates.append(Path(os.environ[_DATA_DIR_ENV]) / _RELATIVE)
     candidates.append(Path(__file__).resolve().parents[1] / "data" / _RELATIVE)
+    here = Path.cwd().resolve()
+    candidates += [folder / "data" / _RELATIVE for folder in (here, *here.parents)]
     for candidate in candidates:
         if candidate.is_file():
             return candidate
     raise FileNotFoundError(
-        "tinyshakespeare is not here: looked for " + ", ".join(str(c) for c in candidates)
+        "tinyshakespeare is not here: looked for " + ", ".join(str(c) for c in candidates[:3])
+        + (" and data/ above the working directory" if len(candidates) > 3 else "")
         + f". Copy input.txt into data/tinyshakespeare/ of the course, or set {_DATA_DIR_ENV} to a folder holding "
         "tinyshakespeare/input.txt.")
 

@@ -19,12 +19,11 @@ from solutions.positional import LearnedPositionalEmbedding
 
 # ------------------------------------------------------------------------------------------- byte-level BPE
 
-def _merge(ids: list[int], pair: tuple[int, int], new_id: int) -> list[int]:
+def merge_pair(ids: list[int], pair: tuple[int, int], new_id: int) -> list[int]:
     """Replace every occurrence of `pair` in `ids`, left to right without overlap, by `new_id`."""
-    first, second = pair
-    out, i, n = [], 0, len(ids)
-    while i < n:
-        if i + 1 < n and ids[i] == first and ids[i + 1] == second:
+    out, i = [], 0
+    while i < len(ids):
+        if i + 1 < len(ids) and ids[i] == pair[0] and ids[i + 1] == pair[1]:
             out.append(new_id)
             i += 2
         else:
@@ -36,7 +35,7 @@ def _merge(ids: list[int], pair: tuple[int, int], new_id: int) -> list[int]:
 def train_bpe(text: str, num_merges: int) -> list[tuple[int, int]]:
     """The merges byte-level BPE learns on `text`, in order: merge k makes token 256 + k."""
     ids = list(text.encode("utf-8"))
-    merges: list[tuple[int, int]] = []
+    merges = []
     for k in range(num_merges):
         counts = Counter(zip(ids, ids[1:]))      # insertion order = order of first occurrence
         if not counts:
@@ -44,7 +43,7 @@ def train_bpe(text: str, num_merges: int) -> list[tuple[int, int]]:
         pair = max(counts, key=counts.__getitem__)  # max keeps the first of equal counts: the earliest pair
         if counts[pair] < 2:
             break
-        ids = _merge(ids, pair, 256 + k)
+        ids = merge_pair(ids, pair, 256 + k)
         merges.append(pair)
     return merges
 
@@ -53,9 +52,7 @@ def bpe_encode(text: str, merges: list[tuple[int, int]]) -> list[int]:
     """UTF-8 bytes of `text`, then every merge in the order learned."""
     ids = list(text.encode("utf-8"))
     for k, pair in enumerate(merges):
-        if len(ids) < 2:
-            break
-        ids = _merge(ids, tuple(pair), 256 + k)
+        ids = merge_pair(ids, tuple(pair), 256 + k)
     return ids
 
 

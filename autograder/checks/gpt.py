@@ -22,7 +22,7 @@ from autograder.checks._common import (
     as_tensor, call, construct, describe, expect_raises, expect_shape, expect_tensor, expected_got, fail, fetch,
     grader_step, is_integer, prepare, randint, randn, shape_of, start_check,
 )
-from autograder.checks._remote import ProbeBroken, RemoteObject, StudentError, probed
+from autograder.checks._remote import ProbeBroken, RemoteObject, probed
 
 # Non-degenerate sizes: heads, widths, lengths and the vocabulary all differ.
 VOCAB, D_MODEL, H, D_FF, LAYERS, MAX_LEN = 29, 12, 3, 20, 2, 16

@@ -34,7 +34,7 @@ CACHE = REPO / ".venv-student-test"
 SCREENSHOTS = REPO / "build" / "browser-screenshots"  # git-ignored (build/): test artefacts, never committed
 ASSIGNMENTS = sorted(p.name for p in SOURCE.iterdir() if (p / f"{p.name}.ipynb").is_file())
 
-# 07 trains for minutes; the tests run it on a subset for fewer epochs (every cell still runs). Each replacement must
+# 07 and 08 train for minutes; the tests run them on a subset for fewer epochs (every cell still runs). Each replacement must
 # match exactly once, so a change of the notebook that the tests no longer understand fails loudly.
 QUICK = {
     "07_yelp_classifier": [
@@ -44,6 +44,10 @@ QUICK = {
          'DATA_SOURCE, TRAIN_LIMIT, TEST_LIMIT = "synthetic", 1500, 500'),
         ("EPOCHS = 6 if GRADING else 20", "EPOCHS = 2"),
         ("COMPARE_EPOCHS = 2", "COMPARE_EPOCHS = 1"),
+    ],
+    # 08 trains for minutes too: the tests run it at the grading budget (a small model, a few hundred steps)
+    "08_gpt_language_model": [
+        ("BUDGET = budget_for(device, GRADING)", "BUDGET = budget_for(device, True)"),
     ],
     # 09 trains a ModernGPT for minutes: the tests train it with the grading budget (every cell still runs)
     "09_modern_block": [
@@ -170,6 +174,11 @@ def prepare_assignment(assignment: str, dest: Path, filled: bool = True) -> Path
     shutil.copytree(EXERCISES / assignment, folder,
                     ignore=shutil.ignore_patterns("provided.py", "__pycache__", ".ipynb_checkpoints"))
     write_provided_module(assignment, folder)  # nothing for 01-03
+    if assignment in ("08_gpt_language_model", "09_modern_block"):  # beside the notebook's folder, as in a
+        # student's copy of the course
+        shutil.copytree(REPO / "data" / "tinyshakespeare", dest / "data" / "tinyshakespeare", dirs_exist_ok=True)
+    if assignment == "09_modern_block":  # the recorded GPT-vs-ModernGPT runs the notebook shows
+        shutil.copy2(REPO / "data" / "modern_vs_gpt.json", dest / "data" / "modern_vs_gpt.json")
     if filled:
         nbformat.write(filled_notebook(assignment), folder / f"{assignment}.ipynb")
     return folder

@@ -65,6 +65,16 @@ CHECKED_BY = {
     "TransformerClassifier": "code",
     "train_one_epoch": "behaviour",
     "evaluate": "behaviour",
+    "train_bpe": "code",
+    "bpe_encode": "code",
+    "bpe_decode": "code",
+    "GPT": "code",
+    "get_batch": "code",
+    "lm_loss": "code",
+    "estimate_loss": "code",
+    "lr_at": "code",
+    "sample_next_token": "code",
+    "generate": "code",
     # 09
     "RMSNorm": "code",
     "rotary_cos_sin": "behaviour",
@@ -535,6 +545,79 @@ def scenario_evaluate(get):
     return results
 
 
+_BPE_TEXTS = ("aaabdaaabac", "cdcd abab aaa-bcbc", "naïve café — 日本語 🤖", "", "To be, or not to be " * 5)
+
+
+def scenario_train_bpe(get):
+    return [get("train_bpe")(text, k) for text in _BPE_TEXTS for k in (0, 3, 40)]
+
+
+def scenario_bpe_encode(get):
+    merges = solutions.train_bpe(" ".join(_BPE_TEXTS) * 2, 30)
+    return [get("bpe_encode")(text, used) for text in _BPE_TEXTS for used in (merges, merges[:4], [])]
+
+
+def scenario_bpe_decode(get):
+    merges = solutions.train_bpe(" ".join(_BPE_TEXTS) * 2, 30)
+    cases = [solutions.bpe_encode(text, merges) for text in _BPE_TEXTS] + [[0xE6, 0x97], [256, 0xC3]]
+    return [get("bpe_decode")(ids, merges) for ids in cases]
+
+
+def scenario_GPT(get):
+    ids = _ids(_seeded(24), 3, 9, 30)
+    runs = [_build_and_run(get("GPT"), (30, 16, 2, 32, 2, 12), (ids,))]
+    runs.append(_build_and_run(get("GPT"), (30, 8, 4, 16, 1, 9, 0.3), (ids,), dropout_seeds=(11, 12)))
+    model = get("GPT")(30, 16, 2, 32, 1, 8)
+    runs.append(raised(lambda: model(ids)))                          # T = 9 > max_len = 8
+    return runs
+
+
+def scenario_get_batch(get):
+    data = torch.arange(100, 160)
+    results = [get("get_batch")(data, block, batch, _seeded(25)) for block, batch in ((5, 4), (59, 2), (1, 7))]
+    torch.manual_seed(26)
+    results.append(get("get_batch")(data, 6, 3))
+    return results
+
+
+def scenario_lm_loss(get):
+    generator = _seeded(27)
+    return [get("lm_loss")(torch.randn(b, t, v, generator=generator), torch.randint(v, (b, t), generator=generator))
+            for b, t, v in ((2, 5, 11), (1, 1, 3))]
+
+
+def scenario_estimate_loss(get):
+    torch.manual_seed(28)
+    model = solutions.GPT(13, 8, 2, 16, 1, max_len=8, dropout=0.3)
+    data = torch.randint(13, (50,), generator=_seeded(29))
+    results = [get("estimate_loss")(model, data, 8, "cpu"), model.training]
+    model.eval()
+    results += [get("estimate_loss")(model, data[:9], 8, torch.device("cpu")), model.training,
+                raised(lambda: get("estimate_loss")(model, data[:8], 8, "cpu"))]
+    return results
+
+
+def scenario_lr_at(get):
+    values = [get("lr_at")(step, 1e-3, 10, 100, 1e-4) for step in (0, 5, 9, 10, 50, 99, 100, 200)]
+    values += [get("lr_at")(step, 3e-3, 0, 20) for step in (0, 10, 20)]
+    return values + [raised(lambda: get("lr_at")(0, 1e-3, 11, 10))]
+
+
+def scenario_sample_next_token(get):
+    logits = torch.randn(6, 9, generator=_seeded(30))
+    draws = [get("sample_next_token")(logits, 0.0)]
+    for temperature, top_k in ((1.0, None), (0.7, 3), (1.3, 20)):
+        draws.append(get("sample_next_token")(logits, temperature, top_k, torch.Generator().manual_seed(31)))
+    return draws
+
+
+def scenario_generate(get):
+    torch.manual_seed(32)
+    model = solutions.GPT(13, 8, 2, 16, 1, max_len=6, dropout=0.2)
+    prompt = torch.randint(13, (2, 3), generator=_seeded(33))
+    results = [get("generate")(model, prompt, 8, 0.0), model.training]
+    results.append(get("generate")(model, prompt, 5, 0.9, 4, torch.Generator().manual_seed(34)))
+    return results
 def scenario_RMSNorm(get):
     x = torch.randn(2, 5, 8, generator=_seeded(24)) * 0.1 + 0.2
     return [_build_and_run(get("RMSNorm"), args, (x,)) for args in ((8,), (8, 0.05))]

@@ -58,5 +58,12 @@ def test_course_data_dir_overrides_and_a_missing_file_says_where(tmp_path, monke
     assert load_shakespeare() == "Hello, world\n"
     monkeypatch.setenv("COURSE_DATA_DIR", str(tmp_path / "nowhere"))
     monkeypatch.setattr(shakespeare, "__file__", str(tmp_path / "pkg" / "shakespeare.py"))
+    monkeypatch.chdir(tmp_path)
     with pytest.raises(FileNotFoundError, match="COURSE_DATA_DIR"):
         load_shakespeare()
+    # a student's copy: the notebook's folder sits below the course folder that holds data/
+    (tmp_path / "course" / "data" / "tinyshakespeare").mkdir(parents=True)
+    (tmp_path / "course" / "data" / "tinyshakespeare" / "input.txt").write_text("Hi\n", encoding="utf-8")
+    (tmp_path / "course" / "exercises" / "08_gpt_language_model").mkdir(parents=True)
+    monkeypatch.chdir(tmp_path / "course" / "exercises" / "08_gpt_language_model")
+    assert load_shakespeare() == "Hi\n"

@@ -395,3 +395,15 @@ def test_readme_names_only_files_that_exist():
     readme = (DEPLOY / "README.md").read_text()
     for path in set(re.findall(r"`(deploy/[\w./-]+)`", readme)):
         assert (ROOT / path).exists(), path
+
+
+def test_student_image_lets_notebook_08_find_tinyshakespeare():
+    """08 reads data/tinyshakespeare/input.txt; in the image the students' notebooks live in their homes, far from
+    /opt/transformers101/data, so the image points coursekit.shakespeare there with COURSE_DATA_DIR."""
+    instructions = dockerfile("Dockerfile.student")
+    (destination,) = [dest for srcs, dest in copies(instructions) if [s.rstrip("/") for s in srcs] == ["data"]]
+    env = " ".join(args for instruction, args in instructions if instruction == "ENV")
+    assert f"COURSE_DATA_DIR={destination.rstrip('/')}" in env
+    ignored = (DOCKER / "Dockerfile.student.dockerignore").read_text().split()
+    assert not any(pattern.strip("/*").startswith(("data", "tinyshakespeare")) for pattern in ignored)
+    assert (ROOT / "data" / "tinyshakespeare" / "input.txt").is_file()

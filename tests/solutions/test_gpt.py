@@ -10,7 +10,6 @@ import torch
 import torch.nn.functional as F
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from torch import nn
 
 from solutions.gpt import (
     GPT, bpe_decode, bpe_encode, estimate_loss, generate, get_batch, lm_loss, lr_at, sample_next_token, train_bpe,

@@ -24,7 +24,8 @@ def _counts(ids, overlapping=True):
     while i + 1 < len(ids):
         pair = (ids[i], ids[i + 1])
         counts[pair] = counts.get(pair, 0) + 1
-        i += 1 if overlapping or pair != (ids[i + 1], ids[i + 2] if i + 2 < len(ids) else None) else 2
+        # without overlap a run such as "aaa" counts (a, a) once
+        i += 2 if not overlapping and i + 2 < len(ids) and (ids[i + 1], ids[i + 2]) == pair else 1
     return counts
 
 
@@ -34,8 +35,6 @@ def _replace(ids, pair, new_id, skip=True):
         if i < len(ids) - 1 and ids[i] == pair[0] and ids[i + 1] == pair[1]:
             out.append(new_id)
             i += 2 if skip else 1
-            if not skip and i < len(ids) and i == len(ids) - 1 and out and False:
-                pass
         else:
             out.append(ids[i])
             i += 1

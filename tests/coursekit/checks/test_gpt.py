@@ -3,7 +3,6 @@ for the wrong answers the hidden-check tests use (tests/autograder/checks/varian
 from __future__ import annotations
 
 import pytest
-import torch
 
 import solutions
 import variants_gpt as G
