@@ -16,10 +16,11 @@ from coursekit.mistakes import MISTAKES
 
 # The demo's mistaken students, each making some mistakes of the catalogue (`coursekit.mistakes`).
 STUDENT_MISTAKES = {
-    "mistake_scale": ("attention.missing_scale", "positional.frequency_base", "sample.temperature_after_softmax"),
+    "mistake_scale": ("attention.missing_scale", "positional.frequency_base", "sample.temperature_after_softmax",
+                      "rms_norm.eps_outside_root"),
     "mistake_mask": ("attention.mask_inverted", "causal_mask.upper_triangle", "gpt.no_causal_mask"),
     "mistake_heads": ("multi_head.split_no_transpose", "pool.mask_wrong_axis", "greedy.argmax_wrong_axis",
-                      "get_batch.no_shift"),
+                      "get_batch.no_shift", "gqa.kv_heads_tiled"),
 }
 # How each of those mistakes is made in the reference's code: (pattern, replacement) edits of the solution cells.
 # A student gets every edit of their mistakes that matches somewhere in the assignment's solution cells.
@@ -38,6 +39,10 @@ CODE_EDITS = {
                                           "probs = torch.softmax(logits, dim=-1) / temperature")],
     "gpt.no_causal_mask": [(r"x = block\(x, mask\)", "x = block(x, None)")],
     "get_batch.no_shift": [(r"return data\[index\], data\[index \+ 1\]", "return data[index], data[index]")],
+    # 09: eps added after the root; key/value heads tiled (h % num_kv_heads) instead of interleaved (h // groups)
+    "rms_norm.eps_outside_root": [(r"torch\.rsqrt\((x\.pow\(2\)\.mean\(dim=-1, keepdim=True\)) \+ self\.eps\)",
+                                   r"1 / (\1.sqrt() + self.eps)")],
+    "gqa.kv_heads_tiled": [(r"\.repeat_interleave\(groups, dim=1\)", ".repeat(1, groups, 1, 1)")],
 }
 
 

@@ -124,6 +124,9 @@ NOTEBOOKS: tuple[Notebook, ...] = (
         "`text[:n]` trains (and is what BPE merges are learned on), `text[n:]` validates. Losses are reported in "
         "nats per token and, so that character and BPE models compare, in bits per character of the validation "
         "text (`loss_per_token * len(val_ids) / len(val_text) / ln 2`).",)),
+    Notebook("09_modern_block", "modern",
+             "The modern block (RMSNorm, rotary positions, SwiGLU, grouped-query attention), new in the third "
+             "edition"),
 )
 
 _NB = {notebook.topic: notebook.name for notebook in NOTEBOOKS}
@@ -387,6 +390,61 @@ API: tuple[ApiEntry, ...] = (
         "`generator` must live on the model's device); returns the prompt followed by the new tokens; the model's "
         "training mode is restored afterwards",
         "the prompt followed by max_new_tokens sampled tokens"),
+    # 09 - the modern block
+    ApiEntry(
+        "RMSNorm", "modern", _NB["modern"], "class", "d_model, eps=1e-06", "nn.Module(d_model, eps=1e-6)",
+        "parameter `weight` of shape `(d_model,)`, initialised to ones; "
+        "`forward(x) = x * rsqrt(mean(x ** 2, dim=-1, keepdim=True) + eps) * weight`; equals "
+        "`torch.nn.RMSNorm(d_model, eps=eps)`",
+        "LayerNorm without the mean and the bias"),
+    _function(
+        "rotary_cos_sin", "modern", "max_len, d_head, base=10000.0",
+        "(max_len: int, d_head: int, base: float = 10000.0) -> tuple[Tensor, Tensor]",
+        "`(cos, sin)`, each `(max_len, d_head // 2)`, float32: `angle[p, i] = p * base ** (-2 * i / d_head)`; "
+        "`d_head` must be even, else `ValueError` (tables computed in float32 or float64 differ by up to ~2e-5 at "
+        "long positions: checks compare rotary outputs with atol 1e-4)",
+        "the cos and sin tables of the rotary angles"),
+    _function(
+        "apply_rotary", "modern", "x, cos, sin",
+        "(x (..., T, d_head), cos (T, d_head // 2), sin (T, d_head // 2)) -> same shape as x",
+        "rotates each interleaved pair `(x[..., 2i], x[..., 2i+1])` at position `p` by `angle[p, i]` (the RoFormer "
+        "convention): `out[..., 2i] = x[..., 2i] * cos - x[..., 2i+1] * sin`, "
+        "`out[..., 2i+1] = x[..., 2i] * sin + x[..., 2i+1] * cos`; consequently "
+        "`apply_rotary(q)[m] · apply_rotary(k)[n]` depends on the positions only through `m - n`",
+        "rotates interleaved feature pairs by the angles of their positions"),
+    _class(
+        "SwiGLU", "modern", "d_model, d_ff",
+        "submodules `w_gate`, `w_up` (`nn.Linear(d_model, d_ff, bias=False)`), `w_down` "
+        "(`nn.Linear(d_ff, d_model, bias=False)`); `forward(x) = w_down(F.silu(w_gate(x)) * w_up(x))`",
+        "a gated feed-forward: w_down(silu(w_gate(x)) * w_up(x))"),
+    _class(
+        "GroupedQueryAttention", "modern", "d_model, num_heads, num_kv_heads, max_len=512, rope_base=10000.0",
+        "`d_head = d_model // num_heads`; submodules `w_q` (`nn.Linear(d_model, d_model, bias=False)`), `w_k`, "
+        "`w_v` (`nn.Linear(d_model, num_kv_heads * d_head, bias=False)`), `w_o` "
+        "(`nn.Linear(d_model, d_model, bias=False)`); `forward(x (B, T, d_model), mask=None) -> (B, T, d_model)`: "
+        "queries split into `num_heads` heads and keys/values into `num_kv_heads` heads as `split_heads` does, "
+        "rotary positions `0 .. T-1` applied to queries and keys (not values), query head `h` attends with "
+        "key/value head `h // (num_heads // num_kv_heads)`, scaled dot-product attention with `mask` (True = keep), "
+        "heads merged, `w_o`; `d_model % num_heads`, `num_heads % num_kv_heads` or an odd `d_head` raise "
+        "`ValueError`; `T > max_len` raises `ValueError`; the rotary tables are not in the `state_dict` "
+        "(recomputed, or buffers with `persistent=False`); with `num_kv_heads == num_heads` it is multi-head "
+        "attention with rotary positions, with `num_kv_heads == 1` multi-query attention",
+        "rotary self-attention where groups of query heads share a key/value head"),
+    _class(
+        "LlamaBlock", "modern", "d_model, num_heads, num_kv_heads, d_ff, max_len=512",
+        "submodules `norm1`, `norm2` (`RMSNorm`), `attn` (`GroupedQueryAttention`), `ffn` (`SwiGLU`); "
+        "`forward(x, mask=None) = x + attn(norm1(x), mask)`, then `x + ffn(norm2(x))`",
+        "pre-norm block of RMSNorm, grouped-query attention and SwiGLU"),
+    _class(
+        "ModernGPT", "modern", "vocab_size, d_model=128, num_heads=4, num_kv_heads=2, d_ff=344, num_layers=4, "
+        "max_len=256",
+        "attribute `max_len`; submodules `token_embedding` (`TokenEmbedding`), `blocks` (`nn.ModuleList` of "
+        "`LlamaBlock`), `norm` (`RMSNorm`), `lm_head` (`nn.Linear(d_model, vocab_size, bias=False)`, tied by "
+        "`self.lm_head.weight = self.token_embedding.weight`); no position embedding (positions enter through the "
+        "rotary angles); `forward(ids (B, T)) -> logits (B, T, vocab_size)`: `x = token_embedding(ids)` (no scale, "
+        "no dropout), every block with `make_causal_mask(T, ids.device)`, `norm`, `lm_head`; `T > max_len` raises "
+        "`ValueError`; works with 08's `generate`, `estimate_loss` and training loop unchanged",
+        "a decoder-only language model built from LlamaBlocks"),
 )
 
 # Graded hand-ins that are results rather than API names.

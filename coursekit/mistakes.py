@@ -232,6 +232,43 @@ _CATALOGUE = [
     ("generate.first_position", "generate", "the next token is taken from the first position's logits, not the last"),
     ("generate.train_mode", "generate", "the model generates in training mode (dropout on); call model.eval()"),
     ("generate.mode_not_restored", "generate", "generate leaves the model in eval mode; restore the training mode it had"),
+    # ------------------------------------------------------------------------------------------ 09 the modern block
+    ("rms_norm.mean_wrong_axis", "RMSNorm",
+     "the mean of the squares is taken over the wrong axis: average over the features only (dim=-1, keepdim=True)"),
+    ("rms_norm.eps_outside_root", "RMSNorm",
+     "eps is added outside the square root: divide by sqrt(mean(x ** 2) + eps), eps inside the root"),
+    ("rms_norm.subtracts_mean", "RMSNorm",
+     "the mean is subtracted as in LayerNorm: RMSNorm divides by the root mean square and does not centre"),
+    ("rms_norm.no_weight", "RMSNorm", "the learned `weight` is not applied (multiply the normalised x by it)"),
+    ("rotary.exponent_no_two", "rotary_cos_sin",
+     "the angle's exponent is off by a factor of two: angle[p, i] = p * base ** (-2 * i / d_head)"),
+    ("rotary.cos_sin_swapped", "rotary_cos_sin", "cos and sin are returned in swapped order: return (cos, sin)"),
+    ("rotary.halves", "apply_rotary",
+     "the two halves of the features are rotated together instead of interleaved pairs (x[..., 2i], x[..., 2i+1])"),
+    ("rotary.wrong_direction", "apply_rotary",
+     "the pairs are rotated the wrong way: out[2i] = x[2i] * cos - x[2i+1] * sin, out[2i+1] = x[2i] * sin + "
+     "x[2i+1] * cos"),
+    ("swiglu.gate_up_swapped", "SwiGLU",
+     "gate and up are swapped: the SiLU goes on w_gate(x), which then multiplies w_up(x)"),
+    ("swiglu.relu", "SwiGLU", "ReLU (or another activation) instead of SiLU on the gate: use F.silu"),
+    ("gqa.rotates_values", "GroupedQueryAttention",
+     "the values are rotated too: rotary angles go on the queries and keys only"),
+    ("gqa.no_rotary", "GroupedQueryAttention", "the rotary angles are not applied to the queries and keys"),
+    ("gqa.kv_heads_tiled", "GroupedQueryAttention",
+     "the key/value heads are repeated in the wrong order (.repeat tiles them, so query head h gets key/value "
+     "head h % num_kv_heads): use repeat_interleave, so that it gets h // (num_heads // num_kv_heads)"),
+    ("gqa.head_mod_groups", "GroupedQueryAttention",
+     "query head h is mapped to key/value head h % groups: it uses key/value head h // groups "
+     "(groups = num_heads // num_kv_heads)"),
+    ("llama.post_norm", "LlamaBlock",
+     "the norms are applied after the residual sum (post-norm): the block is x + attn(norm1(x)), then "
+     "x + ffn(norm2(x))"),
+    ("llama.missing_residual", "LlamaBlock", "a residual connection (x + ...) is missing around a sublayer"),
+    ("modern_gpt.no_causal_mask", "ModernGPT",
+     "the blocks get no causal mask: position t must not see the tokens after it"),
+    ("modern_gpt.no_final_norm", "ModernGPT", "the final RMSNorm before lm_head is missing"),
+    ("modern_gpt.embedding_scaled", "ModernGPT",
+     "the token embeddings are multiplied by sqrt(d_model): ModernGPT uses them unscaled"),
 ]
 
 MISTAKES: dict[str, Mistake] = {entry[0]: Mistake(*entry) for entry in _CATALOGUE}

@@ -139,3 +139,21 @@ def test_reference_detector_ignores_stubs_and_finds_copies():
     assert reference_found_in(stub) == []
     source = (Path(solutions.__file__).parent / "attention.py").read_text()
     assert "solutions/attention.py:scaled_dot_product_attention" in reference_found_in(source)
+
+
+def test_09_gets_08s_gpt_and_its_training_tools_but_nothing_of_its_own(tmp_path, monkeypatch):
+    """Notebook 09 builds on 08: its provided.py holds 08's GPT and training functions (and 01-07), never 09's."""
+    path = write_provided_module("09_modern_block", tmp_path)
+    assert covered_assignments("09_modern_block")[-1] == "08_gpt_language_model"
+    monkeypatch.setitem(sys.modules, "solutions", None)
+    provided = _load(path, "provided_09")
+    monkeypatch.undo()
+    for name in ("GPT", "get_batch", "lm_loss", "estimate_loss", "lr_at", "generate", "MultiHeadAttention",
+                 "PositionwiseFeedForward", "TokenEmbedding", "split_heads", "merge_heads"):
+        assert callable(getattr(provided, name)), name
+    assert not _defined_names(path.read_text()) & set(API_NAMES["modern"])
+    torch.manual_seed(0)
+    ids = torch.randint(0, 11, (2, 5))
+    ours, reference = provided.GPT(11, 16, 2, 32, 1, 8), solutions.GPT(11, 16, 2, 32, 1, 8)
+    reference.load_state_dict(ours.state_dict())
+    assert torch.equal(ours.eval()(ids), reference.eval()(ids))

@@ -49,6 +49,11 @@ QUICK = {
     "08_gpt_language_model": [
         ("BUDGET = budget_for(device, GRADING)", "BUDGET = budget_for(device, True)"),
     ],
+    # 09 trains a ModernGPT for minutes: the tests train it with the grading budget (every cell still runs)
+    "09_modern_block": [
+        ("budget = budget_for(device, grading=FAST)", "budget = budget_for(device, grading=True)"),
+        ("lengths = [64, 128, 256, 512] if FAST else", "lengths = [64, 128, 256, 512] if True else"),
+    ],
 }
 
 # A cell "draws" when it shows with pyplot or calls a coursekit.plots function: it must then show a picture.
@@ -169,8 +174,11 @@ def prepare_assignment(assignment: str, dest: Path, filled: bool = True) -> Path
     shutil.copytree(EXERCISES / assignment, folder,
                     ignore=shutil.ignore_patterns("provided.py", "__pycache__", ".ipynb_checkpoints"))
     write_provided_module(assignment, folder)  # nothing for 01-03
-    if assignment == "08_gpt_language_model":  # beside the notebook's folder, as in a student's copy of the course
+    if assignment in ("08_gpt_language_model", "09_modern_block"):  # beside the notebook's folder, as in a
+        # student's copy of the course
         shutil.copytree(REPO / "data" / "tinyshakespeare", dest / "data" / "tinyshakespeare", dirs_exist_ok=True)
+    if assignment == "09_modern_block":  # the recorded GPT-vs-ModernGPT runs the notebook shows
+        shutil.copy2(REPO / "data" / "modern_vs_gpt.json", dest / "data" / "modern_vs_gpt.json")
     if filled:
         nbformat.write(filled_notebook(assignment), folder / f"{assignment}.ipynb")
     return folder

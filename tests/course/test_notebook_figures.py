@@ -74,3 +74,20 @@ def test_03_look_ahead_mask_visibly_changes_the_heat_map():
         assert w_pad[:real, :real].diagonal().mean() < 0.5
     finally:
         plt.close("all")
+
+
+def test_09_rotated_scores_are_constant_along_diagonals():
+    """The rotary figure makes its point: the score of rotated q and k is the same for every pair of positions with
+    the same offset (each diagonal of the picture is one colour), and differs between offsets."""
+    import torch
+
+    from solutions import apply_rotary, rotary_cos_sin
+
+    figures = _run_cell("09_modern_block", "locked_03", {"torch": torch, "rotary_cos_sin": rotary_cos_sin,
+                                                          "apply_rotary": apply_rotary})
+    (figure,) = figures
+    scores = np.asarray(figure.axes[0].images[0].get_array())
+    T = scores.shape[0]
+    assert scores.shape == (T, T) and T >= 16
+    assert max(np.diagonal(scores, offset).std() for offset in range(-T + 1, T)) < 1e-4
+    assert np.std([np.diagonal(scores, offset).mean() for offset in range(-T + 1, T)]) > 0.1

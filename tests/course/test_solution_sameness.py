@@ -75,6 +75,14 @@ CHECKED_BY = {
     "lr_at": "code",
     "sample_next_token": "code",
     "generate": "code",
+    # 09
+    "RMSNorm": "code",
+    "rotary_cos_sin": "behaviour",
+    "apply_rotary": "behaviour",
+    "SwiGLU": "code",
+    "GroupedQueryAttention": "behaviour",
+    "LlamaBlock": "code",
+    "ModernGPT": "code",
 }
 
 # Why the two texts of a "behaviour" exercise differ (both are the course's answer; neither is wrong).
@@ -104,6 +112,9 @@ WHY_DIFFERENT = {
     "masked_mean_pool": VALIDATES + " (mask shape)",
     "train_one_epoch": VALIDATES + " (a loader with no batches)",
     "evaluate": VALIDATES + " (a loader with no examples); @torch.no_grad() against `with torch.no_grad()`",
+    "rotary_cos_sin": VALIDATES + " (max_len < 0)",
+    "apply_rotary": VALIDATES + " (tables that do not match x's length and width)",
+    "GroupedQueryAttention": "the same steps in other words (the notebook slices the tables inline)",
 }
 
 # Exercises whose outputs may differ by rounding, and why. Everything else must be equal bit for bit.
@@ -607,6 +618,55 @@ def scenario_generate(get):
     results = [get("generate")(model, prompt, 8, 0.0), model.training]
     results.append(get("generate")(model, prompt, 5, 0.9, 4, torch.Generator().manual_seed(34)))
     return results
+def scenario_RMSNorm(get):
+    x = torch.randn(2, 5, 8, generator=_seeded(24)) * 0.1 + 0.2
+    return [_build_and_run(get("RMSNorm"), args, (x,)) for args in ((8,), (8, 0.05))]
+
+
+def scenario_rotary_cos_sin(get):
+    tables = get("rotary_cos_sin")
+    return [tables(7, 4), tables(16, 8, 500.0), tables(0, 2), tables(512, 64), raised(lambda: tables(4, 5))]
+
+
+def scenario_apply_rotary(get):
+    generator = _seeded(25)
+    x = torch.randn(2, 3, 6, 8, generator=generator)
+    cos, sin = solutions.rotary_cos_sin(6, 8, 100.0)
+    return [get("apply_rotary")(x, cos, sin), get("apply_rotary")(x[0, 0], cos, sin),
+            get("apply_rotary")(x.double(), cos, sin)]
+
+
+def scenario_SwiGLU(get):
+    x = torch.randn(2, 5, 8, generator=_seeded(26))
+    return _build_and_run(get("SwiGLU"), (8, 12), (x,))
+
+
+def scenario_GroupedQueryAttention(get):
+    cls = get("GroupedQueryAttention")
+    x, _, keep = _attention_inputs(27, d_model=12)
+    causal = torch.ones(5, 5, dtype=torch.bool).tril()
+    keep = keep[..., :5] & causal
+    runs = [_build_and_run(cls, args, (x, mask)) for args in ((12, 3, 1), (12, 6, 3, 8, 100.0), (12, 2, 2))
+            for mask in (None, causal, keep)]
+    runs += [raised(lambda args=args: cls(*args)) for args in ((10, 4, 2), (12, 6, 4), (12, 4, 1))]
+    torch.manual_seed(0)
+    runs.append(raised(lambda: cls(12, 3, 1, 4)(x)))
+    return runs
+
+
+def scenario_LlamaBlock(get):
+    x, _, keep = _attention_inputs(28, d_model=12)
+    mask = keep[..., :5] & torch.ones(5, 5, dtype=torch.bool).tril()
+    return [_build_and_run(get("LlamaBlock"), args, (x, mask)) for args in ((12, 3, 1, 20), (12, 6, 2, 16, 9))]
+
+
+def scenario_ModernGPT(get):
+    ids = _ids(_seeded(29), 3, 7, 25)
+    runs = [_build_and_run(get("ModernGPT"), (25, 12, 6, 3, 20, 2, 8), (ids,)),
+            _build_and_run(get("ModernGPT"), (25,), (ids,))]
+    torch.manual_seed(0)
+    runs.append(raised(lambda: get("ModernGPT")(25, 12, 6, 3, 20, 1, 6)(ids)))
+    return runs
 
 
 SCENARIOS = {name[len("scenario_"):]: fn for name, fn in globals().items() if name.startswith("scenario_")}

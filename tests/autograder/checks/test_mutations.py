@@ -1,4 +1,4 @@
-"""Mechanical mutants of the reference must fail their hidden checks (notebooks 01-06 and 08).
+"""Mechanical mutants of the reference must fail their hidden checks (notebooks 01-06, 08 and 09).
 
 A check has teeth on an argument only if an answer that misuses that argument fails. Rather than writing such
 answers by hand, this test makes them mechanically from the reference in `solutions/` for every API name of
@@ -43,7 +43,7 @@ import pytest
 import torch
 
 import solutions
-from autograder.checks import attention, embeddings, encoder, gpt, multi_head, positional, transformer
+from autograder.checks import attention, embeddings, encoder, gpt, modern, multi_head, positional, transformer
 
 HAS_CUDA = torch.cuda.is_available()
 
@@ -180,6 +180,29 @@ SUBJECTS = {
     "generate": (gpt.check_generate, solutions.generate,
                  {"call": Spec(swap=(("temperature", "top_k"),), defaults=("temperature", "top_k", "generator"),
                                transpose=(None,))}),
+    # 09 the modern block
+    "RMSNorm": (modern.check_rmsnorm, solutions.RMSNorm,
+                {"__init__": Spec(defaults=("eps",)), "forward": Spec(transpose=(None,))}),
+    "rotary_cos_sin": (modern.check_rotary_cos_sin, solutions.rotary_cos_sin,
+                       {"call": Spec(swap=(("max_len", "d_head"),), defaults=("base",), transpose=(0, 1),
+                                     swap_outputs=True)}),
+    "apply_rotary": (modern.check_apply_rotary, solutions.apply_rotary,
+                     {"call": Spec(swap=(("cos", "sin"),), replace=(("cos", "sin"),), transpose=(None,))}),
+    "SwiGLU": (modern.check_swi_glu, solutions.SwiGLU,
+               {"__init__": Spec(swap=(("d_model", "d_ff"),)), "forward": Spec(transpose=(None,))}),
+    "GroupedQueryAttention": (modern.check_grouped_query_attention, solutions.GroupedQueryAttention,
+                              {"__init__": Spec(swap=(("d_model", "num_heads", "num_kv_heads", "max_len"),),
+                                                defaults=("max_len", "rope_base")),
+                               "forward": Spec(defaults=("mask",), transpose=(None,))}),
+    "LlamaBlock": (modern.check_llama_block, solutions.LlamaBlock,
+                   {"__init__": Spec(swap=(("d_model", "num_heads", "num_kv_heads", "d_ff", "max_len"),),
+                                     defaults=("max_len",)),
+                    "forward": Spec(defaults=("mask",), transpose=(None,))}),
+    "ModernGPT": (modern.check_modern_gpt, solutions.ModernGPT,
+                  {"__init__": Spec(swap=(("d_model", "num_heads", "num_kv_heads", "d_ff", "num_layers", "max_len"),),
+                                    defaults=("d_model", "num_heads", "num_kv_heads", "d_ff", "num_layers",
+                                              "max_len")),
+                   "forward": Spec(transpose=(None,))}),
 }
 
 # (API name, argument) -> why dropping that optional argument is not a mutant (see the module docstring)
@@ -313,7 +336,7 @@ def test_identity_wrapper_passes(api):
     check(make_mutant(reference, [Mutation(where, "none") for where in specs]))
 
 
-TOPICS = ("embeddings", "positional", "attention", "multi_head", "encoder", "transformer", "gpt")
+TOPICS = ("embeddings", "positional", "attention", "multi_head", "encoder", "transformer", "gpt", "modern")
 
 
 def test_every_check_of_the_topic_modules_has_mutants():
