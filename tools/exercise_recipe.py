@@ -90,6 +90,14 @@ def _mentions(relative: str, pattern: str) -> Callable[[object, Path], bool]:
                                                                           check_module=entry.check_module))))
 
 
+def _reaches_check(relative: str) -> Callable[[object, Path], bool]:
+    """The test file names the check (or the exercise), or dispatches over API names with `by_name(...)`."""
+    def done(entry, repo: Path) -> bool:
+        text = _text(repo, relative.format(topic=entry.topic, check_module=entry.check_module))
+        return bool(re.search(rf"\b({entry.check_name}|{entry.name})\b", text) or "by_name(" in text)
+    return done
+
+
 def _catalogue_ids_exist(entry, repo: Path) -> bool:
     """Every catalogue id the exercise's hidden and public checks name is in coursekit/mistakes.py."""
     catalogue = set(re.findall(r'^\s*\("([a-z_0-9]+\.[a-z_0-9]+)",', _text(repo, "coursekit/mistakes.py"), re.M))
@@ -134,11 +142,11 @@ STEPS: tuple[Step, ...] = (
          _mentions("tests/solutions/test_{topic}.py", r"\b{name}\b")),
     Step("public check tests", "tests/coursekit/checks/test_{topic}.py",
          "the public check passes the reference and fails each catalogue mistake with its hint",
-         _mentions("tests/coursekit/checks/test_{topic}.py", r"\b{check}\b")),
+         _reaches_check("tests/coursekit/checks/test_{topic}.py")),
     Step("hidden check tests", "tests/autograder/checks/test_{check_module}.py",
          "the hidden check passes the reference and correct variants written differently, fails the mistaken "
          "variants (`tests/autograder/checks/variants.py`) naming each one",
-         _mentions("tests/autograder/checks/test_{check_module}.py", r"\b{check}\b")),
+         _reaches_check("tests/autograder/checks/test_{check_module}.py")),
     Step("sameness", "tests/course/test_solution_sameness.py",
          "`CHECKED_BY[\"{name}\"]` (`code` or `behaviour`) and, for behaviour, a scenario",
          _mentions("tests/course/test_solution_sameness.py", r'"{name}":')),

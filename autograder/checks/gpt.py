@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import math
 import numbers
-from collections import Counter
 
 import torch
 import torch.nn.functional as F
 
 from autograder.checks import _remote
+from autograder.checks import known_mistakes as M
 from autograder.checks._common import (
     as_tensor, call, construct, describe, expect_raises, expect_shape, expect_tensor, expected_got, fail, fetch,
     grader_step, is_integer, prepare, randint, randn, shape_of, start_check,
@@ -42,77 +42,6 @@ def _reference():
 
 
 # ------------------------------------------------------------------------------------------- BPE: known mistakes
-def _merge(ids, pair, new_id):
-    out, i = [], 0
-    while i < len(ids):
-        if i + 1 < len(ids) and (ids[i], ids[i + 1]) == tuple(pair):
-            out.append(new_id)
-            i += 2
-        else:
-            out.append(ids[i])
-            i += 1
-    return out
-
-
-def _merge_every_position(ids, pair, new_id):
-    """The replacement without skipping the pair's second element: 'aaa' -> [Z, Z, a] (overlapping merges)."""
-    out = []
-    for i in range(len(ids)):
-        if i + 1 < len(ids) and (ids[i], ids[i + 1]) == tuple(pair):
-            out.append(new_id)
-        elif i > 0 and (ids[i - 1], ids[i]) == tuple(pair):
-            continue
-        else:
-            out.append(ids[i])
-    return out
-
-
-def bpe_train_variant(text, num_merges, ties="first", count="overlapping", merge="left_to_right",
-                      stop=True, first_id=256):
-    """train_bpe with one switch changed: ties "first" | "smallest" | "largest" | "last"; count "overlapping" |
-    "without_overlap"; merge "left_to_right" | "every_position"; stop (at a highest count below 2); first_id."""
-    ids = list(text.encode("utf-8"))
-    merges = []
-    for k in range(num_merges):
-        if count == "overlapping":
-            counts = Counter(zip(ids, ids[1:]))
-        else:
-            counts, i = Counter(), 0
-            while i + 1 < len(ids):
-                pair = (ids[i], ids[i + 1])
-                counts[pair] += 1
-                i += 2 if i + 2 < len(ids) and (ids[i + 1], ids[i + 2]) == pair else 1
-        if not counts:
-            break
-        best = max(counts.values())
-        tied = [pair for pair in counts if counts[pair] == best]     # in order of first occurrence
-        pair = {"first": tied[0], "last": tied[-1], "smallest": min(tied), "largest": max(tied)}[ties]
-        if stop and best < 2:
-            break
-        new_id = first_id + k
-        ids = _merge_every_position(ids, pair, new_id) if merge == "every_position" else _merge(ids, pair, new_id)
-        merges.append(pair)
-    return merges
-
-
-def bpe_encode_variant(text, merges, order="learned", units="bytes"):
-    """bpe_encode with the merges applied in another order ("reversed") or on characters instead of bytes."""
-    ids = list(text.encode("utf-8")) if units == "bytes" else [ord(c) for c in text]
-    ranked = list(enumerate(merges))
-    if order == "reversed":
-        ranked = ranked[::-1]
-    for k, pair in ranked:
-        ids = _merge(ids, tuple(pair), 256 + k)
-    return ids
-
-
-def bpe_decode_variant(ids, merges, how="per_token"):
-    pieces = [bytes([b]) for b in range(256)]
-    for first, second in merges:
-        pieces.append(pieces[first] + pieces[second])
-    if how == "per_token":
-        return "".join(pieces[i].decode("utf-8", errors="replace") for i in ids)
-    return b"".join(pieces[i] for i in ids).decode("latin-1")
 
 
 def _as_id_list(got, label, tested):
@@ -165,7 +94,7 @@ def check_train_bpe(train_bpe) -> None:
             continue
         # the mistake whose merges equal the student's on every text (one text alone may not tell two apart)
         mistake = next((mistake_id for mistake_id, flags in variants
-                        if all(bpe_train_variant(t, n, **flags) == r for (t, n), r in zip(cases, results))), None)
+                        if all(M.bpe_train_variant(t, n, **flags) == r for (t, n), r in zip(cases, results))), None)
         first = next((k for k, (a, b) in enumerate(zip(got, expected)) if a != b), min(len(got), len(expected)))
         fail("train_bpe: the merges differ from the reference solution.",
              tested=f"train_bpe(text of {len(text)} characters, num_merges={num_merges})",
@@ -189,8 +118,8 @@ def check_bpe_encode(bpe_encode) -> None:
                 fail("bpe_encode: the token ids differ from the reference solution.", tested=tested,
                      details=expected_got(f"{len(expected)} ids", f"{len(got)} ids"),
                      mistake=_first_matching(got, [
-                         ("bpe.encode_order", lambda: bpe_encode_variant(text, used, order="reversed")),
-                         ("bpe.encode_characters", lambda: bpe_encode_variant(text, used, units="characters")),
+                         ("bpe.encode_order", lambda: M.bpe_encode_variant(text, used, order="reversed")),
+                         ("bpe.encode_characters", lambda: M.bpe_encode_variant(text, used, units="characters")),
                      ]))
 
 
@@ -212,8 +141,8 @@ def check_bpe_decode(bpe_decode) -> None:
             fail("bpe_decode: the text differs from the reference solution.", tested=tested,
                  details=expected_got(repr(expected[:40]), repr(got[:40])),
                  mistake=_first_matching(got, [
-                     ("bpe.decode_per_token", lambda: bpe_decode_variant(ids, used, "per_token")),
-                     ("bpe.decode_latin1", lambda: bpe_decode_variant(ids, used, "latin1")),
+                     ("bpe.decode_per_token", lambda: M.bpe_decode_variant(ids, used, "per_token")),
+                     ("bpe.decode_latin1", lambda: M.bpe_decode_variant(ids, used, "latin1")),
                  ]))
 
 
@@ -228,25 +157,6 @@ def reference_gpt(seed: int, **kwargs):
                 torch.nn.init.normal_(sub.weight, 1.0, 0.3)
                 torch.nn.init.normal_(sub.bias, 0.0, 0.3)
     return model
-
-
-def gpt_variant(model, ids, causal=True, scale=False, norm_first=True, final_norm=True, future_only=False):
-    """The reference GPT's forward with one switch changed (a known mistake)."""
-    from solutions.attention import make_causal_mask
-
-    size = ids.size(1)
-    x = model.token_embedding(ids) * (math.sqrt(model.token_embedding.weight.shape[1]) if scale else 1.0)
-    x = model.drop(model.position_embedding(x))
-    mask = make_causal_mask(size, ids.device)
-    if future_only:
-        mask = mask.transpose(0, 1)
-    for block in model.blocks:
-        saved, block.norm_first = block.norm_first, norm_first
-        try:
-            x = block(x, mask if causal else None)
-        finally:
-            block.norm_first = saved
-    return model.lm_head(model.norm(x) if final_norm else x)
 
 
 def _parameter_names(module: RemoteObject, name: str) -> dict[str, tuple]:
@@ -290,11 +200,11 @@ def check_gpt(GPT) -> None:
             expected = ref(x)
             got = call("GPT.forward", module, x.clone(), tested=tested, _no_grad=True)
         expect_tensor(got, expected, "GPT logits", device, tested=tested, mistakes=lambda x=x: [
-            ("gpt.no_causal_mask", lambda: gpt_variant(ref, x, causal=False)),
-            ("gpt.mask_inverted", lambda: gpt_variant(ref, x, future_only=True)),
-            ("gpt.embedding_scaled", lambda: gpt_variant(ref, x, scale=True)),
-            ("gpt.post_norm", lambda: gpt_variant(ref, x, norm_first=False)),
-            ("gpt.no_final_norm", lambda: gpt_variant(ref, x, final_norm=False)),
+            ("gpt.no_causal_mask", lambda: M.gpt_variant(ref, x, causal=False)),
+            ("gpt.mask_inverted", lambda: M.gpt_variant(ref, x, future_only=True)),
+            ("gpt.embedding_scaled", lambda: M.gpt_variant(ref, x, scale=True)),
+            ("gpt.post_norm", lambda: M.gpt_variant(ref, x, norm_first=False)),
+            ("gpt.no_final_norm", lambda: M.gpt_variant(ref, x, final_norm=False)),
         ])
     expect_raises(ValueError, f"{name} on ids of length {MAX_LEN + 1}", module,
                   randint(0, VOCAB, (1, MAX_LEN + 1), seed=82, device=device),
@@ -456,20 +366,6 @@ def _training_flag(model: RemoteObject, label: str):
     return describe(model, label).get("training")
 
 
-def loss_over_windows(model, data, block_size, starts, device, training=False) -> float:
-    """Mean next-token loss of `model` over the windows at `starts` (every token weighted equally)."""
-    model.train(training)
-    total, count = 0.0, 0
-    with torch.no_grad():
-        for s in starts:
-            x = data[s:s + block_size][None].to(device)
-            y = data[s + 1:s + block_size + 1][None].to(device)
-            logits = model(x)
-            total += float(F.cross_entropy(logits.reshape(-1, logits.size(-1)), y.reshape(-1), reduction="sum"))
-            count += y.numel()
-    return total / count
-
-
 @probed
 def check_estimate_loss(estimate_loss) -> None:
     """estimate_loss(model, data, block_size, device): non-overlapping windows, eval mode, mode restored."""
@@ -488,14 +384,14 @@ def check_estimate_loss(estimate_loss) -> None:
                  details=[f"got a {type(got).__name__}"])
         local = _local_lm(state, device, False)
         right = list(range(0, n - block_size, block_size))
-        expected = loss_over_windows(local, data, block_size, right, device)
+        expected = M.loss_over_windows(local, data, block_size, right, device)
         if not math.isclose(float(got), expected, rel_tol=1e-4, abs_tol=1e-5):
             variants = [
-                ("estimate_loss.train_mode", lambda: loss_over_windows(local, data, block_size, right, device, True)),
+                ("estimate_loss.train_mode", lambda: M.loss_over_windows(local, data, block_size, right, device, True)),
                 ("estimate_loss.last_window",
-                 lambda: loss_over_windows(local, data, block_size, range(0, n - block_size - 1, block_size), device)),
+                 lambda: M.loss_over_windows(local, data, block_size, range(0, n - block_size - 1, block_size), device)),
                 ("estimate_loss.overlapping",
-                 lambda: loss_over_windows(local, data, block_size, range(n - block_size), device)),
+                 lambda: M.loss_over_windows(local, data, block_size, range(n - block_size), device)),
             ]
             mistake = next((m for m, produce in variants
                             if math.isclose(float(got), produce(), rel_tol=1e-4, abs_tol=1e-5)), None)
@@ -511,15 +407,6 @@ def check_estimate_loss(estimate_loss) -> None:
 
 
 # ------------------------------------------------------------------------------------------------------- lr_at
-def lr_variant(step, max_lr, warmup, max_steps, min_lr=0.0, warmup_plus_one=True, cosine_from_zero=False,
-               use_min=True):
-    floor = min_lr if use_min else 0.0
-    if step < warmup:
-        return max_lr * ((step + 1) if warmup_plus_one else step) / warmup
-    if step >= max_steps:
-        return floor
-    progress = step / max_steps if cosine_from_zero else (step - warmup) / (max_steps - warmup)
-    return floor + 0.5 * (max_lr - floor) * (1 + math.cos(math.pi * progress))
 
 
 @probed
@@ -546,7 +433,7 @@ def check_lr_at(lr_at) -> None:
                             ("lr_at.cosine_from_zero", {"cosine_from_zero": True}),
                             ("lr_at.min_lr_ignored", {"use_min": False})]
                 mistake = next((m for m, flags in variants if math.isclose(
-                    float(got), lr_variant(step, max_lr, warmup, max_steps, **kwargs, **flags), rel_tol=1e-9,
+                    float(got), M.lr_variant(step, max_lr, warmup, max_steps, **kwargs, **flags), rel_tol=1e-9,
                     abs_tol=1e-12)), None)
                 fail("lr_at: the learning rate differs from the reference solution.", tested=tested,
                      details=expected_got(f"{expected:.6g}", f"{float(got):.6g}"), mistake=mistake)
@@ -560,25 +447,6 @@ def check_lr_at(lr_at) -> None:
 # below 1e-6) or any draw of a blocked token fails.
 DRAWS, CHI2_LIMIT = 6000, 40.0
 STAT_LOGITS = torch.tensor([2.0, 1.0, 1.0, 0.3, -0.5, -1.0])      # a tie at the 2nd/3rd largest
-
-
-def tempered(logits: torch.Tensor, temperature: float, top_k, how="right") -> torch.Tensor:
-    """The distribution sample_next_token draws from, right or with one mistake (how)."""
-    if how == "after_softmax":
-        return torch.softmax(logits, -1)                           # dividing probabilities changes nothing
-    scaled = logits * temperature if how == "multiplied" else logits / temperature
-    if top_k is not None and top_k < scaled.size(-1):
-        order = scaled.sort(-1, descending=True)
-        if how == "k_minus_one":
-            kth = order.values[..., top_k - 2:top_k - 1]
-            scaled = scaled.masked_fill(scaled < kth, float("-inf"))
-        elif how == "no_ties":
-            keep = torch.zeros_like(scaled, dtype=torch.bool).scatter(-1, order.indices[..., :top_k], True)
-            scaled = scaled.masked_fill(~keep, float("-inf"))
-        else:
-            kth = order.values[..., top_k - 1:top_k]
-            scaled = scaled.masked_fill(scaled < kth, float("-inf"))
-    return torch.softmax(scaled, -1)
 
 
 def chi_square(counts: torch.Tensor, probs: torch.Tensor) -> float:
@@ -612,22 +480,22 @@ def check_sample_next_token(sample_next_token) -> None:
         if got.is_floating_point() or int(got.min()) < 0 or int(got.max()) >= STAT_LOGITS.numel():
             fail("sample_next_token must return token ids (int64) between 0 and V - 1.", tested=tested)
         counts = torch.bincount(got.long().cpu(), minlength=STAT_LOGITS.numel())
-        right = chi_square(counts, tempered(STAT_LOGITS, temperature, top_k))
+        right = chi_square(counts, M.tempered(STAT_LOGITS, temperature, top_k))
         if right > CHI2_LIMIT:
             mistake = None
-            support = tempered(STAT_LOGITS, temperature, top_k) > 0
+            support = M.tempered(STAT_LOGITS, temperature, top_k) > 0
             if top_k is not None and int(support.sum()) > top_k and int((counts > 0).sum()) == top_k \
                     and not bool((counts[~support] > 0).any()):
                 mistake = "sample.top_k_drops_ties"       # exactly k kept: some logit equal to the k-th was dropped
             for mistake_id, how in (("sample.temperature_after_softmax", "after_softmax"),
                                     ("sample.temperature_multiplied", "multiplied"),
                                     ("sample.top_k_minus_one", "k_minus_one"), ("sample.top_k_drops_ties", "no_ties")):
-                if mistake is None and chi_square(counts, tempered(STAT_LOGITS, temperature, top_k, how)) <= CHI2_LIMIT:
+                if mistake is None and chi_square(counts, M.tempered(STAT_LOGITS, temperature, top_k, how)) <= CHI2_LIMIT:
                     mistake = mistake_id
                     break
             fail("sample_next_token: the tokens are not drawn from the right distribution.", tested=tested,
                  details=[f"drawn counts {counts.tolist()}, expected about "
-                          f"{[round(p * DRAWS) for p in tempered(STAT_LOGITS, temperature, top_k).tolist()]}"],
+                          f"{[round(p * DRAWS) for p in M.tempered(STAT_LOGITS, temperature, top_k).tolist()]}"],
                  mistake=mistake)
     # with a generator, the draws are exactly torch.multinomial(probs, 1, generator=generator)
     logits = randn(5, 9, seed=121, device="cpu") * 2
@@ -643,15 +511,6 @@ def check_sample_next_token(sample_next_token) -> None:
 
 
 # ------------------------------------------------------------------------------------------------------ generate
-def generate_variant(model, ids, max_new_tokens, crop=True, position=-1, training=False):
-    """Greedy generation with one mistake: no cropping to max_len, the logits of another position, training mode."""
-    model.train(training)
-    with torch.no_grad():
-        for _ in range(max_new_tokens):
-            context = ids[:, -model.max_len:] if crop else ids
-            next_id = model(context)[:, position].argmax(-1)
-            ids = torch.cat([ids, next_id[:, None]], dim=1)
-    return ids
 
 
 @probed
@@ -669,8 +528,8 @@ def check_generate(generate) -> None:
     got = call("generate", generate, model, prompt.clone(), 20, 0.0, tested=tested)
     expected = reference.generate(local, prompt, 20, 0.0)
     expect_tensor(got, expected, "generate's output", "cpu", tested=tested, exact=True, mistakes=lambda: [
-        ("generate.first_position", lambda: generate_variant(local, prompt, 20, position=0)),
-        ("generate.train_mode", lambda: generate_variant(local, prompt, 20, training=True)),
+        ("generate.first_position", lambda: M.generate_variant(local, prompt, 20, position=0)),
+        ("generate.train_mode", lambda: M.generate_variant(local, prompt, 20, training=True)),
     ], note="each step feeds ids[:, -model.max_len:] and appends the argmax of the LAST position's logits")
     local.eval()
     if _training_flag(model, "the lent model") is not True:

@@ -185,7 +185,7 @@ def gqa_mistakes(attn, x, mask):
                ("rotary.halves", lambda: M.gqa(attn, x, mask, halves=True)),
                ("rotary.exponent_no_two", lambda: M.gqa(attn, x, mask, exponent="no_two")),
                ("multi_head.scale_d_model", lambda: M.gqa(attn, x, mask, d_scale=d_model)),
-               ("positional.frequency_base", lambda: M.gqa(attn, x, mask, base=M._base_of(attn, d_head) / 10))]
+               ("positional.frequency_base", lambda: M.gqa(attn, x, mask, base=M.base_of(attn, d_head) / 10))]
         for name in ("attention.missing_scale", "attention.scale_by_d", "attention.softmax_dim",
                      "attention.mask_inverted", "attention.mask_ignored"):
             flags = M.ATTENTION_MISTAKES[name]

@@ -18,4 +18,5 @@ from autograder.checks.known_mistakes.multi_head import *  # noqa: F401,F403
 from autograder.checks.known_mistakes.encoder import *  # noqa: F401,F403
 from autograder.checks.known_mistakes.transformer import *  # noqa: F401,F403
 from autograder.checks.known_mistakes.classifier import *  # noqa: F401,F403
+from autograder.checks.known_mistakes.gpt import *  # noqa: F401,F403
 from autograder.checks.known_mistakes.modern import *  # noqa: F401,F403

@@ -66,7 +66,7 @@ def gqa(attn, x, mask=None, *, kv_map="interleave", rotary="qk", halves=False, e
     if exponent == "two" and base is None:
         cos, sin = attn.cos[:T], attn.sin[:T]
     else:  # another exponent, or another base than the module's (`base`)
-        base = _base_of(attn, d_head) if base is None else base
+        base = base_of(attn, d_head) if base is None else base
         cos, sin = (t.to(x.device) for t in rotary_tables(T, d_head, base, exponent=exponent))
     turn = lambda t: rotate(t, cos, sin, halves=halves)  # noqa: E731
     if "q" in rotary:
@@ -82,7 +82,7 @@ def gqa(attn, x, mask=None, *, kv_map="interleave", rotary="qk", halves=False, e
     return attn.w_o(merge(heads))                                                           # (B, T, d_model)
 
 
-def _base_of(attn, d_head):
+def base_of(attn, d_head):
     """The rope base a module's tables were made with (angle[1, 1] = base ** (-2 / d_head))."""
     angle = float(torch.atan2(attn.sin[1, 1], attn.cos[1, 1]))
     return angle ** (-d_head / 2)

@@ -141,7 +141,7 @@ def test_the_variants_with_every_switch_off_are_the_reference():
     for kv in (1, 2, 4):
         attn = solutions.GroupedQueryAttention(24, 4, kv, rope_base=100.0)
         assert torch.allclose(M.gqa(attn, x, mask), attn(x, mask), atol=1e-6)
-        assert abs(M._base_of(attn, 6) - 100.0) < 1e-2
+        assert abs(M.base_of(attn, 6) - 100.0) < 1e-2
     block = solutions.LlamaBlock(24, 4, 2, 20)
     assert torch.allclose(M.llama_block(block, x, mask), block(x, mask), atol=1e-5)
     model = solutions.ModernGPT(19, 24, 4, 2, 20, 2, 16)

@@ -1,0 +1,156 @@
+"""Known-mistake variants of notebook 08 (byte-level BPE, GPT, training helpers, sampling, generation): see the
+package doc."""
+from __future__ import annotations
+
+import math
+from collections import Counter
+
+import torch
+import torch.nn.functional as F
+
+
+def _merge(ids, pair, new_id):
+    out, i = [], 0
+    while i < len(ids):
+        if i + 1 < len(ids) and (ids[i], ids[i + 1]) == tuple(pair):
+            out.append(new_id)
+            i += 2
+        else:
+            out.append(ids[i])
+            i += 1
+    return out
+
+
+def _merge_every_position(ids, pair, new_id):
+    """The replacement without skipping the pair's second element: 'aaa' -> [Z, Z, a] (overlapping merges)."""
+    out = []
+    for i in range(len(ids)):
+        if i + 1 < len(ids) and (ids[i], ids[i + 1]) == tuple(pair):
+            out.append(new_id)
+        elif i > 0 and (ids[i - 1], ids[i]) == tuple(pair):
+            continue
+        else:
+            out.append(ids[i])
+    return out
+
+
+def bpe_train_variant(text, num_merges, ties="first", count="overlapping", merge="left_to_right",
+                      stop=True, first_id=256):
+    """train_bpe with one switch changed: ties "first" | "smallest" | "largest" | "last"; count "overlapping" |
+    "without_overlap"; merge "left_to_right" | "every_position"; stop (at a highest count below 2); first_id."""
+    ids = list(text.encode("utf-8"))
+    merges = []
+    for k in range(num_merges):
+        if count == "overlapping":
+            counts = Counter(zip(ids, ids[1:]))
+        else:
+            counts, i = Counter(), 0
+            while i + 1 < len(ids):
+                pair = (ids[i], ids[i + 1])
+                counts[pair] += 1
+                i += 2 if i + 2 < len(ids) and (ids[i + 1], ids[i + 2]) == pair else 1
+        if not counts:
+            break
+        best = max(counts.values())
+        tied = [pair for pair in counts if counts[pair] == best]     # in order of first occurrence
+        pair = {"first": tied[0], "last": tied[-1], "smallest": min(tied), "largest": max(tied)}[ties]
+        if stop and best < 2:
+            break
+        new_id = first_id + k
+        ids = _merge_every_position(ids, pair, new_id) if merge == "every_position" else _merge(ids, pair, new_id)
+        merges.append(pair)
+    return merges
+
+
+def bpe_encode_variant(text, merges, order="learned", units="bytes"):
+    """bpe_encode with the merges applied in another order ("reversed") or on characters instead of bytes."""
+    ids = list(text.encode("utf-8")) if units == "bytes" else [ord(c) for c in text]
+    ranked = list(enumerate(merges))
+    if order == "reversed":
+        ranked = ranked[::-1]
+    for k, pair in ranked:
+        ids = _merge(ids, tuple(pair), 256 + k)
+    return ids
+
+
+def bpe_decode_variant(ids, merges, how="per_token"):
+    pieces = [bytes([b]) for b in range(256)]
+    for first, second in merges:
+        pieces.append(pieces[first] + pieces[second])
+    if how == "per_token":
+        return "".join(pieces[i].decode("utf-8", errors="replace") for i in ids)
+    return b"".join(pieces[i] for i in ids).decode("latin-1")
+
+
+def gpt_variant(model, ids, causal=True, scale=False, norm_first=True, final_norm=True, future_only=False):
+    """The reference GPT's forward with one switch changed (a known mistake)."""
+    from solutions.attention import make_causal_mask
+
+    size = ids.size(1)
+    x = model.token_embedding(ids) * (math.sqrt(model.token_embedding.weight.shape[1]) if scale else 1.0)
+    x = model.drop(model.position_embedding(x))
+    mask = make_causal_mask(size, ids.device)
+    if future_only:
+        mask = mask.transpose(0, 1)
+    for block in model.blocks:
+        saved, block.norm_first = block.norm_first, norm_first
+        try:
+            x = block(x, mask if causal else None)
+        finally:
+            block.norm_first = saved
+    return model.lm_head(model.norm(x) if final_norm else x)
+
+
+def loss_over_windows(model, data, block_size, starts, device, training=False) -> float:
+    """Mean next-token loss of `model` over the windows at `starts` (every token weighted equally)."""
+    model.train(training)
+    total, count = 0.0, 0
+    with torch.no_grad():
+        for s in starts:
+            x = data[s:s + block_size][None].to(device)
+            y = data[s + 1:s + block_size + 1][None].to(device)
+            logits = model(x)
+            total += float(F.cross_entropy(logits.reshape(-1, logits.size(-1)), y.reshape(-1), reduction="sum"))
+            count += y.numel()
+    return total / count
+
+
+def lr_variant(step, max_lr, warmup, max_steps, min_lr=0.0, warmup_plus_one=True, cosine_from_zero=False,
+               use_min=True):
+    floor = min_lr if use_min else 0.0
+    if step < warmup:
+        return max_lr * ((step + 1) if warmup_plus_one else step) / warmup
+    if step >= max_steps:
+        return floor
+    progress = step / max_steps if cosine_from_zero else (step - warmup) / (max_steps - warmup)
+    return floor + 0.5 * (max_lr - floor) * (1 + math.cos(math.pi * progress))
+
+
+def tempered(logits: torch.Tensor, temperature: float, top_k, how="right") -> torch.Tensor:
+    """The distribution sample_next_token draws from, right or with one mistake (how)."""
+    if how == "after_softmax":
+        return torch.softmax(logits, -1)                           # dividing probabilities changes nothing
+    scaled = logits * temperature if how == "multiplied" else logits / temperature
+    if top_k is not None and top_k < scaled.size(-1):
+        order = scaled.sort(-1, descending=True)
+        if how == "k_minus_one":
+            kth = order.values[..., top_k - 2:top_k - 1]
+            scaled = scaled.masked_fill(scaled < kth, float("-inf"))
+        elif how == "no_ties":
+            keep = torch.zeros_like(scaled, dtype=torch.bool).scatter(-1, order.indices[..., :top_k], True)
+            scaled = scaled.masked_fill(~keep, float("-inf"))
+        else:
+            kth = order.values[..., top_k - 1:top_k]
+            scaled = scaled.masked_fill(scaled < kth, float("-inf"))
+    return torch.softmax(scaled, -1)
+
+
+def generate_variant(model, ids, max_new_tokens, crop=True, position=-1, training=False):
+    """Greedy generation with one mistake: no cropping to max_len, the logits of another position, training mode."""
+    model.train(training)
+    with torch.no_grad():
+        for _ in range(max_new_tokens):
+            context = ids[:, -model.max_len:] if crop else ids
+            next_id = model(context)[:, position].argmax(-1)
+            ids = torch.cat([ids, next_id[:, None]], dim=1)
+    return ids
