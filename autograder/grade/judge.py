@@ -14,7 +14,7 @@ type `coursekit.probe.MIME`. The check compares the replies with the reference, 
 returns a verdict; the cell's outputs are then REPLACED by the verdict: nothing, or one error output with the
 check's message (what was tested, what differs, the likely mistake, the hint, the student's own lines). nbgrader's
 SaveAutoGrades scores the cell from those outputs, as for any grade cell. The diagnosed mistake's catalogue id
-(`coursekit.mistakes`) goes into the cell's metadata (`MISTAKE_METADATA`), where the worker reads it as data.
+(`coursekit.mistakes`) stays on the executor (`JudgedExecute.mistakes`), where the worker takes it as data.
 
 So the student's process holds no check, no reference and no expected value, and nothing it does to itself
 (patching, hooks, exception handlers, frame walking, grading detection, printing) reaches the verdict or the
@@ -44,7 +44,6 @@ log = logging.getLogger(__name__)
 MAX_PROBE_OUTPUT_BYTES = 64 * 1024**2  # everything one probe may print or display (replies included), as it arrived
 MAX_PROBE_REPLY_BYTES = 32 * 1024**2  # one message while probing, measured before it is decoded (replies: ~2 MB)
 MAX_PROBE_REPLY_ITEMS = 200_000  # JSON objects and arrays in one such message, counted before it is decoded
-MISTAKE_METADATA = "autograder_mistake"  # cell metadata key: the judged grade cell's mistake id, for the worker
 
 
 # --------------------------------------------------------------------------------------------- the grade cell
@@ -151,9 +150,9 @@ class JudgedExecute(SandboxedExecute):
         self._probe_bytes = 0
         self._probe_refused: str | None = None  # why a message of the current probe was not decoded
         self.verdicts: dict[str, bool] = {}  # {check name: passed}, in notebook order (see verdict)
+        self.mistakes: dict[str, str] = {}  # {grade_id: catalogue id of the mistake its check diagnosed}
 
     def preprocess_cell(self, cell, resources, index):
-        cell.metadata.pop(MISTAKE_METADATA, None)  # only the judge writes it (a submission's own is dropped)
         cell, resources = super().preprocess_cell(cell, resources, index)
         meta = cell.metadata.get("nbgrader", {})
         if cell.cell_type != "code" or not meta.get("grade") or meta.get("solution"):
@@ -168,7 +167,7 @@ class JudgedExecute(SandboxedExecute):
         message, mistake = verdict(KernelChannel(self, index, deadline), calls)
         cell.outputs = verdict_outputs(message)
         if mistake:
-            cell.metadata[MISTAKE_METADATA] = mistake
+            self.mistakes[meta["grade_id"]] = mistake
         return cell, resources
 
     def probe(self, cell, index: int, timeout: float, request_id) -> dict:

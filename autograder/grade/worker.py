@@ -28,14 +28,13 @@ import nbformat
 from nbclient.exceptions import DeadKernelError
 from traitlets.config import Config
 from nbgrader.api import Gradebook
-from nbgrader.preprocessors import (CheckCellMetadata, ClearOutput, DeduplicateIds, IgnorePattern, LimitOutput,
-                                    OverwriteCells, OverwriteKernelspec, SaveAutoGrades)
+import nbgrader.preprocessors
 
 from autograder.coursedir import alembic_on_path
 from autograder.grade import tamper_scan
 from autograder.grade.execute import error_output
-from autograder.grade.jobs import GradingJob, GradingResult
-from autograder.grade.judge import MISTAKE_METADATA, JudgedExecute
+from autograder.grade.jobs import SANITIZE, SCORE, GradingJob, GradingResult
+from autograder.grade.judge import JudgedExecute
 from autograder.grade.scrub import scrub_notebook
 from autograder.grade.sandbox import Limits, kernel_manager_class, kernel_spec
 from coursekit.mistakes import MISTAKES
@@ -95,7 +94,8 @@ def build_gradebook(db_url: str, job: GradingJob) -> None:
 
 
 def run_notebook(nb, resources: dict, limits: Limits, gpu: str | None, executor_class=None, config=None):
-    """Execute `nb` in the sandbox; returns (executed nb, notes). Restarts after a dead kernel (see module doc).
+    """Execute `nb` in the sandbox; returns (executed nb, notes, {grade_id: catalogue id of the mistake its hidden
+    check diagnosed}, kept by the judge, never in the notebook). Restarts after a dead kernel (see module doc).
     `config`: the nbgrader configuration of the Execute preprocessor (its limits are `limits`)."""
     spec = kernel_spec(limits, gpu=gpu)
     deadline = time.monotonic() + limits.notebook_timeout
@@ -110,7 +110,9 @@ def run_notebook(nb, resources: dict, limits: Limits, gpu: str | None, executor_
                                                      **({"config": config} if config is not None else {}))
         try:
             attempt_nb, resources = executor.preprocess(attempt_nb, resources)
-            return attempt_nb, notes + executor.notes
+            mistakes = {cell: mistake for cell, mistake in getattr(executor, "mistakes", {}).items()
+                        if mistake in MISTAKES}
+            return attempt_nb, notes + executor.notes, mistakes
         except RuntimeError as exc:  # DeadKernelError is one too
             index = executor.current_index
             if index is None:  # died before its first reply (port race, busy machine): no cell ran, retry
@@ -133,7 +135,7 @@ def run_notebook(nb, resources: dict, limits: Limits, gpu: str | None, executor_
         if cell.cell_type == "code" and index >= last:
             cell.outputs = [error_output("KernelDied", "Not run: the kernel died too many times in this notebook.")]
     notes.append("gave up after repeated kernel deaths")
-    return attempt_nb, notes
+    return attempt_nb, notes, {}
 
 
 def cell_messages(nb) -> dict[str, str]:
@@ -173,16 +175,16 @@ def runtime_flags(nb) -> list[tamper_scan.Flag]:
     return flags
 
 
-def diagnosed_mistakes(nb) -> dict[str, str]:
-    """grade_id -> catalogue id of the mistake the hidden check diagnosed (`coursekit.mistakes`), as the judge put
-    it into the grade cell's metadata; grade cells that failed without a diagnosis, or passed, have none."""
-    found = {}
-    for cell in nb.cells:
-        meta = cell.metadata.get("nbgrader", {})
-        mistake = cell.metadata.get(MISTAKE_METADATA)
-        if cell.cell_type == "code" and meta.get("grade") and mistake in MISTAKES:
-            found[meta["grade_id"]] = mistake
-    return found
+# Options of a step beyond the course config: OverwriteCells adds grade cells a submission deleted (as autograde does)
+STEP_OPTIONS = {"OverwriteCells": {"add_missing_cells": True}}
+
+
+def run_steps(names, nb, resources: dict, config):
+    """Run nbgrader's preprocessors `names` (jobs.SANITIZE or jobs.SCORE) in order, with the course config."""
+    for name in names:
+        step = getattr(nbgrader.preprocessors, name)(config=config, **STEP_OPTIONS.get(name, {}))
+        nb, resources = step.preprocess(nb, resources)
+    return nb, resources
 
 
 def _zero_result(job: GradingJob, status: str, message: str, started: float, flags=()) -> GradingResult:
@@ -240,14 +242,10 @@ def grade_job(job: GradingJob) -> GradingResult:
             resources = {"nbgrader": {"db_url": db_url, "assignment": job.assignment,
                                       "notebook": job.notebook, "student": job.student},
                          "metadata": {"path": run_dir}}
-            for step in (ClearOutput(config=config), DeduplicateIds(config=config),
-                         OverwriteKernelspec(config=config), OverwriteCells(config=config, add_missing_cells=True),
-                         CheckCellMetadata(config=config)):
-                nb, resources = step.preprocess(nb, resources)
-            nb, notes = run_notebook(nb, resources, limits, assigned_gpu(job.gpu), config=config)
+            nb, resources = run_steps(SANITIZE, nb, resources, config)
+            nb, notes, mistakes = run_notebook(nb, resources, limits, assigned_gpu(job.gpu), config=config)
             scrub_notebook(nb, {run_dir: "<submission>", db_dir: "<grader-tmp>"})
-            for step in (IgnorePattern(config=config), LimitOutput(config=config), SaveAutoGrades(config=config)):
-                nb, resources = step.preprocess(nb, resources)
+            nb, resources = run_steps(SCORE, nb, resources, config)
             with Gradebook(db_url, job.course_id) as gb:
                 submission = gb.find_submission_notebook(job.notebook, job.assignment, job.student)
                 grades = {g.name: {"auto_score": g.auto_score, "max_score": g.max_score,
@@ -261,6 +259,6 @@ def grade_job(job: GradingJob) -> GradingResult:
     notes = notes + [f"worker peak memory {peak_memory_bytes() // 2**20} MiB"]
     return GradingResult(
         assignment=job.assignment, notebook=job.notebook, student=job.student, status="graded", message="",
-        content_hash=job.content_hash, grades=grades, messages=messages, mistakes=diagnosed_mistakes(nb),
+        content_hash=job.content_hash, grades=grades, messages=messages, mistakes=mistakes,
         flags=[f.to_dict() for f in flags], notes=notes, graded_nb=nbformat.writes(nb),
         seconds=round(time.monotonic() - started, 3), host=os.uname().nodename)
