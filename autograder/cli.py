@@ -103,21 +103,13 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _limits(args, course_dir: Path):
-    """The course config's limits (nbgrader_config.py) with this run's overrides; None when there are none."""
-    import dataclasses
+def _limit_overrides(args) -> dict:
+    """This run's overrides of the course's limits (the engine resolves the limits once, with them)."""
+    from autograder.grade.sandbox import GiB
 
-    from autograder.coursedir import nbgrader_config
-    from autograder.grade.sandbox import GiB, course_limits
-
-    changes = {}
-    if args.cell_timeout is not None:
-        changes["cell_timeout"] = args.cell_timeout
-    if args.notebook_timeout is not None:
-        changes["notebook_timeout"] = args.notebook_timeout
-    if args.memory_gb is not None:
-        changes["memory_bytes"] = int(args.memory_gb * GiB)
-    return dataclasses.replace(course_limits(nbgrader_config(course_dir)), **changes) if changes else None
+    overrides = {"cell_timeout": args.cell_timeout, "notebook_timeout": args.notebook_timeout,
+                 "memory_bytes": None if args.memory_gb is None else int(args.memory_gb * GiB)}
+    return {name: value for name, value in overrides.items() if value is not None}
 
 
 def main(argv=None) -> int:
@@ -170,7 +162,7 @@ def cmd_grade(args, course_dir: Path) -> int:
 
     try:
         summary = grade(course_dir, args.assignment, db_url=args.db, students=args.student, workers=args.workers,
-                        scheduler=args.scheduler, force=args.force, limits=_limits(args, course_dir))
+                        scheduler=args.scheduler, force=args.force, limit_overrides=_limit_overrides(args))
     except GradingError as exc:
         print(f"autograder grade: {exc}", file=sys.stderr)
         return ACT

@@ -102,7 +102,11 @@ def worker_seconds(course: Path, assignment: str, jailed: bool) -> list[float]:
     from autograder.grade.engine import build_jobs
     from autograder.grade.worker import grade_job
 
-    jobs = build_jobs(course, f"sqlite:///{course / 'gradebook.db'}", assignment, force=True).jobs
+    from autograder.coursedir import nbgrader_config
+    from autograder.grade.sandbox import course_limits
+
+    jobs = build_jobs(course, f"sqlite:///{course / 'gradebook.db'}", assignment, force=True,
+                      limits=course_limits(nbgrader_config(course))).jobs
     previous = os.environ.get("AUTOGRADER_UNSAFE_NO_JAIL")
     os.environ["AUTOGRADER_UNSAFE_NO_JAIL"] = "0" if jailed else "1"
     try:

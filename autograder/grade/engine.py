@@ -153,14 +153,13 @@ class Plan:
     problems: list[tuple[str, str]] = dataclasses.field(default_factory=list)  # (student, message) to report
 
 
-def build_jobs(course_dir: Path, db_url: str, assignment: str, students=None, force=False,
-               limits: Limits | None = None, rules: SubmissionRules | None = None) -> Plan:
+def build_jobs(course_dir: Path, db_url: str, assignment: str, students=None, force=False, *,
+               limits: Limits, rules: SubmissionRules | None = None) -> Plan:
     """Jobs for every submitted notebook of `assignment` (or of `students`), after nbgrader's init_assignment.
 
-    `limits`: default, the course config's (`sandbox.course_limits`)."""
+    `limits`: this grading run's, resolved once by the caller (`sandbox.course_limits`)."""
     course_dir = Path(course_dir)
     rules = rules or SubmissionRules(course_dir, db_url)
-    limits = limits or course_limits(rules.config)
     config = preprocessor_config(rules.config)
     cid = course_id(course_dir)
     with Gradebook(db_url, cid) as gb:
@@ -315,18 +314,22 @@ def write_graded_notebook(course_dir: Path, result: GradingResult) -> None:
 
 def grade(course_dir, assignment: str, *, db_url: str | None = None, students=None, workers: int | None = None,
           scheduler: str | None = None, force: bool = False, limits: Limits | None = None,
-          progress: bool = True) -> GradeSummary:
+          limit_overrides: dict | None = None, progress: bool = True) -> GradeSummary:
     """Autograde every submitted notebook of `assignment` in parallel; the caller's process writes the results.
-
-    `limits`: default, the course config's (`sandbox.course_limits`)."""
+    `limits`, `limit_overrides`: see `grade_many`."""
     return grade_many(course_dir, [assignment], db_url=db_url, students=students, workers=workers,
-                      scheduler=scheduler, force=force, limits=limits, progress=progress)[0]
+                      scheduler=scheduler, force=force, limits=limits, limit_overrides=limit_overrides,
+                      progress=progress)[0]
 
 
 def grade_many(course_dir, assignments: list[str], *, db_url: str | None = None, students=None,
                workers: int | None = None, scheduler: str | None = None, force: bool = False,
-               limits: Limits | None = None, progress: bool = True) -> list[GradeSummary]:
+               limits: Limits | None = None, limit_overrides: dict | None = None,
+               progress: bool = True) -> list[GradeSummary]:
     """Autograde several assignments on one cluster (all their notebooks share the workers).
+
+    The run's limits are resolved here, once: the course config's (`sandbox.course_limits`) with
+    `limit_overrides` (the CLI's --cell-timeout ...), unless a whole `limits` value is given (tests, benchmarks).
 
     With local workers, a machine that cannot jail student code refuses before anything runs (JailUnavailable,
     naming the package to install); on a cluster (`scheduler`), each worker refuses its own jobs."""
@@ -337,10 +340,11 @@ def grade_many(course_dir, assignments: list[str], *, db_url: str | None = None,
     course_dir = Path(course_dir).resolve()
     db_url = db_url or default_db_url(course_dir)
     rules = SubmissionRules(course_dir, db_url)
-    limits = limits or course_limits(rules.config)
+    limits = limits or course_limits(rules.config, **(limit_overrides or {}))
     summaries, plans, jobs, timestamps = {}, {}, [], {}
     for assignment in assignments:
-        plan = plans[assignment] = build_jobs(course_dir, db_url, assignment, students, force, limits, rules)
+        plan = plans[assignment] = build_jobs(course_dir, db_url, assignment, students, force, limits=limits,
+                                              rules=rules)
         summaries[assignment] = GradeSummary(assignment, [], plan.skipped, plan.refused)
         jobs.extend(plan.jobs)
         timestamps.update({(assignment, s): t for s, t in plan.timestamps.items()})

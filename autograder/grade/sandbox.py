@@ -42,66 +42,71 @@ GiB = 1024**3
 MiB = 1024**2
 
 
-@dataclasses.dataclass(frozen=True)
-class Limits:
-    """What one submission may use while it is graded (totals are for the whole submission).
-
-    A plain value (it travels in every grading job); `course_limits` builds it from the course's configuration,
-    and its defaults are those of the configuration: `Limits() == course_limits(<empty config>)`."""
-
-    cell_timeout: float = float(Execute.timeout.default_value)  # seconds for any one cell (Execute.timeout)
-    notebook_timeout: float = 600.0  # seconds for the whole notebook (cells left when it runs out are not run)
-    memory_bytes: int = 6 * GiB  # total memory of the submission (cgroup), and the cap of any one process (0 = none)
-    output_bytes: int = 1 * MiB  # per cell; the rest is dropped with a note
-    kernel_restarts: int = 2  # a cell that kills the kernel is skipped and the notebook re-run, at most this often
-    startup_timeout: float = float(Execute.startup_timeout.default_value)  # seconds for the kernel to come up
-    notebook_output_bytes: int = 8 * MiB  # output of the whole notebook, errors included
-    disk_bytes: int = 1 * GiB  # everything the submission writes (/tmp and its notebook folder); largest file
-    processes: int = 512  # processes and threads of the submission at once (cgroup pids.max)
-    interrupt_grace: float = 5.0  # seconds a timed-out cell has to stop after SIGINT before the submission is killed
-
-    def to_dict(self) -> dict:
-        return dataclasses.asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: dict | None) -> "Limits":
-        return cls(**(data or {}))
-
-
-_DEFAULT = Limits()
-EXECUTE_TIMES = {"cell_timeout": "timeout", "startup_timeout": "startup_timeout"}  # Limits field -> Execute trait
-
-
 class SandboxLimits(LoggingConfigurable):
     """The grading sandbox's limits, as nbgrader configuration: `c.SandboxLimits.<name>` in nbgrader_config.py.
 
-    The per-cell time limit and the kernel start-up time are not here: they are nbgrader's `Execute.timeout` and
-    `Execute.startup_timeout`, so `nbgrader autograde` and this grader stop a cell at the same moment."""
+    This is the one declaration of each limit: its default and its meaning (the help text, from which the table of
+    docs/grading-config.md is generated). The per-cell time limit and the kernel start-up time are not here: they
+    are nbgrader's `Execute.timeout` and `Execute.startup_timeout` (EXECUTE_TIMES), so `nbgrader autograde` and
+    this grader stop a cell at the same moment."""
 
-    notebook_timeout = Float(_DEFAULT.notebook_timeout, help=(
+    notebook_timeout = Float(600.0, help=(
         "Seconds the whole notebook may run; cells left when the time is used up are not run (they score 0)."
     )).tag(config=True)
-    memory_bytes = Integer(_DEFAULT.memory_bytes, help=(
+    memory_bytes = Integer(6 * GiB, help=(
         "Bytes of memory of the whole submission (its cgroup), also the cap of any one of its processes; 0: no cap."
     )).tag(config=True)
-    output_bytes = Integer(_DEFAULT.output_bytes, help=(
+    output_bytes = Integer(1 * MiB, help=(
         "Bytes of output one cell may produce; the rest is dropped with a note (error outputs are kept, shortened)."
     )).tag(config=True)
-    notebook_output_bytes = Integer(_DEFAULT.notebook_output_bytes, help=(
+    notebook_output_bytes = Integer(8 * MiB, help=(
         "Bytes of output of the whole notebook, errors included."
     )).tag(config=True)
-    kernel_restarts = Integer(_DEFAULT.kernel_restarts, help=(
+    kernel_restarts = Integer(2, help=(
         "How often a cell that kills the kernel is skipped and the notebook run again from the top."
     )).tag(config=True)
-    disk_bytes = Integer(_DEFAULT.disk_bytes, help=(
+    disk_bytes = Integer(1 * GiB, help=(
         "Bytes the submission may write (its private /tmp, which holds the notebook folder); also the largest file."
     )).tag(config=True)
-    processes = Integer(_DEFAULT.processes, help=(
+    processes = Integer(512, help=(
         "Processes and threads the submission may have at once (its cgroup's pids.max)."
     )).tag(config=True)
-    interrupt_grace = Float(_DEFAULT.interrupt_grace, help=(
+    interrupt_grace = Float(5.0, help=(
         "Seconds a timed-out cell has to stop after the interrupt before the whole submission is killed."
     )).tag(config=True)
+
+
+# Limits field -> (nbgrader's Execute trait, what it limits): the two times nbgrader itself declares.
+EXECUTE_TIMES = {"cell_timeout": ("timeout", "Seconds for any one cell (also `nbgrader autograde`'s)."),
+                 "startup_timeout": ("startup_timeout", "Seconds for a kernel to start.")}
+
+
+def _default(name: str):
+    """The declared default of a limit: SandboxLimits' trait, or nbgrader's Execute trait for the two times."""
+    if name in EXECUTE_TIMES:
+        return float(getattr(Execute, EXECUTE_TIMES[name][0]).default_value)
+    return getattr(SandboxLimits, name).default_value
+
+
+@dataclasses.dataclass(frozen=True)
+class Limits:
+    """What one submission may use while it is graded, resolved once per grading run (`course_limits`) and passed
+    on as this plain value (it travels in every grading job and is part of its content hash). The meaning and
+    default of each field are declared once, by `SandboxLimits` (and `Execute` for the two times)."""
+
+    cell_timeout: float = _default("cell_timeout")
+    notebook_timeout: float = _default("notebook_timeout")
+    memory_bytes: int = _default("memory_bytes")
+    output_bytes: int = _default("output_bytes")
+    kernel_restarts: int = _default("kernel_restarts")
+    startup_timeout: float = _default("startup_timeout")
+    notebook_output_bytes: int = _default("notebook_output_bytes")
+    disk_bytes: int = _default("disk_bytes")
+    processes: int = _default("processes")
+    interrupt_grace: float = _default("interrupt_grace")
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
 
 
 class GradingWorkers(LoggingConfigurable):
@@ -122,20 +127,24 @@ def worker_memory_bytes(config=None) -> int:
     return int(GradingWorkers(config=config if config is not None else Config()).memory_bytes)
 
 
-def course_limits(config=None) -> Limits:
-    """The Limits a course's nbgrader configuration sets (`coursedir.nbgrader_config`): SandboxLimits, plus
-    Execute.timeout and Execute.startup_timeout for the two times. No config: the defaults, `Limits()`."""
+def course_limits(config=None, **overrides) -> Limits:
+    """The Limits of one grading run: those a course's nbgrader configuration sets (`coursedir.nbgrader_config`:
+    SandboxLimits, plus Execute.timeout and Execute.startup_timeout for the two times), with this run's
+    `overrides` (e.g. `autograder grade --cell-timeout`). No config: the declared defaults, `Limits()`."""
     config = config if config is not None else Config()
     sandbox = SandboxLimits(config=config)
     values = {name: getattr(sandbox, name) for name in sandbox.trait_names() if sandbox.trait_metadata(name, "config")}
     execute = Execute(config=config)
-    for field, trait in EXECUTE_TIMES.items():
+    for field, (trait, _meaning) in EXECUTE_TIMES.items():
         seconds = getattr(execute, trait)
         if seconds is None or seconds <= 0:
             raise ValueError(f"Execute.{trait} must be a positive number of seconds for grading, not {seconds!r} "
                              f"(nbgrader_config.py)")
         values[field] = float(seconds)
-    return Limits(**values)
+    unknown = set(overrides) - set(values)
+    if unknown:
+        raise ValueError(f"not a limit: {', '.join(sorted(unknown))}")
+    return Limits(**{**values, **overrides})
 
 
 def kernel_spec(limits: Limits, gpu: str | None = None, extra_env: dict | None = None) -> KernelSpec:
@@ -161,17 +170,16 @@ def kernel_spec(limits: Limits, gpu: str | None = None, extra_env: dict | None =
     ]
     # interrupts go over the control channel: a signal to bwrap would not reach the kernel inside the jail
     return KernelSpec(argv=argv, display_name="Python 3 (grading jail)", language="python", env=env,
-                      interrupt_mode="message", metadata={"limits": limits.to_dict()})
+                      interrupt_mode="message")
 
 
-def kernel_manager_class(spec: KernelSpec, limits: Limits | None = None, jailed: bool | None = None) -> type:
+def kernel_manager_class(spec: KernelSpec, limits: Limits, jailed: bool | None = None) -> type:
     """An AsyncKernelManager class that launches `spec` whatever kernel name the notebook asks for, each kernel in
     its own jail and cgroup. `jailed` defaults to: unless AUTOGRADER_UNSAFE_NO_JAIL=1; a jail that cannot be made
     raises jail.JailUnavailable here, before any student code runs."""
     jailed = not jail.unsafe() if jailed is None else jailed
     if jailed:
         jail.bwrap_path()  # raises JailUnavailable (bwrap missing or unusable)
-    limits = limits or Limits.from_dict(spec.metadata.get("limits"))
 
     class SandboxKernelManager(AsyncKernelManager):
         submission_cgroup: cgroup.Cgroup | None = None

@@ -106,7 +106,7 @@ def run_notebook(nb, resources: dict, limits: Limits, gpu: str | None, executor_
     while attempt <= limits.kernel_restarts:
         attempt_nb = nbformat.from_dict(nb)  # fresh copy: outputs of a failed attempt are discarded
         executor = (executor_class or JudgedExecute)(limits=limits, deadline=deadline, skip_cells=skip,
-                                                     kernel_manager_class=kernel_manager_class(spec),
+                                                     kernel_manager_class=kernel_manager_class(spec, limits),
                                                      **({"config": config} if config is not None else {}))
         try:
             attempt_nb, resources = executor.preprocess(attempt_nb, resources)

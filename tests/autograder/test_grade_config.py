@@ -13,7 +13,7 @@ from nbformat.v4 import new_code_cell
 from nbgrader.preprocessors import Execute, LimitOutput
 from traitlets.config import Config
 
-from autograder.cli import _limits
+from autograder.cli import _limit_overrides
 from autograder.coursedir import REPO_ROOT, default_db_url, nbgrader_config
 from autograder.grade.jobs import GradingJob, GradingResult, preprocessor_config
 from autograder.grade.sandbox import Limits, SandboxLimits, course_limits
@@ -59,9 +59,14 @@ def test_grading_needs_a_cell_time_limit(tmp_path, setting):
 
 def test_cli_overrides_only_what_it_names():
     args = argparse.Namespace(cell_timeout=None, notebook_timeout=None, memory_gb=None)
-    assert _limits(args, COURSE) is None  # the engine then reads the course config itself
-    args.cell_timeout = 9.0
-    assert _limits(args, COURSE) == dataclasses.replace(course_limits(nbgrader_config(COURSE)), cell_timeout=9.0)
+    assert _limit_overrides(args) == {}  # the engine then reads the course config alone
+    args.cell_timeout, args.memory_gb = 9.0, 0.5
+    overrides = _limit_overrides(args)
+    assert overrides == {"cell_timeout": 9.0, "memory_bytes": 2**29}
+    assert course_limits(nbgrader_config(COURSE), **overrides) == dataclasses.replace(
+        course_limits(nbgrader_config(COURSE)), cell_timeout=9.0, memory_bytes=2**29)
+    with pytest.raises(ValueError, match="not a limit: cell_timout"):
+        course_limits(nbgrader_config(COURSE), cell_timout=9.0)
 
 
 def test_only_the_preprocessors_sections_travel_to_workers():
@@ -101,7 +106,8 @@ def test_the_worker_runs_nbgrader_s_preprocessors_with_the_course_config(printin
     from synthetic_course import SYNTHETIC_ASSIGNMENT, SYNTHETIC_POINTS
 
     course = printing_submission
-    (job,) = build_jobs(course, default_db_url(course), SYNTHETIC_ASSIGNMENT).jobs
+    (job,) = build_jobs(course, default_db_url(course), SYNTHETIC_ASSIGNMENT,
+                        limits=course_limits(nbgrader_config(course))).jobs
     assert job.limits.cell_timeout == 25.0 and job.config["LimitOutput"] == {"max_lines": 5}
     job = pickle.loads(pickle.dumps(dataclasses.replace(job, gpu=None)))  # as Dask ships it
     assert isinstance(job, GradingJob)
@@ -115,3 +121,20 @@ def test_the_worker_runs_nbgrader_s_preprocessors_with_the_course_config(printin
     expected, _ = LimitOutput(config=nbgrader_config(course)).preprocess_cell(full, {}, 1)
     assert printed.outputs == expected.outputs
     assert "line 0" in printed.outputs[0]["text"] and "line 39" not in printed.outputs[0]["text"]
+
+
+def test_the_settings_tables_are_generated_from_the_declarations():
+    """docs/grading-config.md's tables come from the traits (defaults and help texts): one home per limit."""
+    from autograder.grade import settings_table
+
+    page = settings_table.PAGE.read_text(encoding="utf-8")
+    assert settings_table.render_page(page, settings_table.course_file_config()) == page, (
+        "docs/grading-config.md is out of date: run `python -m autograder.grade.settings_table`")
+    assert SandboxLimits.memory_bytes.help in page and "| `c.Execute.timeout` | 30 (nbgrader's) | 120 |" in page
+    assert settings_table.shown(6 * 2**30) == "6 GiB" and settings_table.shown(20000) == "20,000"
+
+
+def test_the_limits_value_takes_its_defaults_from_the_declarations():
+    for name, trait in SandboxLimits.class_traits(config=True).items():
+        assert getattr(Limits(), name) == trait.default_value, name
+    assert Limits().cell_timeout == float(Execute.timeout.default_value)

@@ -95,8 +95,9 @@ def _judge_notebook(cells, tmp_path):
     nb = new_notebook(cells=[new_code_cell(source, metadata={"nbgrader": {
         "grade": True, "grade_id": grade_id, "points": 1, "solution": False, "locked": True}} if grade_id else {})
         for source, grade_id in cells])
+    manager = kernel_manager_class(kernel_spec(limits), limits)
     executor = judge.JudgedExecute(limits=limits, deadline=time.monotonic() + limits.notebook_timeout,
-                                   skip_cells=set(), kernel_manager_class=kernel_manager_class(kernel_spec(limits)))
+                                   skip_cells=set(), kernel_manager_class=manager)
     nb, _ = executor.preprocess(nb, {"metadata": {"path": str(tmp_path)}})
     return nb
 

@@ -29,8 +29,9 @@ def run(cells: list[str], tmp_path, limits: Limits = LIMITS, gpu: str | None = N
     folder = tmp_path / "nb"
     folder.mkdir(exist_ok=True)
     (folder / "provided.py").write_text("ANSWER = 42\n")
+    manager = kernel_manager_class(kernel_spec(limits, gpu), limits)
     executor = SandboxedExecute(limits=limits, deadline=time.monotonic() + limits.notebook_timeout,
-                                skip_cells=set(), kernel_manager_class=kernel_manager_class(kernel_spec(limits, gpu)))
+                                skip_cells=set(), kernel_manager_class=manager)
     nb, _ = executor.preprocess(nb, {"metadata": {"path": str(folder)}})
     return nb, executor
 
@@ -431,9 +432,9 @@ def test_gpu_kernel_is_pinned_and_capped_on_its_data_segment(tmp_path):
 def test_grading_refuses_without_bubblewrap(tmp_path, monkeypatch):
     monkeypatch.setenv("PATH", str(tmp_path))  # no bwrap on PATH
     with pytest.raises(jail.JailUnavailable, match="apt-get install bubblewrap"):
-        kernel_manager_class(kernel_spec(LIMITS))
+        kernel_manager_class(kernel_spec(LIMITS), LIMITS)
     monkeypatch.setenv(jail.UNSAFE_ENV, "1")  # the explicit opt-out: no jail, no error
-    assert kernel_manager_class(kernel_spec(LIMITS)) is not None
+    assert kernel_manager_class(kernel_spec(LIMITS), LIMITS) is not None
 
 
 def test_each_dask_worker_gets_its_own_gpu(monkeypatch):
