@@ -19,7 +19,7 @@ ID = re.compile(r"""["']([a-z0-9_]+\.[a-zA-Z0-9_]+)["']""")
 
 def _ids_named_in(folder: str) -> set[str]:
     found = set()
-    for path in (ROOT / folder).glob("*.py"):
+    for path in (ROOT / folder).rglob("*.py"):
         found |= {m for m in ID.findall(path.read_text()) if m in MISTAKES}
     return found
 
