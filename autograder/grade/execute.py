@@ -10,11 +10,12 @@
   by its error output), but past the notebook's cap they are shrunk to their name and a short message;
   display updates count too. What counts is the size of the message AS IT ARRIVED: the bytes of every frame
   (header, parent header, metadata, content, binary buffers) of every output message, whatever its type and
-  whatever fields it carries (`MessageBudget`);
-- a message is measured BEFORE it is decoded (the kernel client's `Session.deserialize` is wrapped): one larger
-  than the cell's cap (or, while the judge probes, than `judge.MAX_PROBE_REPLY_BYTES`), or whose content holds
-  more JSON containers than `MAX_MESSAGE_ITEMS`, is never parsed: an error becomes a short error saying so, any
-  other message is dropped and counted. Widget state is not kept (no comm message reaches the notebook);
+  whatever fields it carries (`_size`);
+- a message is measured BEFORE it is decoded (the kernel client's `Session.deserialize` is wrapped,
+  `bounded_deserialize`): one larger than the cell's cap (an error or a reply: than MAX_ERROR_BYTES; while the
+  judge probes: than `judge.MAX_PROBE_REPLY_BYTES`), or whose content holds more JSON containers than
+  `MAX_MESSAGE_ITEMS`, is never parsed: an error becomes a short error saying so, any other message is dropped
+  and counted. Widget state is not kept (no comm message reaches the notebook);
 - a cell listed in `skip_cells` (it killed the kernel on an earlier attempt) is not run; it gets an error output.
 The caller (`worker.run_notebook`) catches a dead kernel, adds the cell to `skip_cells` and runs again.
 """
@@ -32,6 +33,7 @@ from nbgrader.preprocessors import Execute
 
 SHORT_ERROR = 500  # characters of an error's message kept once the notebook's output cap is reached
 MAX_FRAME_BYTES = 64 * 1024  # a message's header, parent header or metadata (ours are a few hundred bytes)
+MAX_ERROR_BYTES = 4 * 1024**2  # an error message is decoded up to this size (then shortened: it decides scores)
 MAX_MESSAGE_ITEMS = 200_000  # JSON objects and arrays in one message's content, counted before it is parsed
 OUTPUT_TYPES = ("stream", "display_data", "execute_result", "error")
 SIZE_KEY = "autograder_bytes"  # added to each message: its size in bytes as it arrived (every frame)
@@ -80,6 +82,9 @@ def bounded_deserialize(session, limits_now):
                     DROPPED_KEY: f"a message with a header of over {MAX_FRAME_BYTES} bytes"}
         msg = original(frames, content=False, copy=True)  # checks the signature; parses the small frames only
         max_bytes, max_items = limits_now()
+        if (msg["msg_type"] == "error" or msg["msg_type"].endswith("_reply")) and max_bytes > 0:
+            # an error (or the reply that repeats it) is kept, then shortened by the caps: it decides scores
+            max_bytes = max(max_bytes, MAX_ERROR_BYTES)
         raw = frames[4]
         msg[SIZE_KEY] = size
         if size > max_bytes:
