@@ -84,8 +84,10 @@ def apply_mistake(source_nb, student: str):
     if not cells:
         return nb, "no solution cells"
     cell = cells[sorted(STUDENT_MISTAKES).index(student) % len(cells)]
-    cell.source = re.sub(r"### BEGIN SOLUTION.*?### END SOLUTION", "### BEGIN SOLUTION\n    raise NotImplementedError()"
-                         "\n    ### END SOLUTION", cell.source, flags=re.S)
+    # as nbgrader's release leaves it: the stub at the indentation of the solution's markers (inside a method too)
+    cell.source = re.sub(r"^([ \t]*)### BEGIN SOLUTION.*?### END SOLUTION",
+                         r"\1### BEGIN SOLUTION\n\1raise NotImplementedError()\n\1### END SOLUTION",
+                         cell.source, flags=re.S | re.M)
     return nb, f"left `{cell.metadata['nbgrader']['grade_id']}` unfinished"
 
 
