@@ -3,7 +3,8 @@
 Two kinds of findings (`Flag.severity`):
 - "tamper": code that could change what the checks see -- monkeypatching a module (torch, torch.testing,
   numpy, builtins, the checks...), importing `solutions`/`autograder`/`nbgrader`, editing `sys.modules` or
-  `sys.meta_path`, redefining a `check_*` name. The engine holds such a submission: its grades get a manual
+  `sys.meta_path`, redefining a `check_*` name, touching the parts the grader lends (the `course_stand_ins`
+  module, its `LENT` switch, the probe's `_State`: see autograder/stand_ins.py). The engine holds such a submission: its grades get a manual
   score of 0 and "needs manual grade" in nbgrader, so an instructor reviews it (and can lift the hold in
   formgrader); the automatic score is kept.
 - "review": worth a look, harmless for the grade -- a locked/grade cell edited or deleted (nbgrader restores
@@ -24,6 +25,8 @@ WATCHED_CALL_PATHS = {"open", "io.open", "os.open", "os.listdir", "os.scandir", 
 # Module settings students legitimately change: not monkeypatching.
 ALLOWED_SETTINGS = ("torch.backends.", "pandas.options.", "matplotlib.", "seaborn.", "warnings.", "logging.",
                     "os.environ", "numpy.random.seed", "tqdm.")
+# What the grader lends a composite's check (autograder/stand_ins.py, coursekit.probe): a submission never needs them.
+STAND_IN_NAMES = {"course_stand_ins", "LENT", "_State"}
 HIDDEN_BLOCK = re.compile(r"^[ \t]*### BEGIN HIDDEN TESTS.*?^[ \t]*### END HIDDEN TESTS[ \t]*\n?", re.S | re.M)
 
 
@@ -150,6 +153,24 @@ class _CodeScanner(ast.NodeVisitor):
         self.generic_visit(node)
 
     visit_AsyncFunctionDef = visit_FunctionDef
+
+    # the stand-ins the grader lends (and the probe's record of them)
+    def _stand_in(self, name: str):
+        self.flag("stand-in", "tamper", f"touches `{name}`, what the grader lends a check (autograder/stand_ins.py)")
+
+    def visit_Name(self, node):
+        if node.id in STAND_IN_NAMES:
+            self._stand_in(node.id)
+        self.generic_visit(node)
+
+    def visit_Attribute(self, node):
+        if node.attr in STAND_IN_NAMES:
+            self._stand_in(node.attr)
+        self.generic_visit(node)
+
+    def visit_Constant(self, node):
+        if isinstance(node.value, str) and (node.value in STAND_IN_NAMES or "course_stand_ins" in node.value):
+            self._stand_in(node.value[:40])
 
     def visit_Call(self, node):
         name = _dotted(node.func) or ""

@@ -34,6 +34,9 @@ def codes(source: str) -> set[str]:
     ("import ctypes\nctypes.string_at(0)", "ctypes"),
     ("%time x = 1\nimport solutions", "imports-reference"),  # magics do not hide code
     ("import solutions\nthis is not python", "imports-reference"),  # nor does a syntax error
+    ("import sys\nsys.modules['course_stand_ins'].LENT = True", "stand-in"),  # a kept stand-in switched back on
+    ("kept = masked_mean_pool.__globals__\nkept['LENT'] = True", "stand-in"),
+    ("import coursekit.probe as p\np._State.lent.clear()", "stand-in"),
 ])
 def test_flags_tampering(source, code):
     assert code in codes(source)
