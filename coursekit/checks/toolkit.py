@@ -64,15 +64,26 @@ class CheckFailed(AssertionError):
             else:
                 lines += wrapped
         for filename, lineno, function, text in _student_frames(self.__traceback__)[:1]:
-            lines.append(f"  checked at {_where(filename, lineno, function, 'this cell')}: {text}")
+            lines += _located("  ", f"checked at {_where(filename, lineno, function, 'this cell')}", text)
         cause = self.__cause__
         if cause is not None and not isinstance(cause, CheckFailed):
             frames = _student_frames(cause.__traceback__)
             if frames:
                 lines.append(f"  your code raised {type(cause).__name__} here:")
                 for filename, lineno, function, text in frames[-_MAX_STUDENT_FRAMES:]:
-                    lines.append(f"    {_where(filename, lineno, function, 'its cell')}: {text}")
+                    lines += _located("    ", _where(filename, lineno, function, "its cell"), text)
         return lines
+
+
+def _located(indent: str, where: str, code: str) -> list[str]:
+    """`where: code` on one line when it fits the output width, else the code on a line of its own below (cut
+    with an ellipsis only if even that line is too long): a line of code is never broken mid-word."""
+    if len(indent + where + ": " + code) <= _WIDTH:
+        return [f"{indent}{where}: {code}"]
+    code_indent = indent + "  "
+    if len(code_indent + code) > _WIDTH:
+        code = code[: _WIDTH - len(code_indent) - 1] + "…"
+    return [f"{indent}{where}:", f"{code_indent}{code}"]
 
 
 def _is_library(filename: str) -> bool:

@@ -112,3 +112,16 @@ def test_plain_python_keeps_a_normal_traceback():
             fail("problem", "a hint")
     assert str(info.value) == "problem\nHINT: a hint"
     assert info.value.__suppress_context__ and info.value.__cause__ is None
+
+
+def test_a_long_line_of_code_goes_below_where_it_is_never_wider_than_the_output():
+    from coursekit.checks.toolkit import _WIDTH, _located
+
+    short = _located("  ", "checked at line 3 of this cell", "check_encode(encode)")
+    assert short == ["  checked at line 3 of this cell: check_encode(encode)"]
+    code = "check_sinusoidal_positional_encoding(sinusoidal_positional_encoding)"
+    assert _located("  ", "checked at line 12 of this cell", code) == [
+        "  checked at line 12 of this cell:", f"    {code}"]
+    very_long = "x = " + " + ".join(["sinusoidal_positional_encoding(12, 8)"] * 4)
+    lines = _located("    ", "line 7 of its cell", very_long)
+    assert all(len(line) <= _WIDTH for line in lines) and lines[1].endswith("…")
