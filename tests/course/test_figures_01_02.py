@@ -6,6 +6,7 @@ reference implementation, on the notebook's own data, and checks the numbers beh
 """
 from __future__ import annotations
 
+import math
 
 import numpy as np
 import pytest
