@@ -29,6 +29,8 @@ FACTS = {
                                    "80": "... and shows 80% of those as [MASK]", "10": "... 10% random, 10% kept"},
     "07_yelp_classifier": {"1.85": "the synthetic generator's weight of the clause that wins a contrast (synth.py)",
                            "0.15": "... and of the clause it beats"},
+    "08_gpt_language_model": {"4.17": "ln 65: the loss of a uniform guess over the 65 characters"},
+    "09_modern_block": {"2.4": "the PyTorch version that added nn.RMSNorm"},
 }
 
 
