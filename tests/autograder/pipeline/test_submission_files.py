@@ -19,7 +19,6 @@ import nbformat
 import pytest
 from nbgrader.api import Gradebook
 
-from autograder import submission_files
 from autograder.collect import collect
 from autograder.grade.engine import grade
 from autograder.grade.gradebook import RunsTable
@@ -73,9 +72,10 @@ def batch(released_course, tmp_path_factory, helpers):
     (folder("malformed") / "ps1.ipynb").write_text('{"cells": [')
     (folder("missing") / "timestamp.txt").write_text("2026-01-01 10:00:00 UTC")
 
+    with open(course / "nbgrader_config.py", "a") as config:  # grade reads the limit from the course config
+        config.write("\nc.SubmissionLimits.notebook_bytes = 200_000\n")
     errors = io.StringIO()
-    with pytest.MonkeyPatch.context() as mp, contextlib.redirect_stderr(errors):
-        mp.setattr(submission_files, "MAX_NOTEBOOK_BYTES", 200_000)
+    with contextlib.redirect_stderr(errors):
         summary = grade(course, "ps1", workers=2, limits=helpers.TEST_LIMITS, progress=False)
     return {"course": course, "outside": outside, "summary": summary, "stderr": errors.getvalue()}
 
