@@ -82,14 +82,43 @@ def too_large(size: int, limit: int, what: str = "file") -> str:
 
 def read_regular(path: Path | str, limit: int, what: str = "file") -> bytes:
     """The content of a plain file at `path` (never through a link), at most `limit` bytes; else RefusedFile."""
+    fd = _open_plain(path, limit, what)
+    try:
+        return b"".join(_chunks(fd, limit, what))
+    finally:
+        os.close(fd)
+
+
+def copy_regular(path: Path | str, target: Path | str, limit: int, what: str = "file") -> int:
+    """Copy the plain file at `path` (never through a link) into the new file `target`, streamed, at most `limit`
+    bytes; returns the bytes copied. Else RefusedFile (and `target` is removed)."""
+    fd = _open_plain(path, limit, what)
+    total = 0
+    try:
+        with open(target, "xb") as out:
+            for chunk in _chunks(fd, limit, what):
+                total += len(chunk)
+                out.write(chunk)
+        return total
+    except RefusedFile:
+        if os.path.isfile(target) and not os.path.islink(target):
+            os.unlink(target)
+        raise
+    finally:
+        os.close(fd)
+
+
+def _open_plain(path: Path | str, limit: int, what: str) -> int:
+    """A read-only descriptor of the plain file at `path`, checked before and after opening (never through a
+    link, never a FIFO or device), and no larger than `limit` bytes; else RefusedFile."""
     flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
     try:
         st = os.lstat(path)
     except OSError as exc:
         raise RefusedFile(f"cannot be read ({exc.strerror or exc})") from None
     reason = refusal(st)
-    if reason is None and stat.S_ISDIR(st.st_mode):
-        reason = "a folder, not a file"
+    if reason is None and not stat.S_ISREG(st.st_mode):
+        reason = "a folder, not a file" if stat.S_ISDIR(st.st_mode) else "not a plain file"
     if reason:
         raise RefusedFile(reason)
     try:
@@ -103,56 +132,21 @@ def read_regular(path: Path | str, limit: int, what: str = "file") -> bytes:
             raise RefusedFile(reason)
         if st.st_size > limit:
             raise RefusedFile(too_large(st.st_size, limit, what))
-        chunks, total = [], 0
-        while True:
-            chunk = os.read(fd, min(1 * MiB, limit + 1 - total))
-            if not chunk:
-                break
-            chunks.append(chunk)
-            total += len(chunk)
-            if total > limit:
-                raise RefusedFile(too_large(total, limit, what))
-        return b"".join(chunks)
-    finally:
-        os.close(fd)
-
-
-def copy_regular(path: Path | str, target: Path | str, limit: int, what: str = "file") -> int:
-    """Copy the plain file at `path` (never through a link) into the new file `target`, streamed, at most `limit`
-    bytes; returns the bytes copied. Else RefusedFile (and `target` is removed)."""
-    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
-    try:
-        st = os.lstat(path)
-    except OSError as exc:
-        raise RefusedFile(f"cannot be read ({exc.strerror or exc})") from None
-    reason = refusal(st) or (None if stat.S_ISREG(st.st_mode) else "not a plain file")
-    if reason:
-        raise RefusedFile(reason)
-    try:
-        fd = os.open(path, flags)
-    except OSError as exc:
-        raise RefusedFile(f"cannot be opened ({exc.strerror or exc})") from None
-    total = 0
-    try:
-        st = os.fstat(fd)
-        reason = refusal(st) or (None if stat.S_ISREG(st.st_mode) else "not a plain file")
-        if reason:
-            raise RefusedFile(reason)
-        if st.st_size > limit:
-            raise RefusedFile(too_large(st.st_size, limit, what))
-        with open(target, "xb") as out:
-            while chunk := os.read(fd, min(1 * MiB, limit + 1 - total)):
-                total += len(chunk)
-                if total > limit:
-                    raise RefusedFile(too_large(total, limit, what))
-                out.write(chunk)
-        return total
     except RefusedFile:
-        if os.path.isfile(target) and not os.path.islink(target):
-            os.unlink(target)
-        raise
-    finally:
         os.close(fd)
+        raise
+    return fd
+
+
+def _chunks(fd: int, limit: int, what: str):
+    """The content of `fd` in chunks of at most 1 MiB; RefusedFile as soon as it passes `limit` bytes (a file
+    that grows after the size check)."""
+    total = 0
+    while chunk := os.read(fd, min(1 * MiB, limit + 1 - total)):
+        total += len(chunk)
+        if total > limit:
+            raise RefusedFile(too_large(total, limit, what))
+        yield chunk
 
 
 def scan_tree(folder: Path | str) -> list[tuple[str, str]]:
