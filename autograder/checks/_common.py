@@ -28,7 +28,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from autograder.checks._remote import ProbeBroken, RemoteObject, StudentError
+from autograder.checks._remote import ProbeBroken, RemoteObject, StudentError, new
 from autograder.checks._tolerance import grading_device, tolerance
 from coursekit.checks.toolkit import CheckFailed
 from coursekit.mistakes import text_of
@@ -162,6 +162,22 @@ def grader_step(label: str, action: Callable):
              hint="run every cell from the top (Kernel > Restart and Run All) without redefining torch or coursekit")
     except ProbeBroken as error:
         fail(f"{label} could not be checked: {error}.")
+
+
+def lend_model(channel, class_path: str, config: dict, state: dict, device, training: bool,
+               label: str) -> RemoteObject:
+    """A public model (`coursekit.probe_models`) built in the student's kernel with the grader's weights `state`,
+    on `device`, in training mode or not: what a check lends to a student's training or evaluation function."""
+    def make():
+        model = new(channel, class_path, **config)
+        model.attr("to")(device)
+        missing, unexpected = model.load_state(state)
+        if missing or unexpected:
+            raise ProbeBroken(f"the lent model did not take the grader's weights ({missing + unexpected})")
+        model.attr("train")(training)
+        return model
+
+    return grader_step(label, make)
 
 
 def fetch(value, label: str):

@@ -27,7 +27,7 @@ from autograder.checks import _remote
 from autograder.checks import known_mistakes as M
 from autograder.checks._common import (
     as_tensor, call, construct, describe, diagnose, expect_callable, expect_shape, expected_got, fail, grader_step,
-    kind_of, max_difference, seeded, start_check, type_name, values_close,
+    kind_of, lend_model, max_difference, seeded, start_check, type_name, values_close,
 )
 from autograder.checks._remote import ProbeBroken, RemoteObject, StudentError, probed
 
@@ -252,16 +252,7 @@ def _local_probe(state: dict, device) -> nn.Module:
 
 def _remote_probe(channel, state: dict, device, label: str, training: bool) -> RemoteObject:
     """The lent model, built in the kernel with the grader's weights."""
-    def make():
-        model = _remote.new(channel, PROBE_MODEL, **PROBE_CONFIG)
-        model.attr("to")(device)
-        missing, unexpected = model.load_state(state)
-        if missing or unexpected:
-            raise ProbeBroken(f"the lent model did not take the grader's weights ({missing + unexpected})")
-        model.attr("train")(training)
-        return model
-
-    return grader_step(label, make)
+    return lend_model(channel, PROBE_MODEL, PROBE_CONFIG, state, device, training, label)
 
 
 def _forward_calls(model: RemoteObject) -> list[tuple[bool, bool]]:

@@ -20,9 +20,9 @@ from autograder.checks import _remote
 from autograder.checks import known_mistakes as M
 from autograder.checks._common import (
     as_tensor, call, construct, describe, expect_raises, expect_shape, expect_tensor, expected_got, fail, fetch,
-    grader_step, is_integer, prepare, randint, randn, shape_of, start_check,
+    grader_step, is_integer, lend_model, prepare, randint, randn, shape_of, start_check,
 )
-from autograder.checks._remote import ProbeBroken, RemoteObject, probed
+from autograder.checks._remote import RemoteObject, probed
 
 # Non-degenerate sizes: heads, widths, lengths and the vocabulary all differ.
 VOCAB, D_MODEL, H, D_FF, LAYERS, MAX_LEN = 29, 12, 3, 20, 2, 16
@@ -350,16 +350,8 @@ def _local_lm(state: dict, device, training: bool):
 
 
 def _remote_lm(channel, state: dict, device, training: bool) -> RemoteObject:
-    def make():
-        model = _remote.new(channel, PROBE_LM, **PROBE_LM_CONFIG)
-        model.attr("to")(device)
-        missing, unexpected = model.load_state(state)
-        if missing or unexpected:
-            raise ProbeBroken(f"the lent model did not take the grader's weights ({missing + unexpected})")
-        model.attr("train")(training)
-        return model
-
-    return grader_step("a small language model lent to your function", make)
+    return lend_model(channel, PROBE_LM, PROBE_LM_CONFIG, state, device, training,
+                      "a small language model lent to your function")
 
 
 def _training_flag(model: RemoteObject, label: str):
