@@ -298,8 +298,25 @@ def dask_client(workers: int | None = None, scheduler: str | None = None, memory
     # another worker, then fails with KilledWorker (WORKER_DIED): a dead worker costs only what it held
     with dask.config.set({key: method, "distributed.scheduler.allowed-failures": WORKER_DEATHS_ALLOWED}), \
             LocalCluster(n_workers=n, threads_per_worker=1, processes=True, dashboard_address=":0",
-                         memory_limit=int(memory_bytes) or 0, silence_logs=40) as cluster, Client(cluster) as client:
+                         memory_limit=worker_memory_limit(memory_bytes, method), silence_logs=40) as cluster, \
+            Client(cluster) as client:
         yield client
+
+
+def worker_memory_limit(memory_bytes: int, method: str) -> int:
+    """Dask's memory limit for a local worker that may use `memory_bytes` of its own (0: none).
+
+    A forked worker starts with this process's resident pages: shared copy-on-write, yet counted in the worker's
+    RSS, which is what the nanny compares with the limit. Without adding them, a grading command that has grown
+    (a notebook server, a test run with torch loaded) starts workers that are over the limit before their first
+    submission: paused (over 80%) or restarted forever (over 95%), and grading never ends."""
+    if not memory_bytes:
+        return 0
+    if method != "fork":
+        return int(memory_bytes)
+    import psutil
+
+    return int(memory_bytes) + psutil.Process().memory_info().rss
 
 
 def write_graded_notebook(course_dir: Path, result: GradingResult) -> None:

@@ -117,8 +117,10 @@ class GradingWorkers(LoggingConfigurable):
     `distributed.scheduler.allowed-failures: 1`."""
 
     memory_bytes = Integer(4 * GiB, help=(
-        "Bytes of memory of one grading worker process (Dask's memory limit: a worker above it is restarted, "
-        "and the submission it held is graded once more, then marked failed). 0: no limit."
+        "Bytes of memory one local grading worker process may use of its own (Dask's memory limit: a worker "
+        "above it is restarted, and the submission it held is graded once more, then marked failed). A worker "
+        "forked from the grading command also counts that command's memory, shared with it; that share is added "
+        "to the limit. 0: no limit."
     )).tag(config=True)
 
 
