@@ -1,8 +1,9 @@
 """Every source notebook runs top to bottom, offline, on CPU, as a student would run it (not in grading mode).
 
 Speed is measured, not asserted: the time of each notebook is printed in the pytest summary ("course notebooks,
-top to bottom") and recorded in docs/benchmarks.md (budget: 60 s each for 01-06 on 2 cores, 3 minutes for 07's
-default training run). A cell that hangs still fails, through nbclient's per-cell timeout.
+top to bottom"), two notebooks running at a time (tests/course/conftest.py); `bench/notebook_times.py` times them
+one at a time, as recorded in docs/benchmarks.md (budget: 60 s each for 01-06 on 2 cores, 3 minutes for 07's, 08's
+and 09's default runs). A cell that hangs still fails, through nbclient's per-cell timeout.
 """
 from __future__ import annotations
 
