@@ -47,6 +47,25 @@ WRONG = {
     "masked_mean_pool": ("classifier", "pool.includes_padding",
                          [("total = (x * keep).sum(dim=1)", "total = x.sum(dim=1)"),
                           ("count = keep.sum(dim=1).clamp(min=1.0)", "count = torch.full_like(keep.sum(dim=1), x.shape[1])")]),
+    "sample_next_token": ("gpt", "sample.temperature_after_softmax",
+                          [("    logits = logits / temperature\n", ""),
+                           ("probs = torch.softmax(logits, dim=-1)", "probs = torch.softmax(logits, dim=-1) / temperature")]),
+    "RMSNorm": ("modern", "rms_norm.subtracts_mean",
+                [("return x * torch.rsqrt(x.pow(2).mean(dim=-1, keepdim=True) + self.eps) * self.weight",
+                  "x = x - x.mean(dim=-1, keepdim=True)\n"
+                  "        return x * torch.rsqrt(x.pow(2).mean(dim=-1, keepdim=True) + self.eps) * self.weight")]),
+    "rotary_cos_sin": ("modern", "rotary.cos_sin_swapped",
+                       [("return torch.cos(angle).float(), torch.sin(angle).float()",
+                         "return torch.sin(angle).float(), torch.cos(angle).float()")]),
+    "apply_rotary": ("modern", "rotary.wrong_direction",
+                     [("[even * cos - odd * sin, even * sin + odd * cos]",
+                       "[even * cos + odd * sin, odd * cos - even * sin]")]),
+    "SwiGLU": ("modern", "swiglu.relu", [("F.silu(self.w_gate(x))", "F.relu(self.w_gate(x))")]),
+    "GroupedQueryAttention": ("modern", "gqa.kv_heads_tiled",
+                              [("k = k.repeat_interleave(groups, dim=1)", "k = k.repeat(1, groups, 1, 1)"),
+                               ("v = v.repeat_interleave(groups, dim=1)", "v = v.repeat(1, groups, 1, 1)")]),
+    "LlamaBlock": ("modern", "llama.missing_residual",
+                   [("return x + self.ffn(self.norm2(x))", "return self.ffn(self.norm2(x))")]),
 }
 
 
@@ -89,7 +108,9 @@ def _objects(composite: str, namespace):
     handed = {"positional_encoding": ["PositionalEncoding"], "multi_head_attention": ["MultiHeadAttention"],
               "encoder_block": ["EncoderBlock"], "encoder": ["Encoder"], "decoder": ["Decoder"],
               "transformer": ["Transformer"], "cached_greedy_decode": ["cached_greedy_decode", "Transformer"],
-              "transformer_classifier": ["TransformerClassifier"]}[composite]
+              "transformer_classifier": ["TransformerClassifier"], "generate": ["generate"],
+              "grouped_query_attention": ["GroupedQueryAttention"], "llama_block": ["LlamaBlock"],
+              "modern_gpt": ["ModernGPT"]}[composite]
     return [getattr(namespace, name) for name in handed]
 
 
