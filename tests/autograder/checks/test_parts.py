@@ -15,6 +15,7 @@ import sys
 import types
 
 import pytest
+import torch
 
 import autograder.checks as checks
 from autograder import stand_ins
@@ -182,6 +183,23 @@ def test_lent_stand_ins_stop_working_after_the_check():
     assert kept["ffn"].__module__ == "course_stand_ins"
     with pytest.raises(RuntimeError, match="stand-in"):
         kept["ffn"](4, 8)
+
+
+def test_a_sampler_kept_from_generates_check_stops_working():
+    """08's path: the stand-in `sample_next_token` lent while `generate` is judged, kept by the student's generate
+    for later cells (the trained GPT's cell comes after), no longer works once the check is over."""
+    namespace = _student("gpt", "sample_next_token", "unfinished")
+    exec("kept = {}\n"
+         "_generate = generate\n"
+         "def generate(*args, **kwargs):\n"
+         "    kept['sample'] = sample_next_token\n"
+         "    return _generate(*args, **kwargs)\n", namespace.__dict__)
+    with assume_verdicts({"sample_next_token": False}):
+        checks.check_generate(namespace.generate)
+    assert namespace.kept["sample"].__module__ == "course_stand_ins"
+    assert namespace.sample_next_token.__module__ != "course_stand_ins"
+    with pytest.raises(RuntimeError, match="stand-in"):
+        namespace.kept["sample"](torch.zeros(2, 5))
 
 
 def test_intended_cascades_are_few_and_name_checks_of_their_notebook():
