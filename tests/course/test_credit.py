@@ -33,7 +33,7 @@ from coursekit.mistakes import MISTAKES
 
 REPO = Path(__file__).resolve().parents[2]
 
-# one grading run of 54 notebooks (07's train a classifier): far beyond the suite's default 900 s per test
+# one grading run of 67 notebooks (07's train a classifier, 08's a GPT): far beyond the suite's default 900 s per test
 pytestmark = [pytest.mark.slow, pytest.mark.notebooks, pytest.mark.pipeline, pytest.mark.timeout(5400)]
 
 # assignment -> {solution cell's grade_id: (catalogue mistake, [(text of the notebook's solution, the mistake)])}
@@ -102,7 +102,8 @@ WRONG = {
                                              "for k, pair in reversed(list(enumerate(merges))):")]),
         "bpe_decode": ("bpe.decode_latin1", [('.decode("utf-8", errors="replace")', '.decode("latin-1")')]),
         "gpt": ("gpt.no_final_norm", [("return self.lm_head(self.norm(x))", "return self.lm_head(x)")]),
-        "get_batch": ("get_batch.no_shift", [("return data[index], data[index + 1]", "return data[index], data[index]")]),
+        "get_batch": ("get_batch.no_shift", [("return data[index], data[index + 1]",
+                                              "return data[index], data[index]")]),
         "lm_loss": ("lm_loss.sum", [("F.cross_entropy(logits.reshape(-1, V), targets.reshape(-1))",
                                      'F.cross_entropy(logits.reshape(-1, V), targets.reshape(-1), reduction="sum")')]),
         "estimate_loss": ("estimate_loss.mode_not_restored", [("model.train(was_training)", "pass")]),
@@ -111,7 +112,8 @@ WRONG = {
         "sample_next_token": ("sample.temperature_after_softmax", [
             ("    logits = logits / temperature\n", ""),
             ("probs = torch.softmax(logits, dim=-1)", "probs = torch.softmax(logits, dim=-1) / temperature")]),
-        "generate": ("generate.first_position", [("logits = model(context)[:, -1, :]", "logits = model(context)[:, 0, :]")]),
+        "generate": ("generate.first_position", [("logits = model(context)[:, -1, :]",
+                                                  "logits = model(context)[:, 0, :]")]),
     },
     "09_modern_block": {
         "rmsnorm": ("rms_norm.no_weight", [("+ self.eps) * self.weight", "+ self.eps)")]),
