@@ -321,6 +321,25 @@ def test_parts_and_intended_cascades_are_what_the_code_uses(assignment):
             assert check not in INTENDED_CASCADES or used, grade_id
 
 
+def test_each_intended_cascade_is_said_next_to_its_grade_cell():
+    """The prose right before an intended cascade's grade cell names every exercise whose own work it needs."""
+    said = 0
+    for assignment in sorted(WRONG):
+        nb = _source(assignment)
+        names = {_check_of(e): [n for n, own in _definitions(c.source).items() if own]
+                 for e, c in _exercise_cells(nb).items()}
+        for i, cell in enumerate(nb.cells):
+            check = _check_of(cell.metadata.get("nbgrader", {}).get("grade_id", ""))
+            if cell.cell_type != "code" or check not in INTENDED_CASCADES:
+                continue
+            prose = nb.cells[i - 1].source
+            assert nb.cells[i - 1].cell_type == "markdown" and "own parts" in prose, assignment
+            for part in INTENDED_CASCADES[check]:
+                assert names[part] and all(f"`{name}`" in prose for name in names[part]), (assignment, part)
+            said += 1
+    assert said == len(INTENDED_CASCADES)
+
+
 @pytest.mark.parametrize("assignment", SEVERAL_AT_ONCE)
 def test_several_at_once_breaks_every_exercise_both_ways_and_never_two_dependent_ones(assignment):
     nb = _source(assignment)
