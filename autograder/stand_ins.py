@@ -270,6 +270,117 @@ def masked_mean_pool(x, mask):
     return torch.einsum("btd,bt->bd", x, weights) / weights.sum(dim=1, keepdim=True).clamp(min=1.0)
 
 
+# ------------------------------------------------------------------------------------------------ notebook 08
+def sample_next_token(logits, temperature=1.0, top_k=None, generator=None):
+    """(B, V) -> (B,): the argmax at temperature 0, else one draw from softmax(logits / temperature), top-k kept."""
+    _in_use()
+    if temperature == 0:
+        return torch.argmax(logits, dim=-1)
+    scaled = logits / temperature                                                                # (B, V)
+    if top_k is not None and top_k < scaled.shape[-1]:
+        kth = scaled.topk(top_k, dim=-1).values[..., -1:]                                        # (B, 1)
+        scaled = scaled.masked_fill(scaled < kth, float("-inf"))
+    return torch.multinomial(scaled.softmax(dim=-1), 1, generator=generator).squeeze(-1)
+
+
+# ------------------------------------------------------------------------------------------------ notebook 09
+class RMSNorm(nn.Module):
+    """x (..., d) -> x / sqrt(mean(x ** 2 over d) + eps) * weight; weight (d,) starts as ones."""
+
+    def __init__(self, d_model, eps=1e-6):
+        _in_use()
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(d_model))
+
+    def forward(self, x):
+        _in_use()
+        return x * torch.rsqrt(x.pow(2).mean(dim=-1, keepdim=True) + self.eps) * self.weight
+
+
+def rotary_cos_sin(max_len, d_head, base=10000.0):
+    """(cos, sin) of angle[p, i] = p * base ** (-2i / d_head), each (max_len, d_head // 2) float32."""
+    _in_use()
+    if d_head % 2:
+        raise ValueError(f"d_head must be even, got {d_head}")
+    rate = base ** (-torch.arange(0, d_head, 2, dtype=torch.float64) / d_head)                   # (d_head/2,)
+    angle = torch.outer(torch.arange(max_len, dtype=torch.float64), rate)                     # (max_len, d_head/2)
+    return angle.cos().float(), angle.sin().float()
+
+
+def apply_rotary(x, cos, sin):
+    """x (..., T, d_head): each pair (x[..., 2i], x[..., 2i+1]) at position p turned by angle[p, i]."""
+    _in_use()
+    pairs = x.unflatten(-1, (-1, 2))                                                      # (..., T, d_head/2, 2)
+    a, b = pairs[..., 0], pairs[..., 1]
+    cos, sin = cos.to(x.dtype), sin.to(x.dtype)                                            # (T, d_head/2)
+    return torch.stack((a * cos - b * sin, a * sin + b * cos), dim=-1).flatten(-2)
+
+
+class SwiGLU(nn.Module):
+    """x -> w_down(silu(w_gate(x)) * w_up(x)), three matrices without bias."""
+
+    def __init__(self, d_model, d_ff):
+        _in_use()
+        super().__init__()
+        self.w_gate = nn.Linear(d_model, d_ff, bias=False)
+        self.w_up = nn.Linear(d_model, d_ff, bias=False)
+        self.w_down = nn.Linear(d_ff, d_model, bias=False)
+
+    def forward(self, x):
+        _in_use()
+        gate = self.w_gate(x)
+        return self.w_down(gate * torch.sigmoid(gate) * self.w_up(x))
+
+
+class GroupedQueryAttention(nn.Module):
+    """Rotary self-attention; query head h reads key/value head h // (num_heads // num_kv_heads)."""
+
+    def __init__(self, d_model, num_heads, num_kv_heads, max_len=512, rope_base=10000.0):
+        _in_use()
+        super().__init__()
+        if d_model % num_heads or num_heads % num_kv_heads or (d_model // num_heads) % 2:
+            raise ValueError(f"d_model {d_model}, num_heads {num_heads}, num_kv_heads {num_kv_heads}: d_model must "
+                             f"split into heads of even width, and the query heads into equal groups")
+        d_head = d_model // num_heads
+        self.num_heads, self.num_kv_heads, self.max_len = num_heads, num_kv_heads, max_len
+        self.w_q = nn.Linear(d_model, d_model, bias=False)
+        self.w_k = nn.Linear(d_model, num_kv_heads * d_head, bias=False)
+        self.w_v = nn.Linear(d_model, num_kv_heads * d_head, bias=False)
+        self.w_o = nn.Linear(d_model, d_model, bias=False)
+        cos, sin = rotary_cos_sin(max_len, d_head, rope_base)                                 # (max_len, d_head/2)
+        self.register_buffer("cos", cos, persistent=False)
+        self.register_buffer("sin", sin, persistent=False)
+
+    def forward(self, x, mask=None):
+        _in_use()
+        T = x.shape[1]
+        if T > self.max_len:
+            raise ValueError(f"{T} positions, but max_len is {self.max_len}")
+        q = apply_rotary(split_heads(self.w_q(x), self.num_heads), self.cos[:T], self.sin[:T])  # (B, H, T, d)
+        k = apply_rotary(split_heads(self.w_k(x), self.num_kv_heads), self.cos[:T], self.sin[:T])  # (B, Hkv, T, d)
+        v = split_heads(self.w_v(x), self.num_kv_heads)                                          # (B, Hkv, T, d)
+        group = torch.arange(self.num_heads, device=x.device) // (self.num_heads // self.num_kv_heads)   # (H,)
+        heads, _ = _attend(q, k[:, group], v[:, group], mask)                                    # (B, H, T, d)
+        return self.w_o(merge_heads(heads))
+
+
+class LlamaBlock(nn.Module):
+    """Pre-norm: x + attn(norm1(x), mask), then x + ffn(norm2(x))."""
+
+    def __init__(self, d_model, num_heads, num_kv_heads, d_ff, max_len=512):
+        _in_use()
+        super().__init__()
+        self.norm1, self.norm2 = RMSNorm(d_model), RMSNorm(d_model)
+        self.attn = GroupedQueryAttention(d_model, num_heads, num_kv_heads, max_len)
+        self.ffn = SwiGLU(d_model, d_ff)
+
+    def forward(self, x, mask=None):
+        _in_use()
+        x = x + self.attn(self.norm1(x), mask)
+        return x + self.ffn(self.norm2(x))
+
+
 # -------------------------------------------------------------------------------------------------- the source
 # what each stand-in needs of the others (the source sent holds them all, each once, needs first)
 NEEDS = {
@@ -287,6 +398,13 @@ NEEDS = {
     "Decoder": ("TokenEmbedding", "PositionalEncoding", "DecoderBlock"),
     "Transformer": ("Encoder", "Decoder"),
     "masked_mean_pool": (),
+    "sample_next_token": (),
+    "RMSNorm": (),
+    "rotary_cos_sin": (),
+    "apply_rotary": (),
+    "SwiGLU": (),
+    "GroupedQueryAttention": ("rotary_cos_sin", "apply_rotary", "split_heads", "merge_heads", "_attend"),
+    "LlamaBlock": ("RMSNorm", "GroupedQueryAttention", "SwiGLU"),
 }
 STAND_INS = frozenset(name for name in NEEDS if not name.startswith("_"))
 

@@ -48,12 +48,23 @@ PARTS: dict[str, tuple[Part, ...]] = {
     "cached_greedy_decode": (Part("Transformer", "transformer", replaces=1), Part("Decoder", "decoder", into=1),
                              Part("DecoderBlock", "decoder_block", into=1)),
     "transformer_classifier": (Part("masked_mean_pool", "masked_mean_pool"),),
+    "generate": (Part("sample_next_token", "sample_next_token"),),
+    "grouped_query_attention": (Part("rotary_cos_sin", "rotary_cos_sin"), Part("apply_rotary", "apply_rotary")),
+    "llama_block": (Part("RMSNorm", "rmsnorm"), Part("GroupedQueryAttention", "grouped_query_attention"),
+                    Part("SwiGLU", "swi_glu"), Part("rotary_cos_sin", "rotary_cos_sin"),
+                    Part("apply_rotary", "apply_rotary")),
+    "modern_gpt": (Part("LlamaBlock", "llama_block"), Part("RMSNorm", "rmsnorm"),
+                   Part("GroupedQueryAttention", "grouped_query_attention"), Part("SwiGLU", "swi_glu"),
+                   Part("rotary_cos_sin", "rotary_cos_sin"), Part("apply_rotary", "apply_rotary")),
 }
 
 # check name -> the checks of the parts whose OWN work it needs (nothing is lent): a failed part costs these points
 # too. Each is said in its notebook next to the exercise, and worth at most MAX_CASCADE_POINTS.
 INTENDED_CASCADES: dict[str, tuple[str, ...]] = {
     "trained_classifier": ("masked_mean_pool", "transformer_classifier", "train_one_epoch", "evaluate"),
+    # 08: the model the student trained is their GPT, trained by the course's loop with their get_batch, lm_loss
+    # and lr_at, its progress measured by their estimate_loss
+    "trained_gpt": ("gpt", "get_batch", "lm_loss", "estimate_loss", "lr_at"),
 }
 MAX_CASCADE_POINTS = 10
 

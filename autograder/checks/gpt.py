@@ -22,6 +22,7 @@ from autograder.checks._common import (
     as_tensor, call, construct, describe, expect_raises, expect_shape, expect_tensor, expected_got, fail, fetch,
     grader_step, is_integer, lend_model, prepare, randint, randn, shape_of, start_check,
 )
+from autograder.checks._parts import given_working_parts
 from autograder.checks._remote import RemoteObject, probed
 
 # Non-degenerate sizes: heads, widths, lengths and the vocabulary all differ.
@@ -506,6 +507,7 @@ def check_sample_next_token(sample_next_token) -> None:
 
 
 @probed
+@given_working_parts("generate")
 def check_generate(generate) -> None:
     """generate(model, ids, max_new_tokens, temperature=1.0, top_k=None, generator=None) -> prompt + new tokens."""
     start_check()

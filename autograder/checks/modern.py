@@ -13,6 +13,7 @@ from autograder.checks._common import (
     as_tensor, call, construct, describe, expect_callable, expect_raises, expect_tensor, fail, fetch, prepare,
     randint, randn, shape_of, start_check,
 )
+from autograder.checks._parts import given_working_parts
 from autograder.checks._remote import probed
 
 B, T, H, D_HEAD, D_FF = 2, 7, 4, 6, 20
@@ -208,6 +209,7 @@ def _gqa_structure(module, ref, name: str) -> None:
 
 
 @probed
+@given_working_parts("grouped_query_attention")
 def check_grouped_query_attention(GroupedQueryAttention) -> None:
     """GroupedQueryAttention(d_model, num_heads, num_kv_heads, max_len=512, rope_base=10000.0): forward(x, mask)."""
     device = start_check()
@@ -265,6 +267,7 @@ _ATTN_FLAGS = [("gqa.kv_heads_tiled", {"kv_map": "tile"}), ("gqa.head_mod_groups
 
 
 @probed
+@given_working_parts("llama_block")
 def check_llama_block(LlamaBlock) -> None:
     """LlamaBlock(d_model, num_heads, num_kv_heads, d_ff, max_len=512): norm1, attn, norm2, ffn; pre-norm."""
     device = start_check()
@@ -291,6 +294,7 @@ def check_llama_block(LlamaBlock) -> None:
 
 
 @probed
+@given_working_parts("modern_gpt")
 def check_modern_gpt(ModernGPT) -> None:
     """ModernGPT(vocab_size, d_model=128, num_heads=4, num_kv_heads=2, d_ff=344, num_layers=4, max_len=256)."""
     device = start_check()

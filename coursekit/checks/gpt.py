@@ -14,7 +14,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from coursekit.checks.toolkit import (expect_close, expect_shape, expect_type, fail, first_matching_hint,
-                                     mistake_hint, passed, run)
+                                     mistake_hint, passed, run, uses_parts)
 
 _A, _B, _C, _D = (ord(c) for c in "abcd")
 
@@ -362,6 +362,7 @@ def check_sample_next_token(sample_next_token) -> None:
     passed("sample_next_token", "(argmax at temperature 0, frequencies with temperature and top-k)")
 
 
+@uses_parts("generate", sample_next_token="coursekit.checks.gpt:check_sample_next_token")
 def check_generate(generate) -> None:
     model = _CountingModel().train()
     prompt = torch.tensor([[1, 2], [3, 4]])

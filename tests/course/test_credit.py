@@ -6,22 +6,34 @@ in it (`coursekit.mistakes`, the edits below). Each loses exactly that exercise'
 every other exercise given working parts (`autograder/checks/_parts.py`). The only exceptions are the intended
 cascades (`INTENDED_CASCADES`, said in the notebook next to the exercise), each costing at most 10 points.
 
+Notebooks 08 and 09 take about 40 s each to grade, so there each student breaks several exercises at once instead
+(`SEVERAL_AT_ONCE`): some left unfinished, some wrong, no two of them dependent on each other (`independent`, worked
+out from `PARTS`, `INTENDED_CASCADES` and the global names each cell's code reads), so that what a broken exercise
+could cascade into is always an exercise the student got right, and is seen to keep its points. Across the students
+every exercise is broken both ways; each student loses exactly the points of the exercises it broke.
+
 All these students are graded in ONE `autograder grade` run (one Dask cluster), as an instructor would grade them.
 """
 from __future__ import annotations
 
+import ast
+import itertools
 import re
 import shutil
+import symtable
 import time
+from pathlib import Path
 
 import nbformat
 import pytest
 
-from autograder.checks._parts import INTENDED_CASCADES, MAX_CASCADE_POINTS
+from autograder.checks._parts import INTENDED_CASCADES, MAX_CASCADE_POINTS, PARTS
 from coursekit.api import snake_case
 from coursekit.mistakes import MISTAKES
 
-# one grading run of 54 notebooks (07's train a classifier): far beyond the suite's default 900 s per test
+REPO = Path(__file__).resolve().parents[2]
+
+# one grading run of 67 notebooks (07's train a classifier, 08's a GPT): far beyond the suite's default 900 s per test
 pytestmark = [pytest.mark.slow, pytest.mark.notebooks, pytest.mark.pipeline, pytest.mark.timeout(5400)]
 
 # assignment -> {solution cell's grade_id: (catalogue mistake, [(text of the notebook's solution, the mistake)])}
@@ -84,8 +96,46 @@ WRONG = {
                                                       "return sum(batch_losses)")]),
         "evaluate": ("evaluate.percentage", [("return correct / total", "return 100 * correct / total")]),
     },
+    "08_gpt_language_model": {
+        "train_bpe": ("bpe.new_id", [("ids = merge_pair(ids, pair, 256 + k)", "ids = merge_pair(ids, pair, 257 + k)")]),
+        "bpe_encode": ("bpe.encode_order", [("for k, pair in enumerate(merges):",
+                                             "for k, pair in reversed(list(enumerate(merges))):")]),
+        "bpe_decode": ("bpe.decode_latin1", [('.decode("utf-8", errors="replace")', '.decode("latin-1")')]),
+        "gpt": ("gpt.no_final_norm", [("return self.lm_head(self.norm(x))", "return self.lm_head(x)")]),
+        "get_batch": ("get_batch.no_shift", [("return data[index], data[index + 1]",
+                                              "return data[index], data[index]")]),
+        "lm_loss": ("lm_loss.sum", [("F.cross_entropy(logits.reshape(-1, V), targets.reshape(-1))",
+                                     'F.cross_entropy(logits.reshape(-1, V), targets.reshape(-1), reduction="sum")')]),
+        "estimate_loss": ("estimate_loss.mode_not_restored", [("model.train(was_training)", "pass")]),
+        "lr_at": ("lr_at.warmup_off_by_one", [("return max_lr * (step + 1) / warmup_steps",
+                                               "return max_lr * step / warmup_steps")]),
+        "sample_next_token": ("sample.temperature_after_softmax", [
+            ("    logits = logits / temperature\n", ""),
+            ("probs = torch.softmax(logits, dim=-1)", "probs = torch.softmax(logits, dim=-1) / temperature")]),
+        "generate": ("generate.first_position", [("logits = model(context)[:, -1, :]",
+                                                  "logits = model(context)[:, 0, :]")]),
+    },
+    "09_modern_block": {
+        "rmsnorm": ("rms_norm.no_weight", [("+ self.eps) * self.weight", "+ self.eps)")]),
+        "rotary_cos_sin": ("rotary.cos_sin_swapped", [("return torch.cos(angle).float(), torch.sin(angle).float()",
+                                                       "return torch.sin(angle).float(), torch.cos(angle).float()")]),
+        "apply_rotary": ("rotary.wrong_direction", [("[even * cos - odd * sin, even * sin + odd * cos]",
+                                                     "[even * cos + odd * sin, odd * cos - even * sin]")]),
+        "swi_glu": ("swiglu.relu", [("F.silu(self.w_gate(x))", "F.relu(self.w_gate(x))")]),
+        "grouped_query_attention": ("gqa.kv_heads_tiled", [("k = k.repeat_interleave(groups, dim=1)",
+                                                            "k = k.repeat(1, groups, 1, 1)"),
+                                                           ("v = v.repeat_interleave(groups, dim=1)",
+                                                            "v = v.repeat(1, groups, 1, 1)")]),
+        "llama_block": ("llama.missing_residual", [("return x + self.ffn(self.norm2(x))",
+                                                    "return self.ffn(self.norm2(x))")]),
+        "modern_gpt": ("modern_gpt.no_final_norm", [("return self.lm_head(self.norm(x))", "return self.lm_head(x)")]),
+    },
 }
-ASSIGNMENTS = sorted(WRONG)
+# notebooks whose students each break several independent exercises at once (one grading of a notebook per student
+# takes about 40 s there: a student per exercise and way would add minutes to the suite)
+SEVERAL_AT_ONCE = ("08_gpt_language_model", "09_modern_block")
+MAX_BROKEN = 4  # exercises one student breaks at most
+ONE_AT_A_TIME = sorted(set(WRONG) - set(SEVERAL_AT_ONCE))
 HOW = ("unfinished", "wrong")
 
 
@@ -94,22 +144,117 @@ def _exercise_cells(nb) -> dict[str, nbformat.NotebookNode]:
             if c.cell_type == "code" and c.metadata.get("nbgrader", {}).get("solution")}
 
 
-def _student_notebook(assignment: str, source, release, exercise: str, how: str):
-    """The source notebook with `exercise` left as released or made wrong."""
+def _student_notebook(assignment: str, source, release, broken: dict[str, str]):
+    """The source notebook with each exercise of `broken` ({exercise: how}) left as released or made wrong."""
     nb = nbformat.from_dict(source)
-    cell = _exercise_cells(nb)[exercise]
-    if how == "unfinished":
-        cell.source = _exercise_cells(release)[exercise].source
-        return nb
-    for old, new in WRONG[assignment][exercise][1]:
-        solutions = re.findall(r"### BEGIN SOLUTION.*?### END SOLUTION", cell.source, flags=re.S)
-        assert any(old in s for s in solutions), f"{exercise}: {old!r} is not in its solution"
-        cell.source = cell.source.replace(old, new)
+    for exercise, how in broken.items():
+        cell = _exercise_cells(nb)[exercise]
+        if how == "unfinished":
+            cell.source = _exercise_cells(release)[exercise].source
+            continue
+        for old, new in WRONG[assignment][exercise][1]:
+            solutions = re.findall(r"### BEGIN SOLUTION.*?### END SOLUTION", cell.source, flags=re.S)
+            assert any(old in s for s in solutions), f"{exercise}: {old!r} is not in its solution"
+            cell.source = cell.source.replace(old, new)
     return nb
 
 
 def _student_id(exercise: str, how: str) -> str:
     return f"{how}_{exercise.lower()}"
+
+
+def _several_id(number: int) -> str:
+    return f"several_{number}"
+
+
+# -------------------------------------------------------------------------- which exercises use which (generated)
+def _global_reads(source: str) -> set[str]:
+    """The global names a cell's code reads: at its top level, and inside its functions, classes and comprehensions
+    (their parameters and local variables are not global)."""
+    names: set[str] = set()
+
+    def visit(table, top: bool):
+        for symbol in table.get_symbols():
+            if symbol.is_referenced() and (top or symbol.is_global()):
+                names.add(symbol.get_name())
+        for child in table.get_children():
+            visit(child, False)
+
+    visit(symtable.symtable(source, "<cell>", "exec"), True)
+    return names
+
+
+def _definitions(source: str) -> dict[str, bool]:
+    """{name a cell defines at its top level: whether it is the exercise's own code (a definition holding the
+    solution markers), not code the cell gives}."""
+    defined: dict[str, bool] = {}
+    for node in ast.parse(source).body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            defined[node.name] = "### BEGIN SOLUTION" in (ast.get_source_segment(source, node) or "")
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            defined.update({(alias.asname or alias.name).split(".")[0]: False for alias in node.names})
+        else:
+            defined.update({n.id: False for n in ast.walk(node) if isinstance(n, ast.Name)
+                            and isinstance(n.ctx, ast.Store)})
+    return defined
+
+
+def uses_of(nb) -> dict[str, set[str]]:
+    """{grade_id of a solution or grade cell: the exercises (grade_ids of solution cells) whose own code it runs},
+    through the global names its code reads, transitively through every cell before it, in the notebook's order.
+    A name a cell both defines and reads is its own (`from coursekit.probe import hand_in` in every grade cell)."""
+    reaches: dict[str, set[str]] = {}   # global name -> the exercises its latest definition runs
+    uses: dict[str, set[str]] = {}
+    for cell in (c for c in nb.cells if c.cell_type == "code"):
+        meta = cell.metadata.get("nbgrader", {})
+        defined = _definitions(cell.source)
+        reached = set().union(*(reaches.get(name, set()) for name in _global_reads(cell.source) - set(defined)))
+        own = meta.get("grade_id") if meta.get("solution") else None
+        for name, is_exercise in defined.items():
+            reaches[name] = reached | ({own} if own and is_exercise else set())
+        if meta.get("grade_id"):
+            uses[meta["grade_id"]] = reached - {own}
+    return uses
+
+
+def _check_of(grade_id: str) -> str:
+    return snake_case(grade_id.removeprefix("test_"))
+
+
+def _source(assignment: str):
+    return nbformat.read(REPO / "course" / "source" / assignment / f"{assignment}.ipynb", as_version=4)
+
+
+def dependencies(nb) -> dict[str, set[str]]:
+    """{exercise: the exercises it uses (its parts, what its code reads) or whose own work it needs (an intended
+    cascade)}, by grade_id."""
+    exercises = list(_exercise_cells(nb))
+    by_check = {_check_of(e): e for e in exercises}
+    uses = uses_of(nb)
+    return {e: uses[e] | {by_check[p.check] for p in PARTS.get(_check_of(e), ()) if p.check in by_check}
+            | {by_check[c] for c in INTENDED_CASCADES.get(_check_of(e), ()) if c in by_check} for e in exercises}
+
+
+def independent(a: str, b: str, deps: dict[str, set[str]]) -> bool:
+    return a != b and a not in deps[b] and b not in deps[a]
+
+
+def several_at_once(nb) -> list[dict[str, str]]:
+    """Students ({exercise: how}) who together break every exercise both ways, each at most MAX_BROKEN mutually
+    independent exercises: as few students as the slots need to start with, filled evenly (the most constrained
+    exercises first, unfinished and wrong ones mixed), and one more whenever an exercise fits none."""
+    exercises = list(_exercise_cells(nb))
+    deps = dependencies(nb)
+    conflicts = {e: sum(not independent(e, f, deps) for f in exercises if f != e) for e in exercises}
+    slots = sorted(itertools.product(exercises, HOW), key=lambda slot: -conflicts[slot[0]])
+    students: list[dict[str, str]] = [{} for _ in range(-(-len(slots) // MAX_BROKEN))]
+    for exercise, how in slots:
+        fits = [s for s in students if len(s) < MAX_BROKEN and all(independent(exercise, e, deps) for e in s)]
+        if not fits:
+            students.append({})
+            fits = students[-1:]
+        min(fits, key=lambda s: (len(s), how in s.values()))[exercise] = how
+    return [s for s in students if s]
 
 
 @pytest.fixture(scope="session")
@@ -129,14 +274,16 @@ def credit_graded(course_copy, request):
     for assignment in wanted:
         source = nbformat.read(course_copy / "source" / assignment / f"{assignment}.ipynb", as_version=4)
         release = nbformat.read(course_copy / "release" / assignment / f"{assignment}.ipynb", as_version=4)
-        for exercise in WRONG[assignment]:
-            for how in HOW:
-                student = _student_id(exercise, how)
-                nb = _student_notebook(assignment, source, release, exercise, how)
-                target = inbox / student / assignment
-                target.mkdir(parents=True)
-                nbformat.write(nb, target / f"{assignment}.ipynb")
-                students[(assignment, student)] = None
+        if assignment in SEVERAL_AT_ONCE:
+            plan = {_several_id(n): broken for n, broken in enumerate(several_at_once(source), 1)}
+        else:
+            plan = {_student_id(exercise, how): {exercise: how} for exercise in WRONG[assignment] for how in HOW}
+        for student, broken in plan.items():
+            nb = _student_notebook(assignment, source, release, broken)
+            target = inbox / student / assignment
+            target.mkdir(parents=True)
+            nbformat.write(nb, target / f"{assignment}.ipynb")
+            students[(assignment, student)] = None
     collect(course_copy, inbox)
     start = time.perf_counter()
     grade_many(course_copy, wanted, workers=2, force=True, progress=False)
@@ -151,18 +298,78 @@ def credit_graded(course_copy, request):
 
 
 def test_every_exercise_has_a_catalogue_mistake():
-    import json
-    from pathlib import Path
-
     for assignment, exercises in WRONG.items():
-        path = Path(__file__).resolve().parents[2] / "course" / "source" / assignment / f"{assignment}.ipynb"
-        nb = nbformat.reads(json.dumps(json.loads(path.read_text())), as_version=4)
+        nb = _source(assignment)
         assert set(exercises) == set(_exercise_cells(nb)), assignment
         assert all(mistake in MISTAKES for mistake, _ in exercises.values())
 
 
+@pytest.mark.parametrize("assignment", sorted(WRONG))
+def test_parts_and_intended_cascades_are_what_the_code_uses(assignment):
+    """PARTS names every exercise of the notebook that a graded exercise's code uses by the global names it reads
+    (transitively; parts handed in with it aside), and INTENDED_CASCADES every exercise that a graded result which
+    is no exercise (a trained model) needs."""
+    nb = _source(assignment)
+    exercises = set(_exercise_cells(nb))
+    for grade_id, used in uses_of(nb).items():
+        check, used = _check_of(grade_id), {_check_of(e) for e in used}
+        if grade_id in exercises:
+            by_name = {p.check for p in PARTS.get(check, ()) if p.into == 0 and p.replaces is None}
+            assert used == by_name, grade_id
+        elif grade_id.startswith("test_") and grade_id.removeprefix("test_") not in exercises:
+            assert used == set(INTENDED_CASCADES.get(check, ())), grade_id
+            assert check not in INTENDED_CASCADES or used, grade_id
+
+
+def test_each_intended_cascade_is_said_next_to_its_grade_cell():
+    """The prose right before an intended cascade's grade cell names every exercise whose own work it needs."""
+    said = 0
+    for assignment in sorted(WRONG):
+        nb = _source(assignment)
+        names = {_check_of(e): [n for n, own in _definitions(c.source).items() if own]
+                 for e, c in _exercise_cells(nb).items()}
+        for i, cell in enumerate(nb.cells):
+            check = _check_of(cell.metadata.get("nbgrader", {}).get("grade_id", ""))
+            if cell.cell_type != "code" or check not in INTENDED_CASCADES:
+                continue
+            prose = nb.cells[i - 1].source
+            assert nb.cells[i - 1].cell_type == "markdown" and "own parts" in prose, assignment
+            for part in INTENDED_CASCADES[check]:
+                assert names[part] and all(f"`{name}`" in prose for name in names[part]), (assignment, part)
+            said += 1
+    assert said == len(INTENDED_CASCADES)
+
+
+@pytest.mark.parametrize("assignment", SEVERAL_AT_ONCE)
+def test_several_at_once_breaks_every_exercise_both_ways_and_never_two_dependent_ones(assignment):
+    nb = _source(assignment)
+    deps, students = dependencies(nb), several_at_once(nb)
+    assert {(e, how) for s in students for e, how in s.items()} == set(itertools.product(_exercise_cells(nb), HOW))
+    for broken in students:
+        assert len(broken) <= MAX_BROKEN
+        assert all(independent(a, b, deps) for a, b in itertools.combinations(broken, 2)), broken
+    print(f"{assignment}: {len(students)} students: {students}")
+
+
+@pytest.mark.parametrize("assignment", SEVERAL_AT_ONCE)
+def test_several_exercises_cost_their_own_points(assignment, credit_graded):
+    problems = []
+    for number, broken in enumerate(several_at_once(_source(assignment)), 1):
+        grades = credit_graded[(assignment, _several_id(number))]
+        own = {f"test_{exercise}" for exercise in broken}
+        lost = {cell: maximum - score for cell, (score, maximum) in grades.items() if maximum - score > 1e-9}
+        for cell in sorted(own):
+            if lost.get(cell, 0.0) != grades[cell][1]:
+                problems.append(f"{broken}: lost {lost.get(cell, 0.0)} of the {grades[cell][1]} points of {cell}")
+        for cell, points in lost.items():
+            cascade = any(_check_of(e) in INTENDED_CASCADES.get(_check_of(cell), ()) for e in broken)
+            if cell not in own and (not cascade or points > MAX_CASCADE_POINTS):
+                problems.append(f"{broken}: also lost {points} points of {cell}")
+    assert not problems, "\n".join(problems)
+
+
 @pytest.mark.parametrize("how", HOW)
-@pytest.mark.parametrize("assignment", ASSIGNMENTS)
+@pytest.mark.parametrize("assignment", ONE_AT_A_TIME)
 def test_an_exercise_costs_its_own_points(assignment, how, credit_graded):
     problems = []
     for exercise in WRONG[assignment]:

@@ -15,6 +15,7 @@ import sys
 import types
 
 import pytest
+import torch
 
 import autograder.checks as checks
 from autograder import stand_ins
@@ -47,6 +48,25 @@ WRONG = {
     "masked_mean_pool": ("classifier", "pool.includes_padding",
                          [("total = (x * keep).sum(dim=1)", "total = x.sum(dim=1)"),
                           ("count = keep.sum(dim=1).clamp(min=1.0)", "count = torch.full_like(keep.sum(dim=1), x.shape[1])")]),
+    "sample_next_token": ("gpt", "sample.temperature_after_softmax",
+                          [("    logits = logits / temperature\n", ""),
+                           ("probs = torch.softmax(logits, dim=-1)",
+                            "probs = torch.softmax(logits, dim=-1) / temperature")]),
+    "RMSNorm": ("modern", "rms_norm.subtracts_mean",
+                [("return x * torch.rsqrt(",
+                  "x = x - x.mean(dim=-1, keepdim=True)\n        return x * torch.rsqrt(")]),
+    "rotary_cos_sin": ("modern", "rotary.cos_sin_swapped",
+                       [("return torch.cos(angle).float(), torch.sin(angle).float()",
+                         "return torch.sin(angle).float(), torch.cos(angle).float()")]),
+    "apply_rotary": ("modern", "rotary.wrong_direction",
+                     [("[even * cos - odd * sin, even * sin + odd * cos]",
+                       "[even * cos + odd * sin, odd * cos - even * sin]")]),
+    "SwiGLU": ("modern", "swiglu.relu", [("F.silu(self.w_gate(x))", "F.relu(self.w_gate(x))")]),
+    "GroupedQueryAttention": ("modern", "gqa.kv_heads_tiled",
+                              [("k = k.repeat_interleave(groups, dim=1)", "k = k.repeat(1, groups, 1, 1)"),
+                               ("v = v.repeat_interleave(groups, dim=1)", "v = v.repeat(1, groups, 1, 1)")]),
+    "LlamaBlock": ("modern", "llama.missing_residual",
+                   [("return x + self.ffn(self.norm2(x))", "return self.ffn(self.norm2(x))")]),
 }
 
 
@@ -89,7 +109,9 @@ def _objects(composite: str, namespace):
     handed = {"positional_encoding": ["PositionalEncoding"], "multi_head_attention": ["MultiHeadAttention"],
               "encoder_block": ["EncoderBlock"], "encoder": ["Encoder"], "decoder": ["Decoder"],
               "transformer": ["Transformer"], "cached_greedy_decode": ["cached_greedy_decode", "Transformer"],
-              "transformer_classifier": ["TransformerClassifier"]}[composite]
+              "transformer_classifier": ["TransformerClassifier"], "generate": ["generate"],
+              "grouped_query_attention": ["GroupedQueryAttention"], "llama_block": ["LlamaBlock"],
+              "modern_gpt": ["ModernGPT"]}[composite]
     return [getattr(namespace, name) for name in handed]
 
 
@@ -161,6 +183,23 @@ def test_lent_stand_ins_stop_working_after_the_check():
     assert kept["ffn"].__module__ == "course_stand_ins"
     with pytest.raises(RuntimeError, match="stand-in"):
         kept["ffn"](4, 8)
+
+
+def test_a_sampler_kept_from_generates_check_stops_working():
+    """08's path: the stand-in `sample_next_token` lent while `generate` is judged, kept by the student's generate
+    for later cells (the trained GPT's cell comes after), no longer works once the check is over."""
+    namespace = _student("gpt", "sample_next_token", "unfinished")
+    exec("kept = {}\n"
+         "_generate = generate\n"
+         "def generate(*args, **kwargs):\n"
+         "    kept['sample'] = sample_next_token\n"
+         "    return _generate(*args, **kwargs)\n", namespace.__dict__)
+    with assume_verdicts({"sample_next_token": False}):
+        checks.check_generate(namespace.generate)
+    assert namespace.kept["sample"].__module__ == "course_stand_ins"
+    assert namespace.sample_next_token.__module__ != "course_stand_ins"
+    with pytest.raises(RuntimeError, match="stand-in"):
+        namespace.kept["sample"](torch.zeros(2, 5))
 
 
 def test_intended_cascades_are_few_and_name_checks_of_their_notebook():

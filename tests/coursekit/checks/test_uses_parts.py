@@ -13,7 +13,7 @@ import types
 import pytest
 import torch
 
-from coursekit.checks import classifier, encoder, multi_head, positional
+from coursekit.checks import classifier, encoder, gpt, modern, multi_head, positional
 from coursekit.checks.toolkit import CheckFailed
 
 
@@ -38,6 +38,13 @@ def _student(module: str, edits=(), unfinished: str | None = None) -> types.Modu
     ("multi_head", "split_heads", multi_head.check_multi_head_attention, "MultiHeadAttention"),
     ("positional", "sinusoidal_positional_encoding", positional.check_positional_encoding, "PositionalEncoding"),
     ("classifier", "masked_mean_pool", classifier.check_transformer_classifier, "TransformerClassifier"),
+    ("gpt", "sample_next_token", gpt.check_generate, "generate"),
+    ("modern", "rotary_cos_sin", modern.check_grouped_query_attention, "GroupedQueryAttention"),
+    ("modern", "apply_rotary", modern.check_grouped_query_attention, "GroupedQueryAttention"),
+    ("modern", "SwiGLU", modern.check_llama_block, "LlamaBlock"),
+    ("modern", "RMSNorm", modern.check_llama_block, "LlamaBlock"),
+    ("modern", "GroupedQueryAttention", modern.check_llama_block, "LlamaBlock"),
+    ("modern", "LlamaBlock", modern.check_modern_gpt, "ModernGPT"),
 ])
 def test_an_unfinished_part_is_named_first(module, part, check, composite):
     namespace = _student(module, unfinished=part)
@@ -61,3 +68,27 @@ def test_a_composite_with_working_parts_says_nothing_more(capsys):
     namespace = _student("encoder")
     encoder.check_encoder_block(namespace.EncoderBlock)
     assert "given working parts" not in capsys.readouterr().out
+
+
+def test_a_part_that_fails_is_named_before_the_composites_built_on_it():
+    """A wrong rotation breaks 09's attention, block and model: ModernGPT's self-check names the rotation first."""
+    namespace = _student("modern", [("[even * cos - odd * sin, even * sin + odd * cos]",
+                                     "[even * cos + odd * sin, odd * cos - even * sin]")])
+    with pytest.raises(CheckFailed) as failure:
+        modern.check_modern_gpt(namespace.ModernGPT)
+    message = str(failure.value)
+    assert message.startswith("your ModernGPT uses your apply_rotary and your GroupedQueryAttention and your "
+                              "LlamaBlock, which fail its own check")
+    assert "run the self-check of apply_rotary above" in message
+
+
+def test_generate_right_given_working_parts_says_so(capsys):
+    """08's public generate check draws greedily, so a wrong temperature in sample_next_token does not touch it."""
+    namespace = _student("gpt", [("    logits = logits / temperature\n", ""),
+                                 ("probs = torch.softmax(logits, dim=-1)",
+                                  "probs = torch.softmax(logits, dim=-1) / temperature")])
+    with pytest.raises(CheckFailed):
+        gpt.check_sample_next_token(namespace.sample_next_token)
+    gpt.check_generate(namespace.generate)
+    out = capsys.readouterr().out
+    assert "generate is right given working parts, but your sample_next_token still fails its own check" in out
