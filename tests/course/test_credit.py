@@ -6,8 +6,8 @@ in it (`coursekit.mistakes`, the edits below). Each loses exactly that exercise'
 every other exercise given working parts (`autograder/checks/_parts.py`). The only exceptions are the intended
 cascades (`INTENDED_CASCADES`, said in the notebook next to the exercise), each costing at most 10 points.
 
-Notebooks 08 and 09 take about 40 s each to grade, so there each student breaks several exercises at once instead
-(`SEVERAL_AT_ONCE`): some left unfinished, some wrong, no two of them dependent on each other (`independent`, worked
+Notebooks 07, 08 and 09 take about 40 s each to grade (they train a model), so there each student breaks several
+exercises at once instead (`SEVERAL_AT_ONCE`): some left unfinished, some wrong, no two of them dependent on each other (`independent`, worked
 out from `PARTS`, `INTENDED_CASCADES` and the global names each cell's code reads), so that what a broken exercise
 could cascade into is always an exercise the student got right, and is seen to keep its points. Across the students
 every exercise is broken both ways; each student loses exactly the points of the exercises it broke.
@@ -133,7 +133,7 @@ WRONG = {
 }
 # notebooks whose students each break several independent exercises at once (one grading of a notebook per student
 # takes about 40 s there: a student per exercise and way would add minutes to the suite)
-SEVERAL_AT_ONCE = ("08_gpt_language_model", "09_modern_block")
+SEVERAL_AT_ONCE = ("07_yelp_classifier", "08_gpt_language_model", "09_modern_block")
 MAX_BROKEN = 4  # exercises one student breaks at most
 ONE_AT_A_TIME = sorted(set(WRONG) - set(SEVERAL_AT_ONCE))
 HOW = ("unfinished", "wrong")
