@@ -23,6 +23,8 @@ def test_a_notebook_is_timed_cell_by_cell_in_both_modes(tmp_path):
     nb = nbformat.v4.new_notebook(cells=[
         nbformat.v4.new_code_cell("import os, time"),
         nbformat.v4.new_code_cell("time.sleep(0.5 if os.environ.get('NBGRADER_EXECUTION') else 3.0)"),
+        nbformat.v4.new_code_cell("### BEGIN HIDDEN TESTS\nassert not os.environ.get('NBGRADER_EXECUTION')\n"
+                                  "### END HIDDEN TESTS"),  # left out in grading mode (no grader to hand in to)
     ])
     nbformat.write(nb, folder / "00_tiny.ipynb")
     for grading, pause in ((False, 3.0), (True, 0.5)):
