@@ -166,7 +166,7 @@ def notebook_runner(course_copy, tmp_path_factory, request):
         notebook = nbformat.read(folder / f"{assignment}.ipynb", as_version=4)
         report = reports / f"{assignment}.jsonl"
         notebook.cells.insert(0, nbformat.v4.new_code_cell(probe_source(report)))
-        client = NotebookClient(notebook, timeout=300, kernel_name="python3",
+        client = NotebookClient(notebook, timeout=600, kernel_name="python3",  # per cell: a hang, not a slow CI
                                 resources={"metadata": {"path": str(folder)}})
         start = time.perf_counter()
         client.execute(env=kernel_env)
