@@ -99,11 +99,11 @@ def _autograde(root: Path, assignments: list[str]) -> dict[str, dict]:
     return outcomes
 
 
-def _wanted_assignments(session) -> list[str]:
-    """The assignments the selected tests grade (their `assignment` parameter, for tests using `autograded`)."""
+def _wanted_assignments(session, fixtures: set[str]) -> list[str]:
+    """The assignments of the selected tests that use any of `fixtures` (their `assignment` parameter)."""
     wanted = set()
     for item in session.items:
-        if "autograded" in getattr(item, "fixturenames", ()):
+        if fixtures & set(getattr(item, "fixturenames", ())):
             param = getattr(getattr(item, "callspec", None), "params", {}).get("assignment")
             if param in ASSIGNMENTS:
                 wanted.add(param)
@@ -121,7 +121,8 @@ def autograded(course_copy, request):
 
     def get(assignment: str) -> dict:
         if assignment not in cache:
-            batch = sorted({assignment, *([] if cache else _wanted_assignments(request.session))} - set(cache))
+            wanted = [] if cache else _wanted_assignments(request.session, {"autograded"})
+            batch = sorted({assignment, *wanted} - set(cache))
             cache.update(_autograde(course_copy, batch))
         return cache[assignment]
 
@@ -130,18 +131,6 @@ def autograded(course_copy, request):
 
 _EXECUTED: dict[str, tuple[nbformat.NotebookNode, list[dict]]] = {}
 FULL_RUNS_AT_ONCE = 2  # one torch thread each (coursekit's default on 2 CPUs): two runs keep both CI cores busy
-
-
-def _wanted_full_runs(session) -> list[str]:
-    """The assignments whose full-mode run the selected tests read (their `assignment` parameter), the longest
-    notebooks first (by size, a rough proxy), so that the parallel runs end together."""
-    wanted = set()
-    for item in session.items:
-        if {"notebook_runner", "executed_notebook"} & set(getattr(item, "fixturenames", ())):
-            param = getattr(getattr(item, "callspec", None), "params", {}).get("assignment")
-            if param in ASSIGNMENTS:
-                wanted.add(param)
-    return sorted(wanted, key=lambda a: -(COURSE / "source" / a / f"{a}.ipynb").stat().st_size)
 
 
 @pytest.fixture(scope="session")
@@ -180,8 +169,10 @@ def notebook_runner(course_copy, tmp_path_factory, request):
 
     def run(assignment: str) -> float:
         if not runs:
-            for wanted in _wanted_full_runs(request.session):
-                runs[wanted] = pool.submit(execute, wanted)
+            # the longest notebooks first (by size, a rough proxy), so that the parallel runs end together
+            wanted = _wanted_assignments(request.session, {"notebook_runner", "executed_notebook"})
+            for name in sorted(wanted, key=lambda a: -(COURSE / "source" / a / f"{a}.ipynb").stat().st_size):
+                runs[name] = pool.submit(execute, name)
         if assignment not in runs:
             runs[assignment] = pool.submit(execute, assignment)
         runs[assignment].result()  # raises CellExecutionError / CellTimeoutError of that notebook
