@@ -74,7 +74,7 @@ browser-deps:
 	  || echo "browser tests will be skipped: apt-get could not install chromium"; \
 	else echo "browser tests will be skipped: chromium is missing and cannot be installed here (needs root and apt-get)"; fi
 
-# Grading runs every notebook in a bubblewrap jail (autograder/grade/jail.py): installed here when possible.
+# Grading runs every notebook in a bubblewrap jail (autograder/sandbox/jail.py): installed here when possible.
 jail-deps:
 	@if command -v bwrap >/dev/null 2>&1; then :; \
 	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \

@@ -1,15 +1,15 @@
 """`autograder` / `python -m autograder`: the instructor's commands, each a thin layer over a module.
 
     release [ASSIGNMENT ... | --all] [--provided gated|force|none]
-                                          autograder.release.release (nbgrader generate_assignment + exercises/;
+                                          autograder.course.release.release (nbgrader generate_assignment + exercises/;
                                           provided.py of 04-07 only once the notebooks it covers are past due)
-    collect PATH                          autograder.collect     (folder or zip -> submitted/)
+    collect PATH                          autograder.submissions.collect     (folder or zip -> submitted/)
     grade ASSIGNMENT [--student S ...]    autograder.grade.engine (Dask; --workers N | --scheduler ADDRESS; --force)
-    feedback [ASSIGNMENT]                 autograder.feedback    (nbgrader generate_feedback, HTML)
-    export [--to F] [--format csv|canvas|moodle]  autograder.export (nbgrader CSV + flags; LMS gradebook imports)
-    report [ASSIGNMENT]                   autograder.report      (HTML + PNG; no ASSIGNMENT: the course page)
-    similarity ASSIGNMENT                 autograder.similarity  (copied work: ranked pairs, heat map, CSV)
-    demo                                  autograder.demo        (sample class, whole pipeline)
+    feedback [ASSIGNMENT]                 autograder.publish.feedback    (nbgrader generate_feedback, HTML)
+    export [--to F] [--format csv|canvas|moodle]  autograder.publish.export (nbgrader CSV + flags; LMS gradebook imports)
+    report [ASSIGNMENT]                   autograder.publish.report      (HTML + PNG; no ASSIGNMENT: the course page)
+    similarity ASSIGNMENT                 autograder.publish.similarity  (copied work: ranked pairs, heat map, CSV)
+    demo                                  autograder.demo.run        (sample class, whole pipeline)
 
 Common options: --course-dir (default $AUTOGRADER_COURSE_DIR, else the current folder when it holds
 nbgrader_config.py, else the repository's course/), --db (SQLAlchemy URL; default $AUTOGRADER_DB, else the
@@ -24,7 +24,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from autograder.coursedir import alembic_on_path, assignments_in_source, command_course_dir
+from autograder.course.coursedir import alembic_on_path, assignments_in_source, command_course_dir
 
 OK, ACT, USAGE = 0, 1, 2
 
@@ -75,7 +75,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("assignment", nargs="?")
 
     p = sub.add_parser("export", parents=[common], help="grades as CSV (nbgrader's, or an LMS gradebook import)")
-    from autograder.export import FORMATS
+    from autograder.publish.export import FORMATS
 
     p.add_argument("--to", default=None, help="output file (default: "
                    + ", ".join(f"{fmt.default_name} for {name}" for name, fmt in FORMATS.items()) + ")")
@@ -105,7 +105,7 @@ def _parser() -> argparse.ArgumentParser:
 
 def _limit_overrides(args) -> dict:
     """This run's overrides of the course's limits (the engine resolves the limits once, with them)."""
-    from autograder.grade.sandbox import GiB
+    from autograder.course.units import GiB
 
     overrides = {"cell_timeout": args.cell_timeout, "notebook_timeout": args.notebook_timeout,
                  "memory_bytes": None if args.memory_gb is None else int(args.memory_gb * GiB)}
@@ -129,12 +129,12 @@ def main(argv=None) -> int:
 
 
 def cmd_release(args, course_dir: Path) -> int:
-    from autograder.release import release
+    from autograder.course.release import release
 
     if not args.all and not args.assignment:
         print("autograder release: name an ASSIGNMENT or pass --all", file=sys.stderr)
         return USAGE
-    from autograder.coursedir import REPO_ROOT
+    from autograder.course.coursedir import REPO_ROOT
 
     # the repository's course refreshes exercises/; another course root keeps its copies in <root>/exercises
     exercises = REPO_ROOT / "exercises" if course_dir == (REPO_ROOT / "course").resolve() else course_dir / "exercises"
@@ -149,7 +149,7 @@ def cmd_release(args, course_dir: Path) -> int:
 
 
 def cmd_collect(args, course_dir: Path) -> int:
-    from autograder.collect import collect
+    from autograder.submissions.collect import collect
 
     report = collect(course_dir, args.path, db_url=args.db)
     print(report.table())
@@ -178,7 +178,7 @@ def cmd_grade(args, course_dir: Path) -> int:
 
 
 def cmd_feedback(args, course_dir: Path) -> int:
-    from autograder.feedback import generate_feedback
+    from autograder.publish.feedback import generate_feedback
 
     assignments = [args.assignment] if args.assignment else assignments_in_source(course_dir)
     failed = {}
@@ -194,8 +194,8 @@ def cmd_feedback(args, course_dir: Path) -> int:
 
 
 def cmd_export(args, course_dir: Path) -> int:
-    from autograder.export import FORMATS, waiting_line
-    from autograder.grade.queries import waiting_for_grader
+    from autograder.publish.export import FORMATS, waiting_line
+    from autograder.gradebook.queries import waiting_for_grader
 
     chosen = FORMATS[args.format]
     path = chosen.write(course_dir, args.to or chosen.default_name, db_url=args.db)
@@ -206,7 +206,7 @@ def cmd_export(args, course_dir: Path) -> int:
 
 
 def cmd_report(args, course_dir: Path) -> int:
-    from autograder.report import write_report
+    from autograder.publish.report import write_report
 
     page = write_report(course_dir, args.assignment, db_url=args.db, include_reference=args.include_reference)
     print(f"report: {page}")
@@ -214,7 +214,7 @@ def cmd_report(args, course_dir: Path) -> int:
 
 
 def cmd_similarity(args, course_dir: Path) -> int:
-    from autograder import similarity as sim
+    from autograder.publish import similarity as sim
 
     out = sim.write_similarity(course_dir, args.assignment,
                                threshold=sim.THRESHOLD if args.threshold is None else args.threshold,
@@ -229,7 +229,7 @@ def cmd_similarity(args, course_dir: Path) -> int:
 
 
 def cmd_demo(args, course_dir: Path) -> int:
-    from autograder.demo import run_demo
+    from autograder.demo.run import run_demo
 
     return run_demo(assignments=args.assignments, students=args.students, output=args.output,
                     workers=args.workers)

@@ -34,8 +34,8 @@ def build_class(root: Path, assignment: str | None, count: int) -> tuple[Path, s
     """A released course under root/course with `count` collected submissions; returns (course, assignment)."""
     import nbformat
 
-    from autograder.collect import collect
-    from autograder.demo_class import demo_students
+    from autograder.submissions.collect import collect
+    from autograder.demo.students import demo_students
 
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "fixtures"))
     from synthetic_course import synthetic_course, synthetic_submission  # the tests' tiny course, one copy
@@ -47,8 +47,8 @@ def build_class(root: Path, assignment: str | None, count: int) -> tuple[Path, s
         kinds = ["solution", "mistake", "blank", "solution"]
         notebooks = [synthetic_submission(course, kinds[i % len(kinds)]) for i in range(count)]
     else:
-        from autograder.demo import prepare_course
-        from autograder.release import release
+        from autograder.demo.run import prepare_course
+        from autograder.course.release import release
 
         course = prepare_course(root / "demo", [assignment])
         release([assignment], course_root=course, exercises_dir=root / "demo" / "exercises")
@@ -102,8 +102,8 @@ def worker_seconds(course: Path, assignment: str, jailed: bool) -> list[float]:
     from autograder.grade.engine import build_jobs
     from autograder.grade.worker import grade_job
 
-    from autograder.coursedir import nbgrader_config
-    from autograder.grade.sandbox import course_limits
+    from autograder.course.coursedir import nbgrader_config
+    from autograder.sandbox.limits import course_limits
 
     jobs = build_jobs(course, f"sqlite:///{course / 'gradebook.db'}", assignment, force=True,
                       limits=course_limits(nbgrader_config(course))).jobs

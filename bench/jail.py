@@ -26,8 +26,9 @@ CELLS = ["import numpy as np\nx = np.arange(10)", "from provided import ANSWER\n
 def one_run(folder: str, jailed: bool, cgroups: bool) -> float:
     from nbformat.v4 import new_code_cell, new_notebook
 
-    from autograder.grade.execute import SandboxedExecute
-    from autograder.grade.sandbox import Limits, kernel_manager_class, kernel_spec
+    from autograder.sandbox.execute import SandboxedExecute
+    from autograder.sandbox.kernel import kernel_manager_class, kernel_spec
+    from autograder.sandbox.limits import Limits
 
     os.environ["AUTOGRADER_CGROUPS"] = "1" if cgroups else "0"
     limits = Limits(cell_timeout=120, notebook_timeout=300)

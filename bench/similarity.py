@@ -45,9 +45,9 @@ def build_class(root: Path, assignment: str, count: int, seed: int = 0) -> Path:
     import nbformat
 
     import variants as V
-    from autograder.demo import prepare_course
-    from autograder.release import release
-    from autograder.similarity import solution_code
+    from autograder.demo.run import prepare_course
+    from autograder.course.release import release
+    from autograder.publish.similarity import solution_code
 
     helpers = _load_test_helpers()
     course = prepare_course(root / "demo", [assignment])
@@ -98,7 +98,7 @@ def main(argv=None) -> int:
     parser.add_argument("--assignment", default="04_multi_head_attention")
     args = parser.parse_args(argv)
 
-    from autograder.similarity import write_similarity
+    from autograder.publish.similarity import write_similarity
 
     with tempfile.TemporaryDirectory() as tmp:
         started = time.perf_counter()

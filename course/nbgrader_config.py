@@ -5,8 +5,8 @@ The course root is this folder. nbgrader reads this file only when it runs in th
 From the repository root,
     nbgrader generate_assignment 03_attention --CourseDirectory.root=course
 works too (nbgrader's defaults produce the same student version), but for grading use the folder form or the
-Python API: `autograder.release.nbgrader_api()` / `load_course_config()` load this file wherever you are, and
-`autograder.release.release()` generates the release and refreshes `exercises/`.
+Python API: `autograder.course.release.nbgrader_api()` / `load_course_config()` load this file wherever you are, and
+`autograder.course.release.release()` generates the release and refreshes `exercises/`.
 """
 import os
 
@@ -34,7 +34,7 @@ c.Execute.startup_timeout = 120
 # Kernels are launched from this environment (kernel `python3` -> the running interpreter).
 c.Execute.kernel_name = "python3"
 
-# The grader's sandbox (autograder.grade.sandbox.SandboxLimits): what one submission may use while it is graded.
+# The grader's sandbox (autograder.sandbox.limits.SandboxLimits): what one submission may use while it is graded.
 # Totals are for the whole submission: its kernel and every process it starts (one cgroup, one jail).
 c.SandboxLimits.notebook_timeout = 600.0        # seconds for the whole notebook; cells left then are not run
 c.SandboxLimits.memory_bytes = 6 * 1024**3      # memory of the submission, also the cap of any one process
@@ -46,11 +46,11 @@ c.SandboxLimits.kernel_restarts = 2             # a cell that kills the kernel i
 c.SandboxLimits.interrupt_grace = 5.0           # seconds a timed-out cell has to stop before the kill
 # `autograder grade --cell-timeout/--notebook-timeout/--memory-gb` override these for one run.
 
-# The grading workers (autograder.grade.sandbox.GradingWorkers): one local Dask worker may use this much memory;
+# The grading workers (autograder.sandbox.limits.GradingWorkers): one local Dask worker may use this much memory;
 # above it the worker is restarted and its submission graded once more, then marked failed.
 c.GradingWorkers.memory_bytes = 4 * 1024**3
 
-# What `autograder collect` accepts (autograder.submission_files.SubmissionLimits). A zip is checked before
+# What `autograder collect` accepts (autograder.submissions.files.SubmissionLimits). A zip is checked before
 # anything is extracted; over archive_bytes (uncompressed) or archive_entries, nothing of it is collected.
 c.SubmissionLimits.notebook_bytes = 32 * 1024**2   # one submitted notebook (also refused by grade above it)
 c.SubmissionLimits.file_bytes = 50 * 1024**2       # any other submitted file

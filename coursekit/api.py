@@ -2,7 +2,7 @@
 
 This module is the single source of truth of the course's contract. `docs/course-api.md` is generated from it
 (`python -m coursekit.api --markdown > docs/course-api.md`), `solutions/__init__.py` exports exactly these names,
-`autograder.checks` maps each `check_<name>` to its module from it, and `autograder.provided` takes its topics
+`autograder.checks` maps each `check_<name>` to its module from it, and `autograder.course.provided` takes its topics
 and assignments from it. `tests/test_course_api.py` keeps all of them (and every notebook's `hand_in` names) in
 agreement. Change an entry only through an issue.
 

@@ -17,7 +17,7 @@ TIERS = {"course": "notebooks", "pipeline": "pipeline", "browser": "browser"}
 def pytest_configure(config):
     """Tests open nbgrader gradebooks of their own (fixtures): nbgrader runs the environment's `alembic` command."""
     try:
-        from autograder.coursedir import alembic_on_path
+        from autograder.course.coursedir import alembic_on_path
     except ImportError:  # an environment without the instructor packages
         return
     alembic_on_path()

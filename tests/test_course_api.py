@@ -17,7 +17,7 @@ import pytest
 
 import autograder.checks
 import solutions
-from autograder.provided import API_NAMES, COURSE_ASSIGNMENTS, TOPICS
+from autograder.course.provided import API_NAMES, COURSE_ASSIGNMENTS, TOPICS
 from coursekit import api
 
 REPO = Path(__file__).resolve().parents[1]

@@ -6,7 +6,7 @@ A grade cell contains only, e.g.:
     hand_in("multi_head_attention", MultiHeadAttention)
 
 and the grader's judge step (autograder/grade/judge.py) then runs `check_multi_head_attention` HERE, in the
-grader's process, with `RemoteObject`s standing for the handed-in objects (see `_remote.py`). A check passes
+grader's process, with `RemoteObject`s standing for the handed-in objects (see `remote.py`). A check passes
 silently or raises `AssertionError` with a message for the student. The topic modules are imported lazily, on
 first use of one of their checks.
 """

@@ -1,12 +1,12 @@
 """Hidden checks of notebook 03 (scaled dot-product attention and the masks; True = may attend)."""
 from __future__ import annotations
 
-from autograder.checks._remote import probed
+from autograder.checks.remote import probed
 
 import torch
 
 from autograder.checks import known_mistakes as M
-from autograder.checks._common import (
+from autograder.checks.toolkit import (
     as_tensor, call, expect_callable, expect_shape, expect_tensor, fail, randn, shape_of, start_check,
 )
 

@@ -1,17 +1,17 @@
 """Hidden checks of notebook 07 (the Yelp review classifier).
 
 Each `check_<name>(obj)` receives the student's object as a `RemoteObject` (it lives in the student's kernel, see
-`_remote.py`), runs it there on inputs chosen here, compares what comes back (data) with the reference in
+`remote.py`), runs it there on inputs chosen here, compares what comes back (data) with the reference in
 `solutions` computed here, names the most likely mistake when the values differ, and raises `AssertionError` with a
 message for the student. A passing check is silent.
 
-- `train_one_epoch` and `evaluate` get a small public model (`coursekit.probe_models.BagOfEmbeddingsClassifier`)
+- `train_one_epoch` and `evaluate` get a small public model (`coursekit.probe.models.BagOfEmbeddingsClassifier`)
   built in the kernel with weights generated here; the same model with the same weights is trained/evaluated here
   with the reference. The verdict comes from the returned loss/accuracy and the weights after training (read back
   with `.state()`); the model's record of its forward calls only explains a failure (or adds one), it never passes.
 - The trained model's check (`check_trained_classifier`) has its own module, `trained_classifier.py`.
 
-Failures come from `_common.fail`: a diagnosed mistake is named by its id in `coursekit.mistakes`.
+Failures come from `toolkit.fail`: a diagnosed mistake is named by its id in `coursekit.mistakes`.
 """
 from __future__ import annotations
 
@@ -22,17 +22,17 @@ import numpy as np
 import torch
 import torch.nn as nn
 
-from autograder.checks._parts import given_working_parts
-from autograder.checks import _remote
+from autograder.checks.parts import given_working_parts
+from autograder.checks import remote as _remote
 from autograder.checks import known_mistakes as M
-from autograder.checks._common import (
+from autograder.checks.toolkit import (
     as_tensor, call, construct, describe, diagnose, expect_callable, expect_shape, expected_got, fail, grader_step,
     kind_of, lend_model, max_difference, seeded, start_check, type_name, values_close,
 )
-from autograder.checks._remote import ProbeBroken, RemoteObject, StudentError, probed
+from autograder.checks.remote import ProbeBroken, RemoteObject, StudentError, probed
 
 # The model the grader lends to train_one_epoch / evaluate (a public class, built in the kernel and here).
-PROBE_MODEL = "coursekit.probe_models.BagOfEmbeddingsClassifier"
+PROBE_MODEL = "coursekit.probe.models.BagOfEmbeddingsClassifier"
 PROBE_CONFIG = dict(vocab_size=29, num_classes=5, d_model=16, dropout=0.5)
 
 
@@ -44,7 +44,7 @@ def _reference():
 
 
 def _fail(what: str, expected: str, got: str, mistake: str | None = None, hint: str | None = None):
-    """`_common.fail` with this notebook's `expected:` / `got:` lines; `mistake` is a catalogue id."""
+    """`toolkit.fail` with this notebook's `expected:` / `got:` lines; `mistake` is a catalogue id."""
     fail(what, details=expected_got(expected, got), mistake=mistake, hint=hint)
 
 
@@ -235,7 +235,7 @@ def check_transformer_classifier(TransformerClassifier) -> None:
 # ---------------------------------------------------------------------------------------------------- lent model
 def _probe_state(seed: int) -> dict[str, torch.Tensor]:
     """Weights of the lent model, generated here."""
-    from coursekit.probe_models import BagOfEmbeddingsClassifier
+    from coursekit.probe.models import BagOfEmbeddingsClassifier
 
     with seeded(seed):
         return {k: v.detach().clone() for k, v in BagOfEmbeddingsClassifier(**PROBE_CONFIG).state_dict().items()}
@@ -243,7 +243,7 @@ def _probe_state(seed: int) -> dict[str, torch.Tensor]:
 
 def _local_probe(state: dict, device) -> nn.Module:
     """The lent model in the grader's process (for the reference's numbers)."""
-    from coursekit.probe_models import BagOfEmbeddingsClassifier
+    from coursekit.probe.models import BagOfEmbeddingsClassifier
 
     model = BagOfEmbeddingsClassifier(**PROBE_CONFIG)
     model.load_state_dict(state)

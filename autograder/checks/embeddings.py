@@ -1,7 +1,7 @@
 """Hidden checks of notebook 01 (tokens and embeddings)."""
 from __future__ import annotations
 
-from autograder.checks._remote import new, probed
+from autograder.checks.remote import new, probed
 
 import random
 
@@ -9,7 +9,7 @@ import numpy as np
 import torch
 
 from autograder.checks import known_mistakes as M
-from autograder.checks._common import (
+from autograder.checks.toolkit import (
     as_tensor, call, construct, describe, expect_callable, expect_shape, expect_tensor, fail, is_integer, prepare,
     start_check, to_numpy, values_close,
 )

@@ -5,7 +5,7 @@ grader sends, and what they return is compared with the reference (`solutions.gp
 the contract fixes the draws (`torch.randint` in `get_batch`, one `torch.multinomial` call in `sample_next_token`),
 so with a generator the draws must be exactly the reference's; before that, frequencies over many draws are tested
 against the right distribution, so a failure says whether the distribution or only the way of drawing is wrong.
-Models the student's `estimate_loss` and `generate` run on are public probes (`coursekit.probe_models`) built in
+Models the student's `estimate_loss` and `generate` run on are public probes (`coursekit.probe.models`) built in
 the kernel with the grader's weights.
 """
 from __future__ import annotations
@@ -16,14 +16,14 @@ import numbers
 import torch
 import torch.nn.functional as F
 
-from autograder.checks import _remote
+from autograder.checks import remote as _remote
 from autograder.checks import known_mistakes as M
-from autograder.checks._common import (
+from autograder.checks.toolkit import (
     as_tensor, call, construct, describe, expect_raises, expect_shape, expect_tensor, expected_got, fail, fetch,
     grader_step, is_integer, lend_model, prepare, randint, randn, shape_of, start_check,
 )
-from autograder.checks._parts import given_working_parts
-from autograder.checks._remote import RemoteObject, probed
+from autograder.checks.parts import given_working_parts
+from autograder.checks.remote import RemoteObject, probed
 
 # Non-degenerate sizes: heads, widths, lengths and the vocabulary all differ.
 VOCAB, D_MODEL, H, D_FF, LAYERS, MAX_LEN = 29, 12, 3, 20, 2, 16
@@ -330,12 +330,12 @@ def check_lm_loss(lm_loss) -> None:
 
 
 # ------------------------------------------------------------------------------------------------ estimate_loss
-PROBE_LM = "coursekit.probe_models.LanguageModelProbe"
+PROBE_LM = "coursekit.probe.models.LanguageModelProbe"
 PROBE_LM_CONFIG = {"vocab_size": 13, "d_model": 8, "max_len": 16, "dropout": 0.5}
 
 
 def _probe_state(seed: int) -> dict:
-    from coursekit.probe_models import LanguageModelProbe
+    from coursekit.probe.models import LanguageModelProbe
 
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
@@ -343,7 +343,7 @@ def _probe_state(seed: int) -> dict:
 
 
 def _local_lm(state: dict, device, training: bool):
-    from coursekit.probe_models import LanguageModelProbe
+    from coursekit.probe.models import LanguageModelProbe
 
     model = LanguageModelProbe(**PROBE_LM_CONFIG)
     model.load_state_dict(state)

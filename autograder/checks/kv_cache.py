@@ -6,7 +6,7 @@ reference). For every case the check builds the student's Transformer in the ker
 (a) same tokens: the expected tokens come from a greedy loop that the grader drives through the student's OWN model
     (remote `encode` once, `decode` at every step, argmax here), so a slip in their Transformer does not also cost
     the cache points. The cases make sequences stop at different steps (found by a deterministic search).
-(b) it really caches: a second copy gets `coursekit.probe_hooks.ProjectionRecorder` (public): each layer's
+(b) it really caches: a second copy gets `coursekit.probe.hooks.ProjectionRecorder` (public): each layer's
     `self_attn.w_k/w_v` and `cross_attn.w_k/w_v` become a `StatefulProjection` whose output carries an offset that
     depends on how many positions that module has already projected, and a forward hook counts the positions per
     call. A decoder that projects every position exactly once produces the tokens that the grader computes on its
@@ -22,15 +22,15 @@ import copy
 
 import torch
 
-from autograder.checks._common import (
+from autograder.checks.toolkit import (
     as_tensor, call, construct, expect_callable, fail, prepare, shape_of, start_check,
 )
-from autograder.checks._parts import given_working_parts
-from autograder.checks._remote import RemoteObject, StudentError, ProbeBroken, new, probed
+from autograder.checks.parts import given_working_parts
+from autograder.checks.remote import RemoteObject, StudentError, ProbeBroken, new, probed
 from autograder.checks.attention import padded_ids
 from autograder.checks.encoder import reference_module
 from coursekit.mistakes import MISTAKES
-from coursekit.probe_hooks import PROJECTIONS, ProjectionRecorder
+from coursekit.probe.hooks import PROJECTIONS, ProjectionRecorder
 
 B, S, D_MODEL, H, D_FF, NUM_LAYERS = 3, 7, 12, 3, 20, 2
 SRC_VOCAB, TGT_VOCAB, TABLE_LEN = 19, 13, 32
@@ -248,7 +248,7 @@ def check_cached_greedy_decode(cached_greedy_decode, Transformer) -> None:
 
         # (b) each position projected exactly once
         model = _student_model(Transformer, ref, device, norm_first, pad_id)
-        recorder = new(channel, "coursekit.probe_hooks.ProjectionRecorder", model, scale=SCALE, mode="count")
+        recorder = new(channel, "coursekit.probe.hooks.ProjectionRecorder", model, scale=SCALE, mode="count")
         got = _tokens(call("cached_greedy_decode", cached_greedy_decode, model, src_ids.clone(), max_len,
                            tested=tested, **kwargs), tested)
         try:
@@ -260,7 +260,7 @@ def check_cached_greedy_decode(cached_greedy_decode, Transformer) -> None:
             once = outcomes["once"].cpu()
         else:  # their Transformer differs from the reference: the same offsets, indexed by position, through it
             positional = _student_model(Transformer, ref, device, norm_first, pad_id)
-            new(channel, "coursekit.probe_hooks.ProjectionRecorder", positional, scale=SCALE, mode="position")
+            new(channel, "coursekit.probe.hooks.ProjectionRecorder", positional, scale=SCALE, mode="position")
             once = _greedy_through(positional, src_ids, max_len, bos_id, eos_id, pad_id, device, tested).cpu()
         problem = _count_problem(counts, int(got.size(1)))
         if torch.equal(got, once) and problem is None:

@@ -9,12 +9,12 @@ from __future__ import annotations
 import torch
 
 from autograder.checks import known_mistakes as M
-from autograder.checks._common import (
+from autograder.checks.toolkit import (
     as_tensor, call, construct, describe, expect_callable, expect_raises, expect_tensor, fail, fetch, prepare,
     randint, randn, shape_of, start_check,
 )
-from autograder.checks._parts import given_working_parts
-from autograder.checks._remote import probed
+from autograder.checks.parts import given_working_parts
+from autograder.checks.remote import probed
 
 B, T, H, D_HEAD, D_FF = 2, 7, 4, 6, 20
 D_MODEL = H * D_HEAD                  # 24

@@ -1,13 +1,13 @@
 """Hidden checks of notebook 02 (positional encoding)."""
 from __future__ import annotations
 
-from autograder.checks._parts import given_working_parts
-from autograder.checks._remote import probed
+from autograder.checks.parts import given_working_parts
+from autograder.checks.remote import probed
 
 import torch
 
 from autograder.checks import known_mistakes as M
-from autograder.checks._common import (
+from autograder.checks.toolkit import (
     as_tensor, call, construct, describe, expect_callable, expect_raises, expect_shape, expect_tensor, fail, prepare,
     randn, start_check, values_close,
 )

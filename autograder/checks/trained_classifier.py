@@ -12,10 +12,10 @@ import numbers
 import torch
 from torch.utils.data import DataLoader
 
-from autograder.checks._common import (
+from autograder.checks.toolkit import (
     call, describe, expected_got, fail, fetch, kind_of, start_check, type_name,
 )
-from autograder.checks._remote import ProbeBroken, RemoteObject, StudentError, probed
+from autograder.checks.remote import ProbeBroken, RemoteObject, StudentError, probed
 
 # The notebook's grading-mode run of the reference (bench/yelp.py budget "grading": all 8,000 synthetic training
 # reviews, 6 epochs, d_model 64, 2 layers, dropout 0.1, AdamW 3e-3), with the contract's N(0, d_model^-1/2)

@@ -11,10 +11,10 @@ import math
 import torch
 import torch.nn.functional as F
 
-from autograder.checks._common import (
+from autograder.checks.toolkit import (
     call, describe, expected_got, fail, fetch, is_integer, kind_of, start_check, type_name,
 )
-from autograder.checks._remote import ProbeBroken, StudentError, probed
+from autograder.checks.remote import ProbeBroken, StudentError, probed
 
 # The notebook's grading-mode run of the reference (coursekit.lm_training.BUDGETS["grading"]: a GPT of width 64 and
 # 2 layers, 600 AdamW steps at 3e-3, block 64, batch 12) reached the validation losses recorded in

@@ -1,19 +1,19 @@
 """Hidden checks of notebook 06 (decoder block, decoder, the full Transformer, greedy decoding)."""
 from __future__ import annotations
 
-from autograder.checks._parts import given_working_parts
-from autograder.checks._remote import new, probed
+from autograder.checks.parts import given_working_parts
+from autograder.checks.remote import new, probed
 
 import torch
 
 from autograder.checks import known_mistakes as M
-from autograder.checks._common import (
+from autograder.checks.toolkit import (
     as_tensor, call, construct, describe, diagnose, expect_callable, expect_shape, expect_tensor, fail, prepare,
     randn, shape_of, start_check,
 )
 from autograder.checks.attention import padded_ids
 from autograder.checks.encoder import block_mistakes, expect_max_len, reference_module, stack_mistakes
-from coursekit.probe_decoding import DecodingProbe
+from coursekit.probe.decoding import DecodingProbe
 
 B, T, S, H, D_HEAD, D_FF = 2, 5, 7, 3, 4, 20   # T (target) != S (source)
 D_MODEL = H * D_HEAD
@@ -232,7 +232,7 @@ def _decoding_model(device, pad_id: int, bos_id: int, eos_id: int, max_len: int,
 
 def _in_kernel(greedy_decode, model: DecodingProbe, device):
     """The same DecodingProbe, built in the student's kernel with the grader's weights."""
-    theirs = new(greedy_decode.channel, "coursekit.probe_decoding.DecodingProbe", SRC_VOCAB, TGT_VOCAB,
+    theirs = new(greedy_decode.channel, "coursekit.probe.decoding.DecodingProbe", SRC_VOCAB, TGT_VOCAB,
                  d_model=D_MODEL, max_len=MAX_LEN, pad_id=model.pad_id)
     theirs.load_state(model.state_dict())
     theirs.attr("to")(device)

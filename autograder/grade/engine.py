@@ -14,12 +14,12 @@ config path, see `coursedir.nbgrader_config`) sets the sandbox's limits (`sandbo
 Execute.startup_timeout, SandboxLimits.*) and configures nbgrader's preprocessors on the workers (the job carries
 their sections of the config). Jobs and results are dataclasses (`jobs.GradingJob`, `jobs.GradingResult`).
 
-nbgrader parity (autograder.grade.nbgrader_rules, nbgrader's own code): before grading, each submission goes
+nbgrader parity (autograder.submissions.admission, nbgrader's own code): before grading, each submission goes
 through nbgrader's Autograde.init_assignment (roster check honouring `Autograde.create_student`, timestamp,
 timestamp.txt and the assignment's files into autograded/); after grading, nbgrader's AssignLatePenalties
 prices late work with the configured plugin. A refused student is reported in `GradeSummary.refused`.
 
-A submission never reaches outside its folder (autograder.submission_files): before nbgrader sees it, the folder
+A submission never reaches outside its folder (autograder.submissions.files): before nbgrader sees it, the folder
 course/submitted/<student>/<assignment>/ is scanned without following anything; a link (the folder itself, the
 student's folder, a notebook or any other file), a hard link, a FIFO, socket or device, or a notebook over
 MAX_NOTEBOOK_BYTES makes that submission fail with a message naming the file (every notebook scores 0, status
@@ -44,14 +44,14 @@ from pathlib import Path
 import sqlalchemy as sa
 from nbgrader.api import Gradebook, MissingEntry
 
-from autograder import submission_files
-from autograder.coursedir import NOTEBOOK_IGNORE, course_id, default_db_url
-from autograder.grade.gradebook import RunsTable, notebook_cells, record_result
+from autograder.submissions import files as submission_files
+from autograder.course.coursedir import NOTEBOOK_IGNORE, course_id, default_db_url
+from autograder.gradebook.store import RunsTable, notebook_cells, record_result
 from autograder.grade.jobs import GradingJob, GradingResult, preprocessor_config
-from autograder.grade.nbgrader_rules import StudentRefused, SubmissionRules
-from autograder.grade.sandbox import Limits, course_limits, worker_memory_bytes
-from autograder.provided import PROVIDED_FILENAME, build_provided_source, provided_topics
-from autograder.submission_files import RefusedFile, read_regular
+from autograder.submissions.admission import StudentRefused, SubmissionRules
+from autograder.sandbox.limits import course_limits, Limits, worker_memory_bytes
+from autograder.course.provided import PROVIDED_FILENAME, build_provided_source, provided_topics
+from autograder.submissions.files import RefusedFile, read_regular
 
 MAX_EXTRA_FILE_BYTES = 50 * 1024 * 1024
 WORKER_DEATHS_ALLOWED = 1  # a submission whose worker died is graded once more; a second death fails it
@@ -351,7 +351,7 @@ def grade_many(course_dir, assignments: list[str], *, db_url: str | None = None,
     With local workers, a machine that cannot jail student code refuses before anything runs (JailUnavailable,
     naming the package to install); on a cluster (`scheduler`), each worker refuses its own jobs."""
     if scheduler is None:
-        from autograder.grade import jail
+        from autograder.sandbox import jail
 
         jail.bwrap_path()
     course_dir = Path(course_dir).resolve()

@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 import os
 
-from autograder.grade.sandbox import Limits
+from autograder.sandbox.limits import Limits
 
 # The nbgrader preprocessors a worker runs, in order (their configuration travels in `GradingJob.config`).
 SANITIZE = ("ClearOutput", "DeduplicateIds", "OverwriteKernelspec", "OverwriteCells", "CheckCellMetadata")

@@ -35,8 +35,8 @@ import nbformat
 from nbclient import NotebookClient
 from nbclient.exceptions import CellTimeoutError, DeadKernelError
 
-from autograder.checks._remote import Channel, ProbeBroken, RemoteObject
-from autograder.grade.execute import DROPPED_KEY, OUTPUT_TYPES, SandboxedExecute, _size, error_output
+from autograder.checks.remote import Channel, ProbeBroken, RemoteObject
+from autograder.sandbox.execute import DROPPED_KEY, OUTPUT_TYPES, SandboxedExecute, _size, error_output
 from coursekit.probe import MIME
 
 log = logging.getLogger(__name__)
@@ -76,7 +76,7 @@ def verdict(channel: Channel, calls) -> tuple[str | None, str | None]:
     """Run each handed-in check: (None, None) when all pass, else the first failure's message for the student and
     the catalogue id of the mistake it diagnosed (`coursekit.mistakes`; None when it named none). Whether each
     check passed goes into `channel.verdicts` (when it has them), which later checks of the notebook read to judge
-    their exercise given working parts (`autograder/checks/_parts.py`)."""
+    their exercise given working parts (`autograder/checks/parts.py`)."""
     verdicts = getattr(channel, "verdicts", {})
     for name, *_ in calls:
         verdicts[name] = False  # until its check has passed

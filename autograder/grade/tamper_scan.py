@@ -4,7 +4,7 @@ Two kinds of findings (`Flag.severity`):
 - "tamper": code that could change what the checks see -- monkeypatching a module (torch, torch.testing,
   numpy, builtins, the checks...), importing `solutions`/`autograder`/`nbgrader`, editing `sys.modules` or
   `sys.meta_path`, redefining a `check_*` name, touching the parts the grader lends (the `course_stand_ins`
-  module, its `LENT` switch, the probe's `_State`: see autograder/stand_ins.py). The engine holds such a submission: its grades get a manual
+  module, its `LENT` switch, the probe's `_State`: see autograder/checks/stand_ins.py). The engine holds such a submission: its grades get a manual
   score of 0 and "needs manual grade" in nbgrader, so an instructor reviews it (and can lift the hold in
   formgrader); the automatic score is kept.
 - "review": worth a look, harmless for the grade -- a locked/grade cell edited or deleted (nbgrader restores
@@ -25,7 +25,7 @@ WATCHED_CALL_PATHS = {"open", "io.open", "os.open", "os.listdir", "os.scandir", 
 # Module settings students legitimately change: not monkeypatching.
 ALLOWED_SETTINGS = ("torch.backends.", "pandas.options.", "matplotlib.", "seaborn.", "warnings.", "logging.",
                     "os.environ", "numpy.random.seed", "tqdm.")
-# What the grader lends a composite's check (autograder/stand_ins.py, coursekit.probe): a submission never needs them.
+# What the grader lends a composite's check (autograder/checks/stand_ins.py, coursekit.probe): a submission never needs them.
 STAND_IN_NAMES = {"course_stand_ins", "LENT", "_State"}
 HIDDEN_BLOCK = re.compile(r"^[ \t]*### BEGIN HIDDEN TESTS.*?^[ \t]*### END HIDDEN TESTS[ \t]*\n?", re.S | re.M)
 
@@ -156,7 +156,7 @@ class _CodeScanner(ast.NodeVisitor):
 
     # the stand-ins the grader lends (and the probe's record of them)
     def _stand_in(self, name: str):
-        self.flag("stand-in", "tamper", f"touches `{name}`, what the grader lends a check (autograder/stand_ins.py)")
+        self.flag("stand-in", "tamper", f"touches `{name}`, what the grader lends a check (autograder/checks/stand_ins.py)")
 
     def visit_Name(self, node):
         if node.id in STAND_IN_NAMES:

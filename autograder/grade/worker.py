@@ -30,13 +30,14 @@ from traitlets.config import Config
 from nbgrader.api import Gradebook
 import nbgrader.preprocessors
 
-from autograder.coursedir import alembic_on_path
+from autograder.course.coursedir import alembic_on_path
 from autograder.grade import tamper_scan
-from autograder.grade.execute import error_output
+from autograder.sandbox.execute import error_output
 from autograder.grade.jobs import SANITIZE, SCORE, GradingJob, GradingResult
 from autograder.grade.judge import JudgedExecute
-from autograder.grade.scrub import scrub_notebook
-from autograder.grade.sandbox import Limits, kernel_manager_class, kernel_spec
+from autograder.sandbox.scrub import scrub_notebook
+from autograder.sandbox.kernel import kernel_manager_class, kernel_spec
+from autograder.sandbox.limits import Limits
 from coursekit.mistakes import MISTAKES
 
 warnings.filterwarnings("ignore", module="nbgrader.api")  # SQLAlchemy autoflush chatter on every grade
@@ -195,7 +196,7 @@ def assigned_gpu(requested: str | None) -> str | None:
     """"auto": this Dask worker's share of the GPUs (worker k gets GPU k mod n); None on a CPU-only machine."""
     if requested != "auto":
         return requested
-    from autograder.grade.sandbox import visible_gpus
+    from autograder.sandbox.kernel import visible_gpus
 
     gpus = visible_gpus()
     if not gpus:

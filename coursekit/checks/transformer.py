@@ -4,7 +4,7 @@ As in the encoder checks, the block and the stacks are checked for their wiring:
 from your module's own submodules. The Transformer is also checked for the two promises its masks make (no peeking
 at later target tokens; source padding changes nothing), and greedy_decode runs against a tiny scripted model whose
 answers are known in advance. cached_greedy_decode is compared with your own greedy_decode on a small Transformer of
-yours, and `coursekit.probe_hooks` counts the positions each key/value projection sees. Shapes: B batch, S source length, T target length, V vocabulary size.
+yours, and `coursekit.probe.hooks` counts the positions each key/value projection sees. Shapes: B batch, S source length, T target length, V vocabulary size.
 """
 from __future__ import annotations
 
@@ -332,7 +332,7 @@ def check_cached_greedy_decode(cached_greedy_decode, Transformer, greedy_decode=
     recomputing decoder generate other tokens)."""
     import copy
 
-    from coursekit.probe_hooks import ProjectionRecorder
+    from coursekit.probe.hooks import ProjectionRecorder
 
     model = run("Transformer", Transformer, 9, 11, d_model=_D_MODEL, num_heads=_H, d_ff=_D_FF, num_layers=2,
                 max_len=16)

@@ -85,7 +85,7 @@ def test_module_entry_point():
 
 def test_course_dir_defaults_to_the_current_course_root(graded, monkeypatch, tmp_path):
     """Run inside a course root (it holds nbgrader_config.py), commands work on it, as nbgrader's own do."""
-    from autograder.coursedir import REPO_ROOT, command_course_dir
+    from autograder.course.coursedir import REPO_ROOT, command_course_dir
 
     monkeypatch.delenv("AUTOGRADER_COURSE_DIR", raising=False)
     monkeypatch.chdir(graded["course"])

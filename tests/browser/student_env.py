@@ -170,7 +170,7 @@ def filled_notebook(assignment: str, quick: bool = True) -> nbformat.NotebookNod
 
 def prepare_assignment(assignment: str, dest: Path, filled: bool = True) -> Path:
     """dest/<assignment>/ with the released notebook (stubs, or filled), data it needs and provided.py; returns it."""
-    from autograder.provided import write_provided_module  # instructor-side, test set-up only
+    from autograder.course.provided import write_provided_module  # instructor-side, test set-up only
 
     folder = dest / assignment
     shutil.copytree(EXERCISES / assignment, folder,

@@ -9,7 +9,7 @@ build/browser-screenshots/<session>/ (git-ignored test artefacts).
 Then nbgrader's formgrader, served from a course root by a Jupyter server with nbgrader's extensions: a manual
 score given to a written answer reaches `autograder export` and the course page.
 
-The feedback page is nbgrader's, made safe (autograder.feedback): math is drawn on the grading machine (no
+The feedback page is nbgrader's, made safe (autograder.publish.feedback): math is drawn on the grading machine (no
 MathJax), and a Content-Security-Policy refuses every script and every outside request; nbgrader's template
 still names its CDN scripts (jQuery, require.js, mermaid, MathJax), and the browser refuses exactly those, which
 is the only console error allowed there.
@@ -33,9 +33,10 @@ import pytest
 from nbgrader.api import Gradebook
 
 from autograder.cli import main
-from autograder.coursedir import course_id, default_db_url
+from autograder.course.coursedir import course_id, default_db_url
 from autograder.grade.engine import grade
-from autograder.grade.sandbox import GiB, Limits
+from autograder.course.units import GiB
+from autograder.sandbox.limits import Limits
 from synthetic_course import SYNTHETIC_ASSIGNMENT as PS1
 from synthetic_course import release_assignment, synthetic_course, synthetic_submission
 

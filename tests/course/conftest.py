@@ -15,7 +15,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from autograder.release import find_assignments, nbgrader_api, release
+from autograder.course.release import find_assignments, nbgrader_api, release
 
 REPO = Path(__file__).resolve().parents[2]
 COURSE = REPO / "course"
@@ -60,7 +60,7 @@ def _autograde(root: Path, assignments: list[str]) -> dict[str, dict]:
     would (jailed kernels, hidden checks judged outside them). {assignment: outcome}."""
     from nbgrader.api import Gradebook
 
-    from autograder.collect import collect
+    from autograder.submissions.collect import collect
     from autograder.grade.engine import grade_many
 
     inbox = root / "inbox"

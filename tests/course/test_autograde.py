@@ -14,8 +14,8 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from autograder.release import find_assignments
-from autograder.written import written_cells
+from autograder.course.release import find_assignments
+from autograder.course.written import written_cells
 
 REPO = Path(__file__).resolve().parents[2]
 ASSIGNMENTS = find_assignments(REPO / "course")
@@ -82,7 +82,7 @@ def test_manual_score_on_a_real_notebook_reaches_export_and_report(autograded, c
     from nbgrader.api import Gradebook
 
     from autograder.cli import main
-    from autograder.grade.queries import waiting_for_grader
+    from autograder.gradebook.queries import waiting_for_grader
 
     assignment = WRITTEN_EXAMPLE
     graded, _ = _graded(autograded, assignment, "reference")
@@ -122,7 +122,7 @@ def test_plain_nbgrader_autograde_gives_no_points_without_the_judge(tmp_path):
 
     from nbgrader.api import Gradebook
 
-    from autograder.release import nbgrader_api, release
+    from autograder.course.release import nbgrader_api, release
 
     assignment = "03_attention"
     shutil.copy2(REPO / "course" / "nbgrader_config.py", tmp_path / "nbgrader_config.py")

@@ -3,7 +3,7 @@
 For every notebook and every exercise, two students do everything right (the source notebook) except that one
 exercise: one leaves it as released (its stub, raising NotImplementedError), one makes a mistake of the catalogue
 in it (`coursekit.mistakes`, the edits below). Each loses exactly that exercise's points: the hidden checks judge
-every other exercise given working parts (`autograder/checks/_parts.py`). The only exceptions are the intended
+every other exercise given working parts (`autograder/checks/parts.py`). The only exceptions are the intended
 cascades (`INTENDED_CASCADES`, said in the notebook next to the exercise), each costing at most 10 points.
 
 Notebooks 07, 08 and 09 take about 40 s each to grade (they train a model), so there each student breaks several
@@ -27,7 +27,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from autograder.checks._parts import INTENDED_CASCADES, MAX_CASCADE_POINTS, PARTS
+from autograder.checks.parts import INTENDED_CASCADES, MAX_CASCADE_POINTS, PARTS
 from coursekit.api import snake_case
 from coursekit.mistakes import MISTAKES
 
@@ -263,7 +263,7 @@ def credit_graded(course_copy, request):
     one `autograder grade` run."""
     from nbgrader.api import Gradebook
 
-    from autograder.collect import collect
+    from autograder.submissions.collect import collect
     from autograder.grade.engine import grade_many
 
     wanted = sorted({item.callspec.params["assignment"] for item in request.session.items

@@ -16,10 +16,10 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from autograder.provided import (PROVIDED_FILENAME, _defined_names, covered_assignments, reference_fingerprints,
+from autograder.course.provided import (PROVIDED_FILENAME, _defined_names, covered_assignments, reference_fingerprints,
                                  reference_found_in, withheld_names, write_provided_module)
-from autograder.release import find_assignments
-from autograder.written import MODEL_HEADING, TEXT_STUB, answer_keys, is_written, sentences
+from autograder.course.release import find_assignments
+from autograder.course.written import MODEL_HEADING, TEXT_STUB, answer_keys, is_written, sentences
 
 REPO = Path(__file__).resolve().parents[2]
 ASSIGNMENTS = find_assignments(REPO / "course")

@@ -1,7 +1,7 @@
 """Every source notebook follows the course conventions (fast, structural checks only).
 
 Grade cells are of two kinds: locked code tests judged by the hidden checks (their points add up to exactly 100 per
-notebook) and written answers graded by hand on top (`autograder.written`: a question cell, then a markdown answer
+notebook) and written answers graded by hand on top (`autograder.course.written`: a question cell, then a markdown answer
 cell `written_*` whose source holds a model answer and a rubric whose points match the cell's).
 """
 from __future__ import annotations
@@ -13,9 +13,9 @@ import pytest
 
 from pathlib import Path
 
-from autograder.provided import API_NAMES, topic_of
-from autograder.release import find_assignments
-from autograder.written import PREFIX, answer_keys, automatic_points, is_written, written_cells
+from autograder.course.provided import API_NAMES, topic_of
+from autograder.course.release import find_assignments
+from autograder.course.written import PREFIX, answer_keys, automatic_points, is_written, written_cells
 from coursekit.checks.toolkit import snake_case
 
 COURSE = Path(__file__).resolve().parents[2] / "course"

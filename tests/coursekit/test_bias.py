@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from coursekit import bias, tokenize
-from coursekit.probe_models import BagOfEmbeddingsClassifier
+from coursekit.probe.models import BagOfEmbeddingsClassifier
 
 VOCAB = {"<pad>": 0, "<unk>": 1, "the": 2, "waiter": 3, "hostess": 4, "was": 5, "rude": 6, ".": 7, "my": 8,
          "sister": 9, "pad": 10, "picked": 11}

@@ -1,10 +1,10 @@
-"""The public models the grader lends to a student's code (coursekit.probe_models)."""
+"""The public models the grader lends to a student's code (coursekit.probe.models)."""
 from __future__ import annotations
 
 import pytest
 import torch
 
-from coursekit.probe_models import BagOfEmbeddingsClassifier
+from coursekit.probe.models import BagOfEmbeddingsClassifier
 
 
 # --- classifier probes

@@ -484,7 +484,7 @@ def _readable(path: Path) -> str:
 
 def reference_in(folders) -> dict:
     """file -> reference functions whose bodies it holds, for every file under `folders` (or a file itself)."""
-    from autograder.provided import reference_fingerprints, reference_found_in
+    from autograder.course.provided import reference_fingerprints, reference_found_in
 
     prints = reference_fingerprints()
     found = {}

@@ -279,7 +279,7 @@ def test_cached_greedy_decode_equals_greedy_decode(device, norm_first, seed):
 
 def test_cached_greedy_decode_projects_each_position_once():
     """One call on the memory per cross-attention projection; one new position per step for self-attention."""
-    from coursekit.probe_hooks import ProjectionRecorder
+    from coursekit.probe.hooks import ProjectionRecorder
     from solutions.transformer import cached_greedy_decode
 
     model = make_model("cpu", False, 0)

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 import coursekit.mistakes as catalogue
-from autograder.checks._common import CheckFailed, fail
+from autograder.checks.toolkit import CheckFailed, fail
 from coursekit.api import API
 from coursekit.mistakes import MISTAKES, Mistake, mistakes_for
 
@@ -35,7 +35,7 @@ def test_entries_are_well_formed():
 
 
 def test_every_entry_is_diagnosed_by_a_hidden_check_or_made_by_the_demo_class():
-    from autograder.demo_class import CODE_EDITS, STUDENT_MISTAKES
+    from autograder.demo.students import CODE_EDITS, STUDENT_MISTAKES
 
     assert set(MISTAKES) - _ids_named_in("autograder/checks") - set(CODE_EDITS) == set()
     assert set(CODE_EDITS) == {m for made in STUDENT_MISTAKES.values() for m in made} and set(CODE_EDITS) <= set(MISTAKES)

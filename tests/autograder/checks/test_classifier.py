@@ -15,7 +15,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 import solutions
-from autograder.checks import _remote
+from autograder.checks import remote as _remote
 from autograder.checks import classifier as checks
 from autograder.checks import trained_classifier as trained
 from coursekit import probe

@@ -1,4 +1,4 @@
-"""Follow-through credit (autograder/checks/_parts.py): a composite is judged given working parts.
+"""Follow-through credit (autograder/checks/parts.py): a composite is judged given working parts.
 
 Every "student" here is the reference module's source run in a fresh namespace (so that its classes look up their
 parts by global name, as a notebook's do), with one part broken: left unfinished (it raises NotImplementedError,
@@ -18,8 +18,8 @@ import pytest
 import torch
 
 import autograder.checks as checks
-from autograder import stand_ins
-from autograder.checks._parts import INTENDED_CASCADES, MAX_CASCADE_POINTS, PARTS, assume_verdicts
+from autograder.checks import stand_ins
+from autograder.checks.parts import INTENDED_CASCADES, MAX_CASCADE_POINTS, PARTS, assume_verdicts
 from coursekit.api import snake_case
 
 # part -> (module of solutions/ whose source holds it and its composites, a catalogue mistake as a source edit)
@@ -219,7 +219,7 @@ def test_every_part_named_has_a_stand_in_and_a_check():
 
 def test_the_judge_records_verdicts_that_later_checks_read():
     """judge.verdict: a failed part is recorded, and the composite's check of the same notebook lends a stand-in."""
-    from autograder.checks._remote import LoopbackChannel
+    from autograder.checks.remote import LoopbackChannel
     from autograder.grade.judge import verdict
     from coursekit import probe
 

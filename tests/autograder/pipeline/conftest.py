@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from autograder.grade.sandbox import GiB, Limits
+from autograder.course.units import GiB
+from autograder.sandbox.limits import Limits
 from synthetic_course import synthetic_submission
 
 # Short limits keep the suite fast; the memory cap still stops a 20 GB allocation (and 4 GB in four children).

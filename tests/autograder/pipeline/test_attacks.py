@@ -256,9 +256,9 @@ def _first_code_index(nb) -> int:
 
 def _class_folder(tmp: Path, with_attackers: bool) -> Path:
     """A course copy with 03 released, and an inbox of the honest students (plus the attackers)."""
-    from autograder.demo import prepare_course
-    from autograder.release import release
-    from autograder.demo_class import apply_mistake
+    from autograder.demo.run import prepare_course
+    from autograder.course.release import release
+    from autograder.demo.students import apply_mistake
 
     course = prepare_course(tmp, [ASSIGNMENT])
     release([ASSIGNMENT], course_root=course, exercises_dir=tmp / "exercises")
@@ -293,7 +293,7 @@ def _grade(course: Path, inbox: Path) -> str:
     import os
     import sys
 
-    from autograder.collect import collect
+    from autograder.submissions.collect import collect
 
     report = collect(course, inbox)
     assert not [c for c in report.collected if c.student in BAD_IDS]
@@ -323,13 +323,13 @@ def graded(tmp_path_factory):
     attacked_dir = tmp_path_factory.mktemp("attacked")
     course = _class_folder(attacked_dir, with_attackers=True)
     log = _grade(course, attacked_dir / "inbox")
-    from autograder.grade.gradebook import RunsTable
+    from autograder.gradebook.store import RunsTable
 
     runs = RunsTable(f"sqlite:///{course / 'gradebook.db'}")
     rows = runs.all(ASSIGNMENT)
     runs.dispose()
     lingering = subprocess.run(["pgrep", "-f", LINGER], capture_output=True, text=True).stdout.split()
-    from autograder.feedback import generate_feedback
+    from autograder.publish.feedback import generate_feedback
 
     feedback = generate_feedback(course, ASSIGNMENT)
     return {"course": course, "rows": rows, "honest": _auto_scores(honest_course), "log": log,
@@ -370,7 +370,7 @@ def _reference_lines(release_text: str) -> set[str]:
     lines = set()
     for module in ("attention", "_common", "attention_checks"):
         path = {"attention": REPO / "solutions" / "attention.py",
-                "_common": REPO / "autograder" / "checks" / "_common.py",
+                "_common": REPO / "autograder" / "checks" / "toolkit.py",
                 "attention_checks": REPO / "autograder" / "checks" / "attention.py"}[module]
         for line in path.read_text().splitlines():
             line = line.strip()
@@ -380,7 +380,7 @@ def _reference_lines(release_text: str) -> set[str]:
 
 
 def test_feedback_reveals_no_grader_source_and_no_grader_path(graded):
-    from autograder.grade.scrub import contains_grading_path
+    from autograder.sandbox.scrub import contains_grading_path
 
     course = graded["course"]
     release_text = (course / "release" / ASSIGNMENT / f"{ASSIGNMENT}.ipynb").read_text()
@@ -421,7 +421,7 @@ def test_the_grading_log_holds_no_student_text(graded):
 
 
 def test_graded_notebooks_and_feedback_stay_under_their_caps(graded):
-    from autograder.grade.sandbox import Limits
+    from autograder.sandbox.limits import Limits
 
     cap = Limits().notebook_output_bytes
     course = graded["course"]

@@ -13,8 +13,8 @@ import nbformat
 import pytest
 
 from autograder.cli import main
-from autograder.coursedir import assignments_in_source, default_course_dir
-from autograder.written import MODEL_HEADING, TEXT_STUB, automatic_points, is_written, written_cells
+from autograder.course.coursedir import assignments_in_source, default_course_dir
+from autograder.course.written import MODEL_HEADING, TEXT_STUB, automatic_points, is_written, written_cells
 
 ASSIGNMENT = "03_attention"
 

@@ -16,7 +16,7 @@ import pytest
 from distributed import Client
 
 from autograder.cli import main
-from autograder.collect import collect
+from autograder.submissions.collect import collect
 
 DASK = str(Path(sys.executable).with_name("dask"))
 
@@ -71,7 +71,7 @@ def test_grade_through_scheduler(course, tmp_path, cluster, helpers):
     collect(course, inbox)
     code = main(["grade", "ps1", "--scheduler", cluster, "--course-dir", str(course), "--cell-timeout", "30"])
     assert code == 0
-    from autograder.grade.gradebook import RunsTable
+    from autograder.gradebook.store import RunsTable
 
     runs = RunsTable(f"sqlite:///{course / 'gradebook.db'}")
     rows = {r["student"]: r for r in runs.all("ps1")}

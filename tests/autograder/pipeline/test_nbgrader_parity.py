@@ -24,10 +24,10 @@ import pytest
 from nbgrader.api import Gradebook, MissingEntry
 
 from autograder import cli
-from autograder.coursedir import REPO_ROOT, course_id, default_db_url
+from autograder.course.coursedir import REPO_ROOT, course_id, default_db_url
 from autograder.grade.engine import grade
-from autograder.grade.nbgrader_rules import StudentRefused, SubmissionRules
-from autograder.grade.sandbox import Limits
+from autograder.submissions.admission import StudentRefused, SubmissionRules
+from autograder.sandbox.limits import Limits
 
 DEPLOY_CONFIG = REPO_ROOT / "deploy" / "jupyter" / "instructor"
 ROSTER = ("alice", "carol")

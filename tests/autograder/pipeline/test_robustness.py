@@ -11,9 +11,9 @@ import json
 import pytest
 from nbgrader.api import Gradebook
 
-from autograder.collect import collect
+from autograder.submissions.collect import collect
 from autograder.grade.engine import grade
-from autograder.grade.gradebook import RunsTable
+from autograder.gradebook.store import RunsTable
 
 
 # kind -> (expected score, flag codes that must be present)

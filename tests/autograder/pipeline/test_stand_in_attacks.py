@@ -1,4 +1,4 @@
-"""Nothing a student's code does with a lent stand-in gains a point (autograder/checks/_parts.py).
+"""Nothing a student's code does with a lent stand-in gains a point (autograder/checks/parts.py).
 
 On the real notebook 07: a student who left `masked_mean_pool` unfinished gets the course's stand-in lent while
 `TransformerClassifier` is judged (so that exercise earns its points on its own). The attackers below also leave it
@@ -59,11 +59,11 @@ def _students(course: Path) -> dict[str, nbformat.NotebookNode]:
 def graded(tmp_path_factory):
     from nbgrader.api import Gradebook
 
-    from autograder.collect import collect
-    from autograder.demo import prepare_course
+    from autograder.submissions.collect import collect
+    from autograder.demo.run import prepare_course
     from autograder.grade.engine import grade
-    from autograder.grade.sandbox import Limits
-    from autograder.release import release
+    from autograder.sandbox.limits import Limits
+    from autograder.course.release import release
 
     tmp = tmp_path_factory.mktemp("stand_in_attacks")
     course = prepare_course(tmp, [ASSIGNMENT])

@@ -19,10 +19,10 @@ import nbformat
 import pytest
 from nbgrader.api import Gradebook
 
-from autograder.collect import collect
+from autograder.submissions.collect import collect
 from autograder.grade.engine import grade
-from autograder.grade.gradebook import RunsTable
-from autograder.submission_files import RefusedFile, read_regular, scan_tree
+from autograder.gradebook.store import RunsTable
+from autograder.submissions.files import RefusedFile, read_regular, scan_tree
 
 SECRET = "TOP SECRET answers of the instructor"
 HONEST = {"alice": ("solution", 7), "bob": ("mistake", 1), "carol": ("blank", 0)}

@@ -14,7 +14,7 @@ import time
 import psutil
 import pytest
 
-from autograder.collect import collect
+from autograder.submissions.collect import collect
 from autograder.grade import engine, worker
 
 pytestmark = [pytest.mark.slow, pytest.mark.pipeline]

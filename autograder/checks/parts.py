@@ -1,0 +1,144 @@
+"""Follow-through credit: each hidden check judges its own exercise, given working parts.
+
+Some exercises use other exercises of the same notebook: `PositionalEncoding` calls
+`sinusoidal_positional_encoding`, `EncoderBlock` builds a `PositionwiseFeedForward`, `MultiHeadAttention` calls
+`split_heads` and `merge_heads`... (PARTS, below). Their grade cells come later in the notebook than their parts'.
+The judge (`autograder/grade/judge.py`) records, per notebook, whether each check passed (`channel.verdicts`).
+When a part FAILED its own check, the composite's check lends the course's stand-in for it
+(`autograder/checks/stand_ins.py`): the stand-in's source is sent into the kernel and bound to the part's name in the
+namespace the student's code reads, for the time of the check only. So the composite is judged on its own work:
+with the student's own part when that part passed (follow-through credit), else with a working one, and an
+unfinished or wrong part costs its own points only. The part has been scored by then, so lending it cannot earn
+that part's points; the stand-ins stop working when the check is over.
+
+Intended cascades (INTENDED_CASCADES) are results that need the student's own parts to have worked, such as the
+classifier the student trained in notebook 07: nothing is lent there; the notebook says so next to the exercise,
+and such a result is worth at most 10 points. The report (`autograder/publish/report.py`) tells the points lost that way
+from the points lost in an exercise itself.
+"""
+from __future__ import annotations
+
+import contextlib
+import functools
+from typing import NamedTuple
+
+from autograder.checks.remote import ProbeBroken, StudentError, define, unlend
+from autograder.checks.stand_ins import source_for
+from coursekit.checks.toolkit import CheckFailed
+
+
+class Part(NamedTuple):
+    """A part an exercise's object uses: the global `name` its code reads, the check that judges that part, and
+    which handed-in object uses it (`into`, an index), or which handed-in object it is (`replaces`)."""
+    name: str
+    check: str
+    into: int = 0
+    replaces: int | None = None
+
+
+# check name -> the parts of the same notebook that the handed-in objects use (transitively: the Encoder's blocks
+# build feed-forwards too). Each part's own grade cell comes earlier in its notebook.
+PARTS: dict[str, tuple[Part, ...]] = {
+    "positional_encoding": (Part("sinusoidal_positional_encoding", "sinusoidal_positional_encoding"),),
+    "multi_head_attention": (Part("split_heads", "split_heads"), Part("merge_heads", "merge_heads")),
+    "encoder_block": (Part("PositionwiseFeedForward", "positionwise_feed_forward"),),
+    "encoder": (Part("EncoderBlock", "encoder_block"), Part("PositionwiseFeedForward", "positionwise_feed_forward")),
+    "decoder": (Part("DecoderBlock", "decoder_block"),),
+    "transformer": (Part("Decoder", "decoder"), Part("DecoderBlock", "decoder_block")),
+    "cached_greedy_decode": (Part("Transformer", "transformer", replaces=1), Part("Decoder", "decoder", into=1),
+                             Part("DecoderBlock", "decoder_block", into=1)),
+    "transformer_classifier": (Part("masked_mean_pool", "masked_mean_pool"),),
+    "generate": (Part("sample_next_token", "sample_next_token"),),
+    "grouped_query_attention": (Part("rotary_cos_sin", "rotary_cos_sin"), Part("apply_rotary", "apply_rotary")),
+    "llama_block": (Part("RMSNorm", "rmsnorm"), Part("GroupedQueryAttention", "grouped_query_attention"),
+                    Part("SwiGLU", "swi_glu"), Part("rotary_cos_sin", "rotary_cos_sin"),
+                    Part("apply_rotary", "apply_rotary")),
+    "modern_gpt": (Part("LlamaBlock", "llama_block"), Part("RMSNorm", "rmsnorm"),
+                   Part("GroupedQueryAttention", "grouped_query_attention"), Part("SwiGLU", "swi_glu"),
+                   Part("rotary_cos_sin", "rotary_cos_sin"), Part("apply_rotary", "apply_rotary")),
+}
+
+# check name -> the checks of the parts whose OWN work it needs (nothing is lent): a failed part costs these points
+# too. Each is said in its notebook next to the exercise, and worth at most MAX_CASCADE_POINTS.
+INTENDED_CASCADES: dict[str, tuple[str, ...]] = {
+    "trained_classifier": ("masked_mean_pool", "transformer_classifier", "train_one_epoch", "evaluate"),
+    # 08: the model the student trained is their GPT, trained by the course's loop with their get_batch, lm_loss
+    # and lr_at, its progress measured by their estimate_loss
+    "trained_gpt": ("gpt", "get_batch", "lm_loss", "estimate_loss", "lr_at"),
+}
+MAX_CASCADE_POINTS = 10
+
+_assumed: dict[str, bool] = {}
+
+
+@contextlib.contextmanager
+def assume_verdicts(verdicts: dict[str, bool]):
+    """For checks run outside the judge (tests): the parts' verdicts, as the judge would have recorded them."""
+    saved = dict(_assumed)
+    _assumed.clear()
+    _assumed.update(verdicts)
+    try:
+        yield
+    finally:
+        _assumed.clear()
+        _assumed.update(saved)
+
+
+def verdicts_of(channel) -> dict[str, bool]:
+    """{check name: passed} of the checks judged so far in this notebook (empty: nothing known, nothing lent)."""
+    verdicts = getattr(channel, "verdicts", None)
+    return verdicts if verdicts is not None else _assumed
+
+
+def failed_parts(check: str, channel) -> list[Part]:
+    """The parts of `check` that failed their own check in this notebook."""
+    verdicts = verdicts_of(channel)
+    return [part for part in PARTS.get(check, ()) if verdicts.get(part.check) is False]
+
+
+@contextlib.contextmanager
+def lending(check: str, objects: tuple):
+    """Yields the handed-in objects to judge, with stand-ins in place of the parts that failed their own check."""
+    if not objects or not hasattr(objects[0], "channel"):
+        yield objects
+        return
+    channel = objects[0].channel
+    failed = failed_parts(check, channel)
+    if not failed:
+        yield objects
+        return
+    objects = list(objects)
+    try:
+        module = define(channel, source_for(sorted({part.name for part in failed})))
+        replaced = {part.replaces for part in failed if part.replaces is not None}
+        for part in failed:
+            if part.replaces is not None:
+                objects[part.replaces] = module.attr(part.name)
+        for part in failed:
+            if part.replaces is None and part.into not in replaced:
+                objects[part.into].lend(**{part.name: module.attr(part.name)})
+    except (StudentError, ProbeBroken):
+        pass  # nothing could be lent (e.g. the student's object is not code): it is judged as it is
+    names = ", ".join(f"`{part.name}`" for part in failed)
+    try:
+        yield tuple(objects)
+    except CheckFailed as failure:
+        note = (f"  (judged with the course's working {names} in place of yours, which fails its own check: this "
+                f"failure is in the exercise itself)")
+        raise CheckFailed(f"{failure}\n{note}", failure.mistake_id) from None
+    finally:
+        with contextlib.suppress(StudentError, ProbeBroken):
+            unlend(channel)
+
+
+def given_working_parts(check: str):
+    """Decorator of a hidden check (under `@probed`): judge it with `lending(check, ...)`."""
+    def decorate(function):
+        @functools.wraps(function)
+        def wrapper(*objects, **named):
+            with lending(check, objects) as lent:
+                return function(*lent, **named)
+
+        return wrapper
+
+    return decorate

@@ -1,0 +1,216 @@
+"""`make demo` = `autograder demo`: the whole pipeline on a sample class, in a copy of the course.
+
+demo_output/ (or --output) holds a fresh copy of course/source and nbgrader_config.py, so the instructor's own
+gradebook is never touched; each run starts that folder afresh (idempotent). Steps: release -> build the
+students (autograder.demo.students.demo_students) -> collect -> grade in parallel -> feedback -> export ->
+report, then a summary table and the paths of the CSV, the feedback and, last, the course page.
+
+The class holds one pair of copied solutions (`with_copied_pair`): `reference` adds a helper function of her own
+to her first solution cell, and `hostile` hands in her notebook with the helper moved to the last solution cell,
+variables renamed and other comments (hostile is held for review, so its score stays 0; the helper changes no
+score). Every demo student is an edit of the reference, so the course page's similarity check ignores the
+reference solution too (`include_reference`): what remains is what the students wrote themselves, and the
+copied helper is found in every assignment.
+
+Written answers (hand-graded markdown cells, `autograder.course.written`): every student but `blank` writes a short answer
+of their own words in each of them (`with_written_answers`: the first sentences of the model answer, in a
+student's phrasing; the copy hands in the original's answers); `blank` leaves "YOUR ANSWER HERE", which scores 0
+on its own. No student hands in the model answer or the rubric of the source notebook. The written answers change
+no automatic score; they wait for a grader, and the summary says how many (`autograder.publish.export.waiting_line`).
+"""
+from __future__ import annotations
+
+import re
+import shutil
+import time
+from pathlib import Path
+
+import nbformat
+
+from autograder.course.coursedir import REPO_ROOT, assignments_in_source, default_course_dir
+
+
+def prepare_course(output: Path, assignments: list[str]) -> Path:
+    course = output / "course"
+    if output.exists():
+        shutil.rmtree(output)
+    (course / "source").mkdir(parents=True)
+    real = default_course_dir()
+    shutil.copy2(real / "nbgrader_config.py", course / "nbgrader_config.py")
+    for assignment in assignments:
+        shutil.copytree(real / "source" / assignment, course / "source" / assignment,
+                        ignore=shutil.ignore_patterns(".ipynb_checkpoints", "__pycache__"))
+    return course
+
+
+def run_demo(assignments=None, students: int = 6, output: Path | None = None, workers: int | None = None) -> int:
+    from autograder.submissions.collect import collect
+    from autograder.publish.export import export_grades, waiting_line
+    from autograder.gradebook.queries import waiting_for_grader
+    from autograder.publish.feedback import generate_feedback
+    from autograder.grade.engine import grade_many
+    from autograder.course.release import release
+    from autograder.publish.report import write_report
+    from autograder.demo.students import demo_students
+
+    started = time.monotonic()
+    available = assignments_in_source(default_course_dir())
+    assignments = assignments or available
+    unknown = sorted(set(assignments) - set(available))
+    if unknown:
+        print(f"autograder demo: unknown assignment(s) {unknown}; available: {available}")
+        return 2
+    output = Path(output or REPO_ROOT / "demo_output").resolve()
+    course = prepare_course(output, assignments)
+    print(f"[1/6] release {len(assignments)} assignment(s) into {course}")
+    release(assignments, course_root=course, exercises_dir=output / "exercises")
+
+    print(f"[2/6] build a class of {max(6, students)} students")
+    inbox = output / "inbox"
+    what_they_did: dict[tuple[str, str], str] = {}
+    for assignment in assignments:
+        source_nb = nbformat.read(course / "source" / assignment / f"{assignment}.ipynb", as_version=4)
+        release_nb = nbformat.read(course / "release" / assignment / f"{assignment}.ipynb", as_version=4)
+        built = with_written_answers(with_copied_pair(demo_students(source_nb, release_nb, students)), source_nb)
+        for student, (text, note) in built.items():
+            target = inbox / student / assignment / f"{assignment}.ipynb"
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text(text)
+            what_they_did[(student, assignment)] = note
+
+    print("[3/6] collect")
+    collected = collect(course, inbox)
+    print("      " + collected.line())
+
+    print("[4/6] grade")
+    summaries = grade_many(course, assignments, workers=workers)
+    for summary in summaries:
+        print("      " + summary.line())
+
+    print("[5/6] feedback and export")
+    feedback_count = sum(len(generate_feedback(course, a)["written"]) for a in assignments)
+    csv_path = export_grades(course, output / "grades.csv")
+
+    print("[6/6] report")
+    course_page = write_report(course, include_reference=True)  # first: it writes the similarity pages
+    pages = [write_report(course, a) for a in assignments]  # ... that these link to
+
+    print()
+    print(summary_table(summaries, what_they_did))
+    print()
+    print(f"demo finished in {time.monotonic() - started:.0f} s")
+    print(f"  grades:   {csv_path}")
+    print(f"  feedback: {feedback_count} HTML file(s) under {course / 'feedback'}")
+    print(f"  copied:   {copied_work(course, assignments)}")
+    print(f"  {waiting_line(waiting_for_grader(course, assignments=assignments))}")
+    print(f"  per assignment: {', '.join(str(p) for p in pages)}")
+    print(f"  report:   {course_page}")
+    return 0
+
+
+COPIED_PAIR = ("reference", "hostile")  # (original, copy)
+OWN_HELPER = '''def shape_report(name, tensor):
+    """My own debugging helper: a tensor's shape, dtype and value range in one line."""
+    low, high = float(tensor.min()), float(tensor.max())
+    summary = f"{name}: shape={tuple(tensor.shape)} dtype={tensor.dtype} range=[{low:.3g}, {high:.3g}]"
+    if tensor.numel() and bool(tensor.isnan().any()):
+        summary += " (has NaN)"
+    print(summary)  # I call it while debugging
+    return summary
+
+'''
+RENAMES = {"summary": "line", "low": "lo", "high": "hi", "tensor": "t", "shape_report": "describe",
+           "scores": "logits", "blocked": "hidden", "d_k": "key_dim", "d_head": "width"}
+
+
+def _solution_cells(nb):
+    return [c for c in nb.cells if c.metadata.get("nbgrader", {}).get("solution") and c.cell_type == "code"]
+
+
+def _disguised(text: str) -> str:
+    """Variables renamed, trailing comments changed."""
+    for old, new in RENAMES.items():
+        text = re.sub(rf"(?<![.\w]){old}\b", new, text)
+    return re.sub(r"(\S)  +#(?!##)[^\n]*", r"\1  # my notes", text)
+
+
+def with_copied_pair(students: dict) -> dict:
+    """The original gets a helper of her own (first solution cell); the copy hands in the original's solution
+    cells, disguised, with the helper moved to the last solution cell. Nothing else of either notebook changes."""
+    original, copy = COPIED_PAIR
+    (text, note), (copy_text, copy_note) = students[original], students[copy]
+    nb, target = nbformat.reads(text, as_version=4), nbformat.reads(copy_text, as_version=4)
+    cells, copied = _solution_cells(nb), _solution_cells(target)
+    if not cells or len(cells) != len(copied):
+        return students
+    cells[0].source = OWN_HELPER + cells[0].source
+    for theirs, mine in zip(cells, copied):
+        mine.source = _disguised(theirs.source.replace(OWN_HELPER, "") if theirs is cells[0] else theirs.source)
+    copied[-1].source += "\n\n\n" + _disguised(OWN_HELPER).rstrip()
+    return {**students, original: (nbformat.writes(nb), f"{note}, plus a helper of her own"),
+            copy: (nbformat.writes(target), f"{copy_note}; copied {original}'s notebook (renamed, reordered)")}
+
+
+# ----------------------------------------------------------------------------------------------- written answers
+BLANK_STUDENT = "blank"
+# How each student puts the model answer's ideas in their own words (a prefix and how many sentences they keep).
+PHRASING = {"reference": ("", 3), "mistake_heads": ("I think ", 1), "mistake_mask": ("In short: ", 2),
+            "mistake_scale": ("My understanding is that ", 1)}
+
+
+def student_answer(key, student: str) -> str:
+    """A short plausible answer to the written question `key` (an autograder.course.written.AnswerKey) by `student`."""
+    from autograder.course.written import sentences
+
+    prefix, keep = PHRASING.get(student, ("", 1 + sum(map(ord, student)) % 2))
+    kept = sentences(key.model_answer)[:keep] or ["I am not sure."]
+    first = kept[0]
+    if prefix and first[:1].isupper() and not first[1:2].isupper():
+        first = first[0].lower() + first[1:]
+    return prefix + " ".join([first] + kept[1:])
+
+
+def with_written_answers(students: dict, source_nb) -> dict:
+    """Every student's written answer cells filled with their own short answer; `blank` keeps the release's
+    stub, the copy of the copied pair hands in the original's answers. Nothing else of a notebook changes."""
+    from autograder.course.written import answer_keys, is_written
+
+    keys = answer_keys(source_nb)
+    if not keys:
+        return students
+    original, copy = COPIED_PAIR
+    out = {}
+    for student, (text, note) in students.items():
+        if student == BLANK_STUDENT:
+            out[student] = (text, note)
+            continue
+        nb = nbformat.reads(text, as_version=4)
+        writer = original if student == copy else student
+        for cell in nb.cells:
+            if is_written(cell) and cell.metadata["nbgrader"]["grade_id"] in keys:
+                cell.source = student_answer(keys[cell.metadata["nbgrader"]["grade_id"]], writer)
+        out[student] = (nbformat.writes(nb), note)
+    return out
+
+
+def copied_work(course: Path, assignments) -> str:
+    """The reported pairs of the similarity check, per assignment, from its CSV."""
+    import csv
+
+    found = []
+    for assignment in assignments:
+        path = course / "reports" / assignment / "similarity.csv"
+        if path.exists():
+            with open(path, newline="") as fh:
+                found += [f"{r['student_a']} ~ {r['student_b']} {100 * float(r['similarity']):.0f}% ({assignment})"
+                          for r in csv.DictReader(fh) if r["reported"] == "True"]
+    return "; ".join(found) or "no pair above the threshold"
+
+
+def summary_table(summaries, what_they_did) -> str:
+    rows = [f"{'student':<14} {'assignment':<28} {'score':>11}  {'status':<24} what the student did"]
+    for summary in summaries:
+        for row in summary.graded:
+            rows.append(f"{row['student']:<14} {row['assignment']:<28} {row['score']:>5g}/{row['max_score']:<5g}  "
+                        f"{row['status']:<24} {what_they_did.get((row['student'], row['assignment']), '')}")
+    return "\n".join(rows)

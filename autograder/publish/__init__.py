@@ -1,0 +1,8 @@
+"""The publish room: what instructors and students read. It formats what the gradebook and autograded/ hold.
+
+- `feedback.py`    the students' feedback pages (nbgrader generate_feedback, sanitised).
+- `export.py`      grades as CSV, and the Canvas and Moodle gradebook imports.
+- `report.py`      the assignment and course pages: scores per grade cell, common mistakes, late, held, waiting.
+- `similarity.py`  copied work: ranked pairs side by side, heat map, CSV.
+- `html.py`        the head, style sheet, inline images and sort script of every instructor page.
+"""

@@ -1,0 +1,188 @@
+"""Per-student HTML feedback through nbgrader's generate_feedback, safe to open for instructors and students.
+
+Feedback restores the hidden-test cells, which by the course's design hold only `check_x(obj)` calls, so it shows
+each check's message but never test logic nor reference code.
+
+Everything a student wrote reaches the page only through an allow-list sanitiser (bleach, as nbconvert's
+`SanitizeHTML` uses it): written answers and other markdown cells (after markdown is rendered: a
+`[link](javascript:...)` is markdown, not HTML) and every output (HTML and markdown outputs sanitised;
+JavaScript, SVG, widget and unknown types dropped by `SanitizeHTML`). What stays: text formatting, headings,
+lists, tables, code, links to http(s)/mailto/#anchors, and images that are `data:image/png|jpeg|gif` (a student's
+own figures are PNG outputs, kept as nbconvert renders them). On top, each page starts with a Content-Security-
+Policy that forbids every script (inline, `on*=` handlers, `javascript:` links) and every request to another
+origin, so a page opened from the hub or from disk runs nothing.
+
+Math is rendered on the grading machine, without the network: each `$...$` / `$$...$$` of markdown becomes an
+SVG drawn by matplotlib's mathtext (the LaTeX subset the course uses: fractions, roots, sub/superscripts, Greek,
+`\\mathrm`, `\\top`...), embedded as a `data:image/svg+xml` image with the TeX as its alt text; a formula mathtext
+cannot draw stays as its TeX source. (MathJax is not loaded: no script runs on these pages.)
+"""
+from __future__ import annotations
+
+import base64
+import functools
+import html
+import io
+from pathlib import Path
+
+from autograder.course.coursedir import nbgrader_api
+
+# -------------------------------------------------------------------------------------------- the allow-list
+ALLOWED_TAGS = frozenset({
+    "a", "abbr", "b", "blockquote", "br", "caption", "code", "col", "colgroup", "dd", "del", "details", "div", "dl",
+    "dt", "em", "figcaption", "figure", "h1", "h2", "h3", "h4", "h5", "h6", "hr", "i", "img", "ins", "kbd", "li",
+    "mark", "ol", "p", "pre", "q", "s", "samp", "small", "span", "strong", "sub", "summary", "sup", "table", "tbody",
+    "td", "tfoot", "th", "thead", "tr", "u", "ul", "var",
+})
+COMMON_ATTRIBUTES = frozenset({"class", "title", "align", "style", "id"})
+TAG_ATTRIBUTES = {"a": {"href"}, "img": {"src", "alt", "width", "height"}, "td": {"colspan", "rowspan"},
+                  "th": {"colspan", "rowspan", "scope"}, "ol": {"start"}, "col": {"span"}, "colgroup": {"span"}}
+IMAGE_PREFIXES = ("data:image/png;base64,", "data:image/jpeg;base64,", "data:image/gif;base64,",
+                  "data:image/svg+xml;base64,")  # in an <img>, SVG is a picture: it never runs a script
+LINK_PREFIXES = ("http://", "https://", "mailto:", "#")
+CSS_PROPERTIES = ("display", "color", "background-color", "text-align", "vertical-align", "font-weight", "font-style",
+                  "text-decoration", "border", "border-collapse", "padding", "margin", "width", "height")
+CONTENT_SECURITY_POLICY = ("default-src 'none'; script-src 'none'; object-src 'none'; base-uri 'none'; "
+                           "form-action 'none'; img-src data:; style-src 'unsafe-inline'; font-src 'self' data: file:")
+
+
+def _attribute_allowed(tag: str, name: str, value: str) -> bool:
+    if name == "src":
+        return tag == "img" and value.startswith(IMAGE_PREFIXES)
+    if name == "href":
+        return value.strip().lower().startswith(LINK_PREFIXES)
+    return name in COMMON_ATTRIBUTES or name in TAG_ATTRIBUTES.get(tag, ())
+
+
+@functools.lru_cache(maxsize=1)
+def _cleaner():
+    from bleach.css_sanitizer import CSSSanitizer
+    from bleach.sanitizer import Cleaner
+
+    return Cleaner(tags=ALLOWED_TAGS, attributes=_attribute_allowed, protocols={"http", "https", "mailto", "data"},
+                   strip=False, strip_comments=True, css_sanitizer=CSSSanitizer(allowed_css_properties=CSS_PROPERTIES))
+
+
+def clean_html(text: str) -> str:
+    """`text` with every tag and attribute outside the allow-list escaped (shown as text, never run)."""
+    return _cleaner().clean(text)
+
+
+def _sanitizer_class():
+    from nbconvert.preprocessors.sanitize import SanitizeHTML
+
+    class SanitizeStudentHTML(SanitizeHTML):
+        """nbconvert's SanitizeHTML (markdown and raw cells, HTML/markdown outputs; JavaScript and other active
+        output types removed) with the course's allow-list."""
+
+        def sanitize_html_tags(self, html_str):
+            return clean_html(html_str)
+
+    return SanitizeStudentHTML
+
+
+# ---------------------------------------------------------------------------------------------------- math
+@functools.lru_cache(maxsize=4096)
+def math_image(tex: str, display: bool = False) -> str | None:
+    """An <img> of `tex` drawn by matplotlib's mathtext (SVG, base64), or None when mathtext cannot draw it."""
+    import matplotlib
+
+    matplotlib.use("Agg", force=False)
+    from matplotlib import mathtext
+    from matplotlib.font_manager import FontProperties
+
+    tex = tex.strip()
+    if not tex or "\n\n" in tex or len(tex) > 2000:
+        return None
+    buffer = io.BytesIO()
+    try:
+        depth = mathtext.math_to_image(f"${' '.join(tex.split())}$", buffer, prop=FontProperties(size=12 if not
+                                       display else 14), format="svg", dpi=72)
+    except Exception:  # noqa: BLE001 - unsupported TeX (environments, unknown macros): keep the source
+        return None
+    data = base64.b64encode(buffer.getvalue()).decode("ascii")
+    style = "display:block; margin:0.5em auto" if display else f"vertical-align:-{float(depth or 0):.1f}px"
+    return (f'<img class="math" src="data:image/svg+xml;base64,{data}" alt="{html.escape(tex, quote=True)}" '
+            f'style="{style}">')
+
+
+def _renderer_class():
+    from nbconvert.filters.markdown_mistune import IPythonRenderer
+
+    class MathImageRenderer(IPythonRenderer):
+        """nbconvert's markdown renderer, with math drawn as images instead of left for MathJax."""
+
+        def inline_math(self, body: str) -> str:
+            return math_image(body) or f"${self.escape_html(body)}$"
+
+        def block_math(self, body: str) -> str:
+            return math_image(body, display=True) or f"$${self.escape_html(body)}$$"
+
+        def latex_environment(self, name: str, body: str) -> str:
+            return f"\\begin{{{self.escape_html(name)}}}{self.escape_html(body)}\\end{{{self.escape_html(name)}}}"
+
+    return MathImageRenderer
+
+
+def _markdown2html():
+    from jinja2 import pass_context
+    from nbconvert.filters.markdown_mistune import MarkdownWithMath
+
+    renderer_class = _renderer_class()
+
+    @pass_context
+    def markdown2html(context, source):
+        """HTMLExporter.markdown2html with math as images, then the allow-list (markdown makes links too)."""
+        cell = context.get("cell", {})
+        renderer = renderer_class(escape=False, attachments=cell.get("attachments", {}), embed_images=False,
+                                  path="", anchor_link_text="¶", exclude_anchor_links=False)
+        return clean_html(MarkdownWithMath(renderer=renderer).render(source))
+
+    return markdown2html
+
+
+def configure(config) -> None:
+    """Make nbgrader's GenerateFeedback (through the API's `config`) write safe pages."""
+    from nbconvert.preprocessors import CSSHTMLHeaderPreprocessor
+    from nbgrader.preprocessors import GetGrades
+
+    config.GenerateFeedback.preprocessors = [GetGrades, CSSHTMLHeaderPreprocessor, _sanitizer_class()]
+    config.SanitizeHTML.enabled = True  # nbconvert's preprocessors are off unless enabled (its subclass too)
+    config.HTMLExporter.filters = {"markdown2html": _markdown2html()}
+    config.HTMLExporter.mathjax_url = ""
+
+
+def add_content_security_policy(page: Path) -> None:
+    """Put the page's Content-Security-Policy first in its <head> (before anything of the notebook)."""
+    text = page.read_text(encoding="utf-8")
+    meta = f'<meta http-equiv="Content-Security-Policy" content="{CONTENT_SECURITY_POLICY}">'
+    if meta in text:
+        return
+    at = text.find("<head>")
+    if at < 0:
+        raise ValueError(f"{page}: no <head> in the feedback page")
+    at += len("<head>")
+    page.write_text(text[:at] + "\n" + meta + text[at:], encoding="utf-8")
+
+
+def generate_feedback(course_dir, assignment: str, db_url: str | None = None, students=None) -> dict:
+    """Feedback for every autograded student of `assignment`; returns {"written": [...], "failed": {student: log}}."""
+    course_dir = Path(course_dir).resolve()
+    api = nbgrader_api(course_dir, db_url)
+    configure(api.config)
+    autograded = course_dir / "autograded"
+    done = sorted(p.parent.name for p in autograded.glob(f"*/{assignment}") if any(p.glob("*.ipynb"))) \
+        if autograded.is_dir() else []
+    written, failed = [], {}
+    for student in done:
+        if students and student not in students:
+            continue
+        result = api.generate_feedback(assignment, student_id=student, force=True)
+        if result["success"]:
+            pages = sorted((course_dir / "feedback" / student / assignment).glob("*.html"))
+            for page in pages:
+                add_content_security_policy(page)
+            written.extend(str(p) for p in pages)
+        else:
+            failed[student] = (result.get("error") or "") + result.get("log", "")[-2000:]
+    return {"written": written, "failed": failed}

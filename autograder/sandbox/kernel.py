@@ -1,0 +1,145 @@
+"""The kernel spec and kernel manager that enforce the limits of one grading kernel (limits.py).
+
+Each submission gets a new kernel in its own jail (jail.py: bubblewrap, its own PID namespace, no network, a
+minimal read-only view of the environment without `solutions` and `autograder`) and its own cgroup (cgroup.py:
+the TOTAL memory and number of processes of everything the submission starts). The kernel starts as
+`python -s -P -m autograder.sandbox.launcher ...` OUTSIDE the jail: it joins the cgroup, sets the rlimits and
+becomes bwrap, whose child becomes ipykernel. The grader talks to the kernel over Unix sockets (ipc transport)
+in a per-kernel folder. When the kernel stops (or is killed), the jail's PID namespace ends every process of
+the submission, and the kernel manager kills whatever the cgroup still holds and removes it.
+
+On a machine with GPUs the address-space cap is not used (CUDA maps far more virtual memory than it uses);
+the per-process cap becomes a cap on the data segment instead (RLIMIT_DATA), and the worker pins the kernel to
+one GPU with CUDA_VISIBLE_DEVICES.
+
+The limits are nbgrader configuration, set in the course's nbgrader_config.py like any other nbgrader setting:
+the per-cell time limit and the kernel start-up time are nbgrader's own `Execute.timeout` and
+`Execute.startup_timeout` (one value for `nbgrader autograde` and for this grader), the rest are the traits of
+`SandboxLimits` (`c.SandboxLimits.memory_bytes = ...`). `course_limits(config)` reads them into a `Limits`, the
+plain value that travels with every grading job (and into its content hash).
+
+AUTOGRADER_UNSAFE_NO_JAIL=1 runs kernels as plain processes (rlimits and the cgroup still apply): only for a
+developer's own notebooks where bubblewrap is missing. (The per-worker kernel fork server of earlier versions is
+gone: one shared server cannot give each submission its own PID namespace and filesystem view.)
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+import tempfile
+
+from jupyter_client.kernelspec import KernelSpec
+from jupyter_client.manager import AsyncKernelManager
+
+from autograder.sandbox import cgroup, jail
+from autograder.sandbox.limits import Limits
+
+
+def kernel_spec(limits: Limits, gpu: str | None = None, extra_env: dict | None = None) -> KernelSpec:
+    """A python3 kernel spec whose kernel runs under `limits` (and on GPU `gpu`, when given)."""
+    env = {
+        "NBGRADER_EXECUTION": "autograde",
+        "COURSE_JUDGE": "1",  # the kernel-side probes of the judge (coursekit.probe) read it
+        "MPLBACKEND": "Agg",
+        "PYTHONHASHSEED": "0",
+        "PYDEVD_DISABLE_FILE_VALIDATION": "1",
+        "OMP_NUM_THREADS": "1",  # one worker = one core; the cluster decides the parallelism
+        "MKL_NUM_THREADS": "1",
+        "CUDA_VISIBLE_DEVICES": "" if gpu is None else str(gpu),
+    }
+    env.update(extra_env or {})
+    argv = [
+        sys.executable, "-s", "-P", "-m", "autograder.sandbox.launcher",
+        "--memory-bytes", str(int(limits.memory_bytes)), "--rlimit", "data" if gpu is not None else "as",
+        "--disk-bytes", str(int(limits.disk_bytes)), "--processes", str(int(limits.processes)),
+        *(["--gpu"] if gpu is not None else []),
+        *[arg for name in sorted(env) for arg in ("--keep-env", name)],
+        "--", "-f", "{connection_file}",
+    ]
+    # interrupts go over the control channel: a signal to bwrap would not reach the kernel inside the jail
+    return KernelSpec(argv=argv, display_name="Python 3 (grading jail)", language="python", env=env,
+                      interrupt_mode="message")
+
+
+def kernel_manager_class(spec: KernelSpec, limits: Limits, jailed: bool | None = None) -> type:
+    """An AsyncKernelManager class that launches `spec` whatever kernel name the notebook asks for, each kernel in
+    its own jail and cgroup. `jailed` defaults to: unless AUTOGRADER_UNSAFE_NO_JAIL=1; a jail that cannot be made
+    raises jail.JailUnavailable here, before any student code runs."""
+    jailed = not jail.unsafe() if jailed is None else jailed
+    if jailed:
+        jail.bwrap_path()  # raises JailUnavailable (bwrap missing or unusable)
+
+    class SandboxKernelManager(AsyncKernelManager):
+        submission_cgroup: cgroup.Cgroup | None = None
+        ipc_dir: str | None = None
+
+        @property
+        def kernel_spec(self):  # noqa: D401 - property of jupyter_client's API
+            return spec
+
+        async def _async_pre_start_kernel(self, **kw):
+            if jailed and self.ipc_dir is None:  # sockets in a folder bound into the jail (no network there)
+                self.ipc_dir = tempfile.mkdtemp(prefix="ag-ipc-")
+                os.chmod(self.ipc_dir, 0o700)
+                self.transport = "ipc"
+                self.connection_file = os.path.join(self.ipc_dir, "kernel.json")
+                self.ip = os.path.join(self.ipc_dir, "k")
+            if self.submission_cgroup is None:
+                self.submission_cgroup = cgroup.create(int(limits.memory_bytes), int(limits.processes))
+            return await super()._async_pre_start_kernel(**kw)
+
+        def format_kernel_cmd(self, extra_arguments=None):
+            cmd = super().format_kernel_cmd(extra_arguments)
+            per_kernel = []
+            for folder in (self.submission_cgroup.dirs if self.submission_cgroup else []):
+                per_kernel += ["--cgroup", folder]
+            if self.ipc_dir:
+                per_kernel += ["--ipc-dir", self.ipc_dir]
+            at = cmd.index("--")
+            return cmd[:at] + per_kernel + cmd[at:]
+
+        def kill_submission(self) -> None:
+            """Every process of the submission ends now (the jail's namespace goes with its first process)."""
+            if self.provisioner is not None and getattr(self.provisioner, "process", None) is not None:
+                try:
+                    self.provisioner.process.kill()
+                except OSError:
+                    pass
+            if self.submission_cgroup is not None:
+                self.submission_cgroup.kill_all()
+
+        async def _async_kill_kernel(self, restart: bool = False) -> None:
+            self.kill_submission()
+            await super()._async_kill_kernel(restart=restart)
+
+        async def _async_cleanup_resources(self, restart: bool = False) -> None:
+            try:
+                await super()._async_cleanup_resources(restart=restart)
+            finally:
+                if self.submission_cgroup is not None:  # after the notebook: nothing of it survives
+                    self.submission_cgroup.remove()
+                    self.submission_cgroup = None
+                if self.ipc_dir is not None:
+                    shutil.rmtree(self.ipc_dir, ignore_errors=True)
+                    self.ipc_dir = None
+
+        cleanup_resources = _async_cleanup_resources  # nbclient calls this name
+
+    return SandboxKernelManager
+
+
+def visible_gpus() -> list[str]:
+    """GPU indices a worker may hand out (empty on a CPU-only machine); never initialises CUDA here."""
+    import os
+    import subprocess
+
+    declared = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if declared is not None:
+        return [g for g in declared.split(",") if g.strip() and g.strip() != "-1"]
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-gpu=index", "--format=csv,noheader"],
+                             capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return []
+    return [line.strip() for line in out.stdout.splitlines() if line.strip()] if out.returncode == 0 else []

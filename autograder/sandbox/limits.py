@@ -1,0 +1,123 @@
+"""What one submission may use while it is graded: the sandbox's limits as nbgrader configuration.
+
+The per-cell time limit and the kernel start-up time are nbgrader's own `Execute.timeout` and
+`Execute.startup_timeout` (one value for `nbgrader autograde` and for this grader), the rest are the traits of
+`SandboxLimits` (`c.SandboxLimits.memory_bytes = ...`). `course_limits(config)` reads them into a `Limits`, the
+plain value that travels with every grading job (and into its content hash). `GradingWorkers` sizes the local
+grading workers (not a limit of one submission).
+"""
+from __future__ import annotations
+
+import dataclasses
+
+from nbgrader.preprocessors import Execute
+from traitlets import Float, Integer
+from traitlets.config import Config, LoggingConfigurable
+
+from autograder.course.units import GiB, MiB
+
+class SandboxLimits(LoggingConfigurable):
+    """The grading sandbox's limits, as nbgrader configuration: `c.SandboxLimits.<name>` in nbgrader_config.py.
+
+    This is the one declaration of each limit: its default and its meaning (the help text, from which the table of
+    docs/grading-config.md is generated). The per-cell time limit and the kernel start-up time are not here: they
+    are nbgrader's `Execute.timeout` and `Execute.startup_timeout` (EXECUTE_TIMES), so `nbgrader autograde` and
+    this grader stop a cell at the same moment."""
+
+    notebook_timeout = Float(600.0, help=(
+        "Seconds the whole notebook may run; cells left when the time is used up are not run (they score 0)."
+    )).tag(config=True)
+    memory_bytes = Integer(6 * GiB, help=(
+        "Bytes of memory of the whole submission (its cgroup), also the cap of any one of its processes; 0: no cap."
+    )).tag(config=True)
+    output_bytes = Integer(1 * MiB, help=(
+        "Bytes of output one cell may produce; the rest is dropped with a note (error outputs are kept, shortened)."
+    )).tag(config=True)
+    notebook_output_bytes = Integer(8 * MiB, help=(
+        "Bytes of output of the whole notebook, errors included."
+    )).tag(config=True)
+    kernel_restarts = Integer(2, help=(
+        "How often a cell that kills the kernel is skipped and the notebook run again from the top."
+    )).tag(config=True)
+    disk_bytes = Integer(1 * GiB, help=(
+        "Bytes the submission may write (its private /tmp, which holds the notebook folder); also the largest file."
+    )).tag(config=True)
+    processes = Integer(512, help=(
+        "Processes and threads the submission may have at once (its cgroup's pids.max)."
+    )).tag(config=True)
+    interrupt_grace = Float(5.0, help=(
+        "Seconds a timed-out cell has to stop after the interrupt before the whole submission is killed."
+    )).tag(config=True)
+
+
+# Limits field -> (nbgrader's Execute trait, what it limits): the two times nbgrader itself declares.
+EXECUTE_TIMES = {"cell_timeout": ("timeout", "Seconds for any one cell (also `nbgrader autograde`'s)."),
+                 "startup_timeout": ("startup_timeout", "Seconds for a kernel to start.")}
+
+
+def _default(name: str):
+    """The declared default of a limit: SandboxLimits' trait, or nbgrader's Execute trait for the two times."""
+    if name in EXECUTE_TIMES:
+        return float(getattr(Execute, EXECUTE_TIMES[name][0]).default_value)
+    return getattr(SandboxLimits, name).default_value
+
+
+@dataclasses.dataclass(frozen=True)
+class Limits:
+    """What one submission may use while it is graded, resolved once per grading run (`course_limits`) and passed
+    on as this plain value (it travels in every grading job and is part of its content hash). The meaning and
+    default of each field are declared once, by `SandboxLimits` (and `Execute` for the two times)."""
+
+    cell_timeout: float = _default("cell_timeout")
+    notebook_timeout: float = _default("notebook_timeout")
+    memory_bytes: int = _default("memory_bytes")
+    output_bytes: int = _default("output_bytes")
+    kernel_restarts: int = _default("kernel_restarts")
+    startup_timeout: float = _default("startup_timeout")
+    notebook_output_bytes: int = _default("notebook_output_bytes")
+    disk_bytes: int = _default("disk_bytes")
+    processes: int = _default("processes")
+    interrupt_grace: float = _default("interrupt_grace")
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+class GradingWorkers(LoggingConfigurable):
+    """The grading cluster's local workers, as nbgrader configuration: `c.GradingWorkers.<name>`.
+
+    Not part of `Limits` (not a limit of one submission, and not in the content hash). On an existing cluster
+    (`--scheduler`) the admin sets the same with `dask worker --memory-limit` and the scheduler's
+    `distributed.scheduler.allowed-failures: 1`."""
+
+    memory_bytes = Integer(4 * GiB, help=(
+        "Bytes of memory one local grading worker process may use of its own (Dask's memory limit: a worker "
+        "above it is restarted, and the submission it held is graded once more, then marked failed). A worker "
+        "forked from the grading command also counts that command's memory, shared with it; that share is added "
+        "to the limit. 0: no limit."
+    )).tag(config=True)
+
+
+def worker_memory_bytes(config=None) -> int:
+    """GradingWorkers.memory_bytes of a course's nbgrader configuration (default 4 GiB)."""
+    return int(GradingWorkers(config=config if config is not None else Config()).memory_bytes)
+
+
+def course_limits(config=None, **overrides) -> Limits:
+    """The Limits of one grading run: those a course's nbgrader configuration sets (`coursedir.nbgrader_config`:
+    SandboxLimits, plus Execute.timeout and Execute.startup_timeout for the two times), with this run's
+    `overrides` (e.g. `autograder grade --cell-timeout`). No config: the declared defaults, `Limits()`."""
+    config = config if config is not None else Config()
+    sandbox = SandboxLimits(config=config)
+    values = {name: getattr(sandbox, name) for name in sandbox.trait_names() if sandbox.trait_metadata(name, "config")}
+    execute = Execute(config=config)
+    for field, (trait, _meaning) in EXECUTE_TIMES.items():
+        seconds = getattr(execute, trait)
+        if seconds is None or seconds <= 0:
+            raise ValueError(f"Execute.{trait} must be a positive number of seconds for grading, not {seconds!r} "
+                             f"(nbgrader_config.py)")
+        values[field] = float(seconds)
+    unknown = set(overrides) - set(values)
+    if unknown:
+        raise ValueError(f"not a limit: {', '.join(sorted(unknown))}")
+    return Limits(**{**values, **overrides})
