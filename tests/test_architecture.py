@@ -98,3 +98,63 @@ def test_the_picture_is_drawn(tmp_path, edges):
     path = draw_architecture.draw(edges, tmp_path / "architecture.png")
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert (REPO / "docs" / "architecture.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+# ------------------------------------------------------------------------------------------------ autograder's rooms
+
+def test_the_rooms_of_autograder_import_only_rooms_before_them():
+    """course < submissions, sandbox, checks, gradebook < grade < publish < demo < cli; checks never import grade or
+    publish; publish never imports checks or grade."""
+    assert draw_architecture.room_errors(draw_architecture.room_edges(REPO)) == []
+
+
+def test_the_root_of_autograder_holds_only_the_door_and_the_errors():
+    root = REPO / "autograder"
+    assert sorted(p.name for p in root.glob("*.py")) == ["__init__.py", "__main__.py", "cli.py", "errors.py"]
+    assert sorted(p.name for p in root.iterdir() if p.is_dir() and p.name != "__pycache__") == sorted(
+        room for room in draw_architecture.ROOMS if room != "cli")
+
+
+def test_the_room_scanner_reports_imports_against_the_order(tmp_path):
+    files = {
+        "autograder/__init__.py": "",
+        "autograder/cli.py": "from autograder.demo import run\n",
+        "autograder/course/cells.py": "def f():\n    from autograder.grade import engine\n",
+        "autograder/checks/parts.py": "from autograder.publish.report import x\n",
+        "autograder/publish/report.py": "import autograder.checks.parts\nfrom autograder.gradebook import queries\n",
+        "autograder/sandbox/jail.py": "from autograder.submissions import files\nfrom autograder import errors\n",
+        "autograder/grade/engine.py": "from autograder.sandbox import kernel\n",
+    }
+    for name, text in files.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text)
+    errors = draw_architecture.room_errors(draw_architecture.room_edges(tmp_path))
+    assert [error.split(" at ")[0] for error in errors] == [
+        "autograder/checks -> autograder/publish",
+        "autograder/course -> autograder/grade",
+        "autograder/publish -> autograder/checks",
+        "autograder/sandbox -> autograder/submissions",
+    ]
+    assert errors[1].endswith("autograder/course/cells.py:2")
+
+
+def _mapped_modules(package: Path) -> set[str]:
+    import ast
+    import re
+
+    doc = ast.get_docstring(ast.parse((package / "__init__.py").read_text(encoding="utf-8"))) or ""
+    return set(re.findall(r"^- `(\w+)\.py`", doc, flags=re.M)) | set(re.findall(r"^- `(\w+)/`", doc, flags=re.M))
+
+
+@pytest.mark.parametrize("room", [r for r in draw_architecture.ROOMS if r not in ("cli",)])
+def test_each_room_s_module_map_names_every_module_it_holds(room):
+    """The map at the top of each room (its __init__.py) names every module there and nothing else; the checks'
+    topic modules are named by the course API instead (coursekit.api.check_modules)."""
+    from coursekit import api
+
+    package = REPO / "autograder" / room
+    present = {p.stem for p in package.glob("*.py") if p.stem != "__init__"} | {
+        p.name for p in package.iterdir() if p.is_dir() and (p / "__init__.py").is_file()}
+    if room == "checks":
+        present -= set(api.check_modules().values())
+    assert _mapped_modules(package) == present

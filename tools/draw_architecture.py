@@ -58,6 +58,27 @@ ALLOWED = {
 }
 
 
+# The rooms of autograder/, in the order a submission walks through them. A room imports only rooms of a lower
+# rank (siblings of one rank never import each other); errors.py is everybody's; cli.py and __main__.py are the door.
+ROOMS = {"course": 0, "submissions": 1, "sandbox": 1, "checks": 1, "gradebook": 1, "grade": 2, "publish": 3,
+         "demo": 4, "cli": 5}
+ROOM_OF_MODULE = {"cli": "cli", "__main__": "cli", "errors": None}  # modules at autograder/'s root
+# Besides the order: what a check decides never depends on how a run or a page is made, and a page only formats
+# what the gradebook and autograded/ hold (never a check's own data).
+ROOMS_NEVER = {("checks", "grade"), ("checks", "publish"), ("publish", "checks"), ("publish", "grade")}
+ROOM_WORDS = {
+    "course": "what the instructor authored and what is released (no submission is read here)",
+    "submissions": "every read of a student's files; who submitted what, and when",
+    "sandbox": "one untrusted kernel: limits, jail, cgroup, execution",
+    "checks": "the hidden checks, judged in the grader's process",
+    "gradebook": "the one store of scores: one writer, every read",
+    "grade": "one grading run: plan, Dask cluster, worker, judge",
+    "publish": "feedback, exports, reports, similarity: formats what the gradebook and autograded/ hold",
+    "demo": "make demo: a sample class end to end",
+    "cli": "the instructor's command line",
+}
+
+
 @dataclass(frozen=True)
 class Edge:
     source: str
@@ -153,6 +174,50 @@ def layering_errors(edges: dict[Edge, list[str]]) -> list[str]:
             if (edge.source, edge.target, edge.kind) not in ALLOWED]
 
 
+def _room(module: str) -> str | None:
+    """The room of a dotted module of autograder (None: errors.py, or not autograder)."""
+    parts = module.split(".")
+    if parts[0] != "autograder" or len(parts) < 2:
+        return None
+    return ROOM_OF_MODULE.get(parts[1], parts[1]) if parts[1] not in ROOMS else parts[1]
+
+
+def room_edges(repo: Path = REPO) -> dict[tuple[str, str], list[str]]:
+    """Every import of one room of autograder/ by another, with the places (path:line) that make it."""
+    edges: dict[tuple[str, str], list[str]] = defaultdict(list)
+    root = repo / "autograder"
+    for path in sorted(root.rglob("*.py")):
+        relative = path.relative_to(root)
+        source = relative.parts[0] if len(relative.parts) > 1 else ROOM_OF_MODULE.get(path.stem)
+        if source is None:
+            continue
+        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+        for module, line in _imported_modules(tree):
+            target = _room(module)
+            if target and target != source:
+                edges[(source, target)].append(f"{path.relative_to(repo)}:{line}")
+    return dict(edges)
+
+
+def room_errors(edges: dict[tuple[str, str], list[str]]) -> list[str]:
+    """One line per import that goes against the rooms' order (empty: the order holds)."""
+    return [f"autograder/{source} -> autograder/{target} at {', '.join(places[:5])}"
+            for (source, target), places in sorted(edges.items())
+            if source not in ROOMS or target not in ROOMS or ROOMS[target] >= ROOMS[source]
+            or (source, target) in ROOMS_NEVER]
+
+
+def room_list(repo: Path = REPO) -> str:
+    """The rooms in order, each with what it imports (scanned)."""
+    edges = room_edges(repo)
+    lines = []
+    for room in ROOMS:
+        uses = sorted((target for source, target in edges if source == room), key=lambda r: (ROOMS[r], r))
+        where = "`autograder/cli.py`" if room == "cli" else f"`autograder/{room}/`"
+        lines.append(f"- {where} ({ROOM_WORDS[room]}): imports {', '.join(uses) if uses else 'no other room'}")
+    return "\n".join(lines)
+
+
 # ------------------------------------------------------------------------------------------------ the page
 
 def _checked_by(repo: Path) -> dict[str, str]:
@@ -211,7 +276,8 @@ def recipe(repo: Path = REPO) -> str:
     return module.markdown()
 
 
-BLOCKS = {"exercises": exercise_table, "arrows": lambda repo: arrow_list(scan(repo)), "recipe": recipe}
+BLOCKS = {"exercises": exercise_table, "arrows": lambda repo: arrow_list(scan(repo)), "recipe": recipe,
+          "rooms": room_list}
 
 
 def _marker(name: str, end: bool = False) -> str:
@@ -292,7 +358,7 @@ def main(argv=None) -> int:
     parser.add_argument("--check", action="store_true", help="only check that the page's generated blocks are current")
     args = parser.parse_args(argv)
     edges = scan(REPO)
-    errors = layering_errors(edges)
+    errors = layering_errors(edges) + room_errors(room_edges(REPO))
     if errors:
         print("arrows against the layering:\n  " + "\n  ".join(errors), file=sys.stderr)
         return 1

@@ -7,8 +7,16 @@ A grade cell contains only, e.g.:
 
 and the grader's judge step (autograder/grade/judge.py) then runs `check_multi_head_attention` HERE, in the
 grader's process, with `RemoteObject`s standing for the handed-in objects (see `remote.py`). A check passes
-silently or raises `AssertionError` with a message for the student. The topic modules are imported lazily, on
-first use of one of their checks.
+silently or raises `AssertionError` with a message for the student. The topic modules (`<topic>.py`, one per topic of
+the course API, plus `kv_cache.py`, `trained_classifier.py` and `trained_gpt.py`: `coursekit.api.check_modules()`)
+are imported lazily, on first use of one of their checks. Beside them:
+
+- `remote.py`        the grader's side of the probe: `RemoteObject`, the channel to the kernel, strict decoding.
+- `toolkit.py`       what every check uses: calls, comparisons on the grading device, `fail(..., mistake=id)`.
+- `tolerance.py`     the grading device and the tolerances (the only place they are set).
+- `parts.py`         follow-through credit: a composite is judged given working parts (the parts graph's use).
+- `stand_ins.py`     the course's stand-ins for parts that failed their own check (lent only after that check).
+- `known_mistakes/`  the reference recomputed with one typical mistake switched on, per topic.
 """
 from __future__ import annotations
 
