@@ -30,6 +30,7 @@ from traitlets.config import Config
 from nbgrader.api import Gradebook
 import nbgrader.preprocessors
 
+from autograder.course import cells
 from autograder.course.coursedir import alembic_on_path
 from autograder.grade import tamper_scan
 from autograder.sandbox.execute import error_output
@@ -143,12 +144,11 @@ def cell_messages(nb) -> dict[str, str]:
     """grade_id -> the error its grade cell raised (what the student sees in feedback)."""
     messages = {}
     for cell in nb.cells:
-        meta = cell.metadata.get("nbgrader", {})
-        if cell.cell_type != "code" or not meta.get("grade"):
+        if not (cells.is_code(cell) and cells.is_grade(cell)):
             continue
         errors = [o for o in cell.get("outputs", []) if o.get("output_type") == "error"]
         if errors:
-            messages[meta["grade_id"]] = f"{errors[-1].get('ename', 'Error')}: {errors[-1].get('evalue', '')}"[:2000]
+            messages[cells.grade_id(cell)] = f"{errors[-1].get('ename', 'Error')}: {errors[-1].get('evalue', '')}"[:2000]
     return messages
 
 
@@ -164,7 +164,7 @@ def runtime_flags(nb) -> list[tamper_scan.Flag]:
     """What happened while running: time limits hit, kernel deaths, memory cap, output truncated (for review)."""
     flags = []
     for index, cell in enumerate(nb.cells):
-        where = cell.metadata.get("nbgrader", {}).get("grade_id") or f"cell {index}"
+        where = cells.grade_id(cell) or f"cell {index}"
         for output in cell.get("outputs", []):
             ename = output.get("ename", "")
             if output.get("output_type") == "error" and (ename in RUNTIME_ERRORS or (

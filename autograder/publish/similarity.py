@@ -37,6 +37,7 @@ from pathlib import Path
 import nbformat
 import numpy as np
 
+from autograder.course.cells import is_solution_code
 from autograder.publish.html import img, page_end, page_head
 
 NOISE = 25  # copydetect's noise threshold: shortest match (filtered characters) that counts
@@ -206,13 +207,9 @@ def compare_documents(documents: dict[str, str], boilerplate=(), *, assignment: 
 
 
 # ------------------------------------------------------------------------------------------- notebooks -> texts
-def _is_solution(cell) -> bool:
-    return cell.cell_type == "code" and bool(cell.metadata.get("nbgrader", {}).get("solution"))
-
-
 def solution_code(nb) -> str:
     """The code of a notebook's solution cells, in notebook order."""
-    return "\n\n".join(cell.source for cell in nb.cells if _is_solution(cell))
+    return "\n\n".join(cell.source for cell in nb.cells if is_solution_code(cell))
 
 
 def _read(path: Path):
