@@ -27,7 +27,6 @@ import traceback
 import nbformat
 from nbclient.exceptions import DeadKernelError
 from traitlets.config import Config
-from nbgrader.api import Gradebook
 import nbgrader.preprocessors
 
 from autograder.course import cells
@@ -35,6 +34,7 @@ from autograder.course.coursedir import alembic_on_path
 from autograder.grade import tamper_scan
 from autograder.sandbox.execute import error_output
 from autograder.grade.jobs import SANITIZE, SCORE, GradingJob, GradingResult
+from autograder.gradebook.store import open_gradebook
 from autograder.grade.judge import JudgedExecute
 from autograder.sandbox.scrub import scrub_notebook
 from autograder.sandbox.kernel import kernel_manager_class, kernel_spec
@@ -65,7 +65,8 @@ def empty_gradebook(path: str, course: str, alembic_version: str | None = None) 
         else:
             alembic_on_path()  # nbgrader runs `alembic heads`
         try:
-            Gradebook(f"sqlite:///{template}", course).close()
+            with open_gradebook(db_url=f"sqlite:///{template}", course=course):
+                pass
         finally:
             nbgrader_api.get_alembic_version = original
         _TEMPLATE_DB[course] = template
@@ -77,7 +78,7 @@ def build_gradebook(db_url: str, job: GradingJob) -> None:
     a, nb_name, student = job.assignment, job.notebook, job.student
     if db_url.startswith("sqlite:///"):
         empty_gradebook(db_url[len("sqlite:///"):], job.course_id, job.alembic_version)
-    with Gradebook(db_url, job.course_id) as gb:
+    with open_gradebook(db_url=db_url, course=job.course_id) as gb:
         gb.update_or_create_assignment(a)
         gb.update_or_create_notebook(nb_name, a, kernelspec=job.kernelspec)
         for cell in job.cells["grade"]:
@@ -247,7 +248,7 @@ def grade_job(job: GradingJob) -> GradingResult:
             nb, notes, mistakes = run_notebook(nb, resources, limits, assigned_gpu(job.gpu), config=config)
             scrub_notebook(nb, {run_dir: "<submission>", db_dir: "<grader-tmp>"})
             nb, resources = run_steps(SCORE, nb, resources, config)
-            with Gradebook(db_url, job.course_id) as gb:
+            with open_gradebook(db_url=db_url, course=job.course_id) as gb:
                 submission = gb.find_submission_notebook(job.notebook, job.assignment, job.student)
                 grades = {g.name: {"auto_score": g.auto_score, "max_score": g.max_score,
                                    "needs_manual_grade": bool(g.needs_manual_grade)} for g in submission.grades}

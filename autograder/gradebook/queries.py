@@ -16,7 +16,7 @@ from nbgrader.api import (Assignment, Grade, GradeCell, Gradebook, MissingEntry,
                           SubmittedNotebook)
 
 from autograder.course.coursedir import course_id, default_db_url
-from autograder.gradebook.store import RunsTable
+from autograder.gradebook.store import RunsTable, open_gradebook
 
 
 def final_score(submission) -> float:
@@ -81,6 +81,6 @@ def waiting_for_grader(course_dir, db_url: str | None = None, assignments=None) 
     course_dir = Path(course_dir).resolve()
     db_url = db_url or default_db_url(course_dir)
     held = held_notebooks(run_rows(db_url))
-    with Gradebook(db_url, course_id(course_dir)) as gb:
+    with open_gradebook(course_dir, db_url=db_url) as gb:
         grades = grade_rows(gb, assignments)
     return [g for g in grades if waits_for_grader(g, held)]
