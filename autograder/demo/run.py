@@ -2,14 +2,14 @@
 
 demo_output/ (or --output) holds a fresh copy of course/source and nbgrader_config.py, so the instructor's own
 gradebook is never touched; each run starts that folder afresh (idempotent). Steps: release -> build the
-students (autograder.demo.students.demo_students) -> collect -> grade in parallel -> feedback -> export ->
-report, then a summary table and the paths of the CSV, the feedback and, last, the course page.
+students (autograder.demo.students.demo_class) -> collect -> grade in parallel -> feedback -> export ->
+similarity -> report, then a summary table and the paths of the CSV, the feedback and, last, the course page.
 
-The class holds one pair of copied solutions (`with_copied_pair`): `reference` adds a helper function of her own
-to her first solution cell, and `hostile` hands in her notebook with the helper moved to the last solution cell,
+The class (`autograder.demo.students.demo_class`) holds one pair of copied solutions (`with_copied_pair`):
+`reference` adds a helper function of her own to her first solution cell, and `hostile` hands in her notebook with the helper moved to the last solution cell,
 variables renamed and other comments (hostile is held for review, so its score stays 0; the helper changes no
-score). Every demo student is an edit of the reference, so the course page's similarity check ignores the
-reference solution too (`include_reference`): what remains is what the students wrote themselves, and the
+score). Every demo student is an edit of the reference, so the similarity check ignores the reference solution
+too (`include_reference`): what remains is what the students wrote themselves, and the
 copied helper is found in every assignment.
 
 Written answers (hand-graded markdown cells, `autograder.course.written`): every student but `blank` writes a short answer
@@ -50,6 +50,7 @@ def run_demo(assignments=None, students: int = 6, output: Path | None = None, wo
     from autograder.grade.engine import grade_many
     from autograder.course.release import release
     from autograder.publish.report import write_report
+    from autograder.publish.similarity import write_similarity
     from autograder.demo.students import demo_class
 
     started = time.monotonic()
@@ -90,9 +91,11 @@ def run_demo(assignments=None, students: int = 6, output: Path | None = None, wo
     feedback_count = sum(len(generate_feedback(course, a)["written"]) for a in assignments)
     csv_path = export_grades(course, output / "grades.csv")
 
-    print("[6/6] report")
-    course_page = write_report(course, include_reference=True)  # first: it writes the similarity pages
-    pages = [write_report(course, a) for a in assignments]  # ... that these link to
+    print("[6/6] copied work and report")
+    for assignment in assignments:  # the similarity pages, which the report pages link to
+        write_similarity(course, assignment, include_reference=True)
+    course_page = write_report(course)
+    pages = [write_report(course, a) for a in assignments]
 
     print()
     print(summary_table(summaries, what_they_did))

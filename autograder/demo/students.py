@@ -2,7 +2,9 @@
 
 `demo_students(source_nb, release_nb)` returns the reference, the blank release, three students who each make
 some mistakes of the catalogue (`coursekit.mistakes`, see STUDENT_MISTAKES: the code edits that make them are in
-CODE_EDITS) and a hostile one. The tests' tiny synthetic course lives in tests/fixtures/synthetic_course.py.
+CODE_EDITS) and a hostile one. `demo_class` is the whole class the demo grades, declared here once: those students,
+with one pair of copied solutions (`with_copied_pair`) and everyone's written answers (`with_written_answers`).
+The tests' tiny synthetic course lives in tests/fixtures/synthetic_course.py.
 """
 from __future__ import annotations
 

@@ -39,6 +39,34 @@ def final_scores(gb: Gradebook, assignments=None) -> tuple[list, list, dict]:
     return [(a.name, a.max_score or 0.0) for a in chosen], students, scores
 
 
+def roster(gb: Gradebook) -> list[str]:
+    """Every student id of the gradebook, sorted."""
+    return sorted(s.id for s in gb.students)
+
+
+def submission_results(gb: Gradebook, assignment: str | None = None) -> tuple[dict, list[dict], list[dict]]:
+    """({assignment: max score}, one dict per submission, one dict per grade), of one assignment or all, in the
+    gradebook's order. A submission: assignment, student, score (before the late penalty), final (`final_score`),
+    penalty, max_score, timestamp, duedate, seconds_late. A grade: assignment, student, cell, cell_type, max_score,
+    score (nbgrader's: the manual score when given, else the automatic one)."""
+    maxima, submissions, grades = {}, [], []
+    for a in gb.assignments:
+        if assignment and a.name != assignment:
+            continue
+        maxima[a.name] = a.max_score or 0.0
+        for sub in a.submissions:
+            submissions.append({"assignment": a.name, "student": sub.student.id, "score": sub.score or 0.0,
+                                "final": final_score(sub), "penalty": sub.late_submission_penalty or 0.0,
+                                "max_score": a.max_score, "timestamp": sub.timestamp, "duedate": sub.duedate,
+                                "seconds_late": sub.total_seconds_late})
+            for nb in sub.notebooks:
+                for grade in nb.grades:
+                    grades.append({"assignment": a.name, "student": sub.student.id, "cell": grade.name,
+                                   "cell_type": grade.cell.cell_type, "max_score": grade.max_score,
+                                   "score": grade.score})
+    return maxima, submissions, grades
+
+
 def run_rows(db_url: str, assignment: str | None = None) -> list[dict]:
     """Our runs table's rows (status, held, flags, messages, mistakes, notes, seconds), of one assignment or all."""
     with RunsTable(db_url) as runs:
