@@ -6,11 +6,11 @@ students (autograder.demo.students.demo_class) -> collect -> grade in parallel -
 similarity -> report, then a summary table and the paths of the CSV, the feedback and, last, the course page.
 
 The class (`autograder.demo.students.demo_class`) holds one pair of copied solutions (`with_copied_pair`):
-`reference` adds a helper function of her own to her first solution cell, and `hostile` hands in her notebook with the helper moved to the last solution cell,
-variables renamed and other comments (hostile is held for review, so its score stays 0; the helper changes no
-score). Every demo student is an edit of the reference, so the similarity check ignores the reference solution
-too (`include_reference`): what remains is what the students wrote themselves, and the
-copied helper is found in every assignment.
+`reference` adds a helper function of her own to her first solution cell, and `hostile` hands in her notebook
+with the helper moved to the last solution cell, variables renamed and other comments (hostile is held for
+review, so its score stays 0; the helper changes no score). Every demo student is an edit of the reference, so the
+similarity check ignores the reference solution too (`include_reference`): what remains is what the students wrote
+themselves, and the copied helper is found in every assignment.
 
 Written answers (hand-graded markdown cells, `autograder.course.written`): every student but `blank` writes a short answer
 of their own words in each of them (`with_written_answers`: the first sentences of the model answer, in a

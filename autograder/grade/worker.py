@@ -149,7 +149,8 @@ def cell_messages(nb) -> dict[str, str]:
             continue
         errors = [o for o in cell.get("outputs", []) if o.get("output_type") == "error"]
         if errors:
-            messages[cells.grade_id(cell)] = f"{errors[-1].get('ename', 'Error')}: {errors[-1].get('evalue', '')}"[:2000]
+            error = errors[-1]
+            messages[cells.grade_id(cell)] = f"{error.get('ename', 'Error')}: {error.get('evalue', '')}"[:2000]
     return messages
 
 
