@@ -3,6 +3,7 @@ gradebook made without alembic, so without `alembic_version`, made `autograder g
 `sqlite3.OperationalError: no such table: alembic_version`)."""
 from __future__ import annotations
 
+import pytest
 import sqlalchemy as sa
 from nbgrader.api import Base
 
@@ -59,3 +60,26 @@ def test_open_gradebook_of_a_course_folder_uses_its_gradebook_and_course_id(tmp_
     with open_gradebook(tmp_path) as gb:
         assert gb.course_id == "my_course"
     assert (tmp_path / "gradebook.db").is_file()
+
+
+@pytest.mark.parametrize("tables, revision", [
+    ({"assignment": ["id", "name", "course_id"], "course": ["id"], "student": ["id", "lms_user_id"],
+      "base_cell": ["id"], "grade": ["id", "extra_credit"], "notebook": ["id", "kernelspec"]}, "e43177bfe90b"),
+    ({"assignment": ["id", "name"], "student": ["id", "lms_user_id"], "base_cell": ["id"],
+      "grade": ["id", "extra_credit"], "notebook": ["id", "kernelspec"]}, "282d30a0218e"),
+    ({"assignment": ["id", "name"], "student": ["id"], "base_cell": ["id"], "grade": ["id", "extra_credit"],
+      "notebook": ["id", "kernelspec"]}, "167914646830"),
+    ({"assignment": ["id", "name"], "student": ["id"], "grade": ["id", "extra_credit"],
+      "notebook": ["id", "kernelspec"]}, "724cde206c17"),
+    ({"assignment": ["id", "name"], "student": ["id"], "grade": ["id"], "notebook": ["id", "kernelspec"]},
+     "50a4d84c131a"),
+    ({"assignment": ["id", "name"], "student": ["id"], "grade": ["id"], "notebook": ["id"]}, "b6d005d67074"),
+])
+def test_the_schema_revision_is_the_newest_whose_tables_are_there(tmp_path, tables, revision):
+    url = f"sqlite:///{tmp_path / 'old.db'}"
+    engine = sa.create_engine(url)
+    with engine.begin() as conn:
+        for table, columns in tables.items():
+            conn.execute(sa.text(f"CREATE TABLE {table} ({', '.join(f'{c} VARCHAR' for c in columns)})"))
+    engine.dispose()
+    assert schema_revision(url) == revision
