@@ -84,8 +84,6 @@ def _parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("report", parents=[common], help="class report (HTML)")
     p.add_argument("assignment", nargs="?")
-    p.add_argument("--include-reference", action="store_true",
-                   help="course page: the similarity check also ignores the reference solution")
 
     p = sub.add_parser("similarity", parents=[common], help="copied work: pairwise similarity of solution cells")
     p.add_argument("assignment")
@@ -208,7 +206,7 @@ def cmd_export(args, course_dir: Path) -> int:
 def cmd_report(args, course_dir: Path) -> int:
     from autograder.publish.report import write_report
 
-    page = write_report(course_dir, args.assignment, db_url=args.db, include_reference=args.include_reference)
+    page = write_report(course_dir, args.assignment, db_url=args.db)
     print(f"report: {page}")
     return OK
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import re
 import sys
 from dataclasses import dataclass
+from typing import NamedTuple
 
 
 @dataclass(frozen=True)
@@ -459,6 +460,7 @@ TOPICS: tuple[str, ...] = tuple(notebook.topic for notebook in NOTEBOOKS)
 ASSIGNMENTS: tuple[str, ...] = tuple(notebook.name for notebook in NOTEBOOKS)
 
 _BY_NAME = {entry.name: entry for entry in API}
+_BY_CHECK = {entry.snake_name: entry for entry in API}
 
 
 def names() -> tuple[str, ...]:
@@ -501,6 +503,84 @@ def check_modules() -> dict[str, str]:
     modules = {entry.check_name: entry.check_module for entry in API}
     modules.update({result.check_name: result.check_module for result in GRADED_RESULTS})
     return modules
+
+
+# --------------------------------------------------------------------------------------------- the parts graph
+# Some exercises use other exercises of their notebook by global name (`EncoderBlock` builds a
+# `PositionwiseFeedForward`). The graph is declared here once: the public self-checks tell a student to fix a failing
+# part first (`coursekit.checks.toolkit.uses_parts`), the hidden checks lend a working stand-in for a part that
+# failed its own check (`autograder/checks/parts.py`), and the report tells points lost through a part from points
+# lost in the exercise itself. Keys and `check`s are check names (`snake_case` of the API name).
+
+
+class Part(NamedTuple):
+    """A part an exercise's object uses: the global `name` its code reads, the check that judges that part, and
+    which handed-in object uses it (`into`, an index), or which handed-in object it is (`replaces`)."""
+    name: str
+    check: str
+    into: int = 0
+    replaces: int | None = None
+
+
+# check name -> the parts of the same notebook that the handed-in objects use (transitively: the Encoder's blocks
+# build feed-forwards too). Each part's own grade cell comes earlier in its notebook.
+PARTS: dict[str, tuple[Part, ...]] = {
+    "positional_encoding": (Part("sinusoidal_positional_encoding", "sinusoidal_positional_encoding"),),
+    "multi_head_attention": (Part("split_heads", "split_heads"), Part("merge_heads", "merge_heads")),
+    "encoder_block": (Part("PositionwiseFeedForward", "positionwise_feed_forward"),),
+    "encoder": (Part("EncoderBlock", "encoder_block"), Part("PositionwiseFeedForward", "positionwise_feed_forward")),
+    "decoder": (Part("DecoderBlock", "decoder_block"),),
+    "transformer": (Part("Decoder", "decoder"), Part("DecoderBlock", "decoder_block")),
+    "cached_greedy_decode": (Part("Transformer", "transformer", replaces=1), Part("Decoder", "decoder", into=1),
+                             Part("DecoderBlock", "decoder_block", into=1)),
+    "transformer_classifier": (Part("masked_mean_pool", "masked_mean_pool"),),
+    "generate": (Part("sample_next_token", "sample_next_token"),),
+    "grouped_query_attention": (Part("rotary_cos_sin", "rotary_cos_sin"), Part("apply_rotary", "apply_rotary")),
+    "llama_block": (Part("RMSNorm", "rmsnorm"), Part("GroupedQueryAttention", "grouped_query_attention"),
+                    Part("SwiGLU", "swi_glu"), Part("rotary_cos_sin", "rotary_cos_sin"),
+                    Part("apply_rotary", "apply_rotary")),
+    "modern_gpt": (Part("LlamaBlock", "llama_block"), Part("RMSNorm", "rmsnorm"),
+                   Part("GroupedQueryAttention", "grouped_query_attention"), Part("SwiGLU", "swi_glu"),
+                   Part("rotary_cos_sin", "rotary_cos_sin"), Part("apply_rotary", "apply_rotary")),
+}
+
+# check name -> the checks of the parts whose OWN work it needs (nothing is lent): a failed part costs these points
+# too. Each is said in its notebook next to the exercise.
+INTENDED_CASCADES: dict[str, tuple[str, ...]] = {
+    "trained_classifier": ("masked_mean_pool", "transformer_classifier", "train_one_epoch", "evaluate"),
+    # 08: the model the student trained is their GPT, trained by the course's loop with their get_batch, lm_loss
+    # and lr_at, its progress measured by their estimate_loss
+    "trained_gpt": ("gpt", "get_batch", "lm_loss", "estimate_loss", "lr_at"),
+}
+
+
+def public_parts(owner: str) -> dict[str, str]:
+    """The parts a student's own `owner` (an API name: `"EncoderBlock"`) uses by global name, as {global name: API
+    name of the part}, in course order (the earliest part first): `PARTS` without the handed-in objects that other
+    objects are built from (the key/value cache's model). Empty for an exercise without parts."""
+    order = {entry.snake_name: index for index, entry in enumerate(API)}
+    parts = [p for p in PARTS.get(snake_case(owner), ()) if p.into == 0 and p.replaces is None]
+    return {p.name: _BY_CHECK[p.check].name for p in sorted(parts, key=lambda p: order[p.check])}
+
+
+# ------------------------------------------------------------------------------------------------ grade cell ids
+GRADE_ID_PREFIX = "test_"
+
+
+def grade_id(name: str) -> str:
+    """The id of the grade cell that checks the exercise or graded result `name`: `test_<name>`; the exercise's
+    solution cell has the id `<name>`."""
+    return f"{GRADE_ID_PREFIX}{name}"
+
+
+def tested_name(grade_cell: str) -> str | None:
+    """The exercise a grade cell checks (`test_EncoderBlock` -> `EncoderBlock`); None for another id."""
+    return grade_cell[len(GRADE_ID_PREFIX):] if grade_cell.startswith(GRADE_ID_PREFIX) else None
+
+
+def check_of(grade_cell: str) -> str:
+    """The check a grade cell runs: `test_TransformerClassifier` -> `transformer_classifier`."""
+    return snake_case(grade_cell.removeprefix(GRADE_ID_PREFIX))
 
 
 def _cell(text: str) -> str:

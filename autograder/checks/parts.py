@@ -2,7 +2,8 @@
 
 Some exercises use other exercises of the same notebook: `PositionalEncoding` calls
 `sinusoidal_positional_encoding`, `EncoderBlock` builds a `PositionwiseFeedForward`, `MultiHeadAttention` calls
-`split_heads` and `merge_heads`... (PARTS, below). Their grade cells come later in the notebook than their parts'.
+`split_heads` and `merge_heads`... (`PARTS`, declared with the course's contract in `coursekit/api.py`). Their grade
+cells come later in the notebook than their parts'.
 The judge (`autograder/grade/judge.py`) records, per notebook, whether each check passed (`channel.verdicts`).
 When a part FAILED its own check, the composite's check lends the course's stand-in for it
 (`autograder/checks/stand_ins.py`): the stand-in's source is sent into the kernel and bound to the part's name in the
@@ -20,52 +21,15 @@ from __future__ import annotations
 
 import contextlib
 import functools
-from typing import NamedTuple
 
 from autograder.checks.remote import ProbeBroken, StudentError, define, unlend
 from autograder.checks.stand_ins import source_for
+from coursekit.api import INTENDED_CASCADES, PARTS, Part  # noqa: F401 -- re-exported to the checks
 from coursekit.checks.toolkit import CheckFailed
 
 
-class Part(NamedTuple):
-    """A part an exercise's object uses: the global `name` its code reads, the check that judges that part, and
-    which handed-in object uses it (`into`, an index), or which handed-in object it is (`replaces`)."""
-    name: str
-    check: str
-    into: int = 0
-    replaces: int | None = None
-
-
-# check name -> the parts of the same notebook that the handed-in objects use (transitively: the Encoder's blocks
-# build feed-forwards too). Each part's own grade cell comes earlier in its notebook.
-PARTS: dict[str, tuple[Part, ...]] = {
-    "positional_encoding": (Part("sinusoidal_positional_encoding", "sinusoidal_positional_encoding"),),
-    "multi_head_attention": (Part("split_heads", "split_heads"), Part("merge_heads", "merge_heads")),
-    "encoder_block": (Part("PositionwiseFeedForward", "positionwise_feed_forward"),),
-    "encoder": (Part("EncoderBlock", "encoder_block"), Part("PositionwiseFeedForward", "positionwise_feed_forward")),
-    "decoder": (Part("DecoderBlock", "decoder_block"),),
-    "transformer": (Part("Decoder", "decoder"), Part("DecoderBlock", "decoder_block")),
-    "cached_greedy_decode": (Part("Transformer", "transformer", replaces=1), Part("Decoder", "decoder", into=1),
-                             Part("DecoderBlock", "decoder_block", into=1)),
-    "transformer_classifier": (Part("masked_mean_pool", "masked_mean_pool"),),
-    "generate": (Part("sample_next_token", "sample_next_token"),),
-    "grouped_query_attention": (Part("rotary_cos_sin", "rotary_cos_sin"), Part("apply_rotary", "apply_rotary")),
-    "llama_block": (Part("RMSNorm", "rmsnorm"), Part("GroupedQueryAttention", "grouped_query_attention"),
-                    Part("SwiGLU", "swi_glu"), Part("rotary_cos_sin", "rotary_cos_sin"),
-                    Part("apply_rotary", "apply_rotary")),
-    "modern_gpt": (Part("LlamaBlock", "llama_block"), Part("RMSNorm", "rmsnorm"),
-                   Part("GroupedQueryAttention", "grouped_query_attention"), Part("SwiGLU", "swi_glu"),
-                   Part("rotary_cos_sin", "rotary_cos_sin"), Part("apply_rotary", "apply_rotary")),
-}
-
-# check name -> the checks of the parts whose OWN work it needs (nothing is lent): a failed part costs these points
-# too. Each is said in its notebook next to the exercise, and worth at most MAX_CASCADE_POINTS.
-INTENDED_CASCADES: dict[str, tuple[str, ...]] = {
-    "trained_classifier": ("masked_mean_pool", "transformer_classifier", "train_one_epoch", "evaluate"),
-    # 08: the model the student trained is their GPT, trained by the course's loop with their get_batch, lm_loss
-    # and lr_at, its progress measured by their estimate_loss
-    "trained_gpt": ("gpt", "get_batch", "lm_loss", "estimate_loss", "lr_at"),
-}
+# The parts graph and the intended cascades are declared once, in the course's contract (`coursekit.api`).
+# Each intended cascade is worth at most MAX_CASCADE_POINTS.
 MAX_CASCADE_POINTS = 10
 
 _assumed: dict[str, bool] = {}

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import nbformat
 
-from autograder.course.coursedir import REPO_ROOT, course_id, default_db_url, nbgrader_api
+from autograder.course.coursedir import REPO_ROOT, default_db_url, nbgrader_api
 from autograder.course.provided import PROVIDED_FILENAME, covered_assignments, topic_of, write_provided_module
 
 COURSE_ROOT = REPO_ROOT / "course"
@@ -87,10 +87,10 @@ def _due_text(due: datetime.datetime | None) -> str:
 
 def due_dates(course_root: Path | str, db_url: str | None = None) -> dict:
     """Every assignment of the course gradebook -> its Assignment.duedate (naive UTC, None when unset)."""
-    from nbgrader.api import Gradebook
+    from autograder.gradebook.store import open_gradebook
 
     course_root = Path(course_root).resolve()
-    with Gradebook(db_url or default_db_url(course_root), course_id(course_root)) as gb:
+    with open_gradebook(course_root, db_url=db_url) as gb:
         return {assignment.name: assignment.duedate for assignment in gb.assignments}
 
 

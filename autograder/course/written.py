@@ -20,6 +20,9 @@ from pathlib import Path
 
 import nbformat
 
+from autograder.course import cells
+from autograder.course.cells import is_grade, is_written, points  # noqa: F401 -- is_written: read here by the tests
+
 PREFIX = "written_"
 TEXT_STUB = "YOUR ANSWER HERE"  # course/nbgrader_config.py: ClearSolutions.text_stub
 MODEL_HEADING = "**Model answer.**"
@@ -41,27 +44,17 @@ class AnswerKey:
         return [float(p) for p in CRITERION.findall(self.rubric)]
 
 
-def _nbgrader(cell) -> dict:
-    return cell.get("metadata", {}).get("nbgrader", {}) or {}
-
-
-def is_written(cell) -> bool:
-    meta = _nbgrader(cell)
-    return cell.get("cell_type") == "markdown" and bool(meta.get("grade")) and bool(meta.get("solution"))
-
-
 def written_cells(nb) -> list:
     return [cell for cell in nb.cells if is_written(cell)]
 
 
 def automatic_points(nb) -> float:
     """The points of the grade cells that the autograder scores (everything but the written answers)."""
-    return sum(float(_nbgrader(c).get("points") or 0) for c in nb.cells
-               if _nbgrader(c).get("grade") and not is_written(c))
+    return sum(points(c) for c in nb.cells if is_grade(c) and not is_written(c))
 
 
 def written_points(nb) -> float:
-    return sum(float(_nbgrader(c).get("points") or 0) for c in written_cells(nb))
+    return sum(points(c) for c in written_cells(nb))
 
 
 def split_key(source: str) -> tuple[str, float, str]:
@@ -85,13 +78,13 @@ def answer_keys(nb) -> dict[str, AnswerKey]:
     for index, cell in enumerate(nb.cells):
         if not is_written(cell):
             continue
-        grade_id = _nbgrader(cell)["grade_id"]
+        grade_id = cells.grade_id(cell)
         try:
             model, _, rubric = split_key(cell.source)
         except ValueError as exc:
             raise ValueError(f"{grade_id}: {exc}") from None
         question = nb.cells[index - 1].source if index and nb.cells[index - 1].cell_type == "markdown" else ""
-        keys[grade_id] = AnswerKey(grade_id, float(_nbgrader(cell).get("points") or 0), question, model, rubric)
+        keys[grade_id] = AnswerKey(grade_id, points(cell), question, model, rubric)
     return keys
 
 

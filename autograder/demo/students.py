@@ -2,7 +2,9 @@
 
 `demo_students(source_nb, release_nb)` returns the reference, the blank release, three students who each make
 some mistakes of the catalogue (`coursekit.mistakes`, see STUDENT_MISTAKES: the code edits that make them are in
-CODE_EDITS) and a hostile one. The tests' tiny synthetic course lives in tests/fixtures/synthetic_course.py.
+CODE_EDITS) and a hostile one. `demo_class` is the whole class the demo grades, declared here once: those students,
+with one pair of copied solutions (`with_copied_pair`) and everyone's written answers (`with_written_answers`).
+The tests' tiny synthetic course lives in tests/fixtures/synthetic_course.py.
 """
 from __future__ import annotations
 
@@ -11,6 +13,7 @@ import re
 import nbformat
 from nbformat.v4 import new_code_cell
 
+from autograder.course.cells import grade_id, is_solution_code, is_written
 from coursekit.mistakes import MISTAKES
 
 
@@ -61,7 +64,7 @@ HOSTILE_DEMO_CELL = ("# (hostile) make every comparison pass, and peek at the re
 
 
 def _solution_cells(nb):
-    return [c for c in nb.cells if c.cell_type == "code" and c.metadata.get("nbgrader", {}).get("solution")]
+    return [c for c in nb.cells if is_solution_code(c)]
 
 
 def apply_mistake(source_nb, student: str):
@@ -88,7 +91,7 @@ def apply_mistake(source_nb, student: str):
     cell.source = re.sub(r"^([ \t]*)### BEGIN SOLUTION.*?### END SOLUTION",
                          r"\1### BEGIN SOLUTION\n\1raise NotImplementedError()\n\1### END SOLUTION",
                          cell.source, flags=re.S | re.M)
-    return nb, f"left `{cell.metadata['nbgrader']['grade_id']}` unfinished"
+    return nb, f"left `{grade_id(cell)}` unfinished"
 
 
 def demo_students(source_nb, release_nb, size: int = 6) -> dict[str, tuple[str, str]]:
@@ -113,3 +116,92 @@ def demo_students(source_nb, release_nb, size: int = 6) -> dict[str, tuple[str, 
         nb, label = apply_mistake(source_nb, student)
         students[f"student_{index:02d}"] = (nbformat.writes(nb), label)
     return students
+
+
+def demo_class(source_nb, release_nb, size: int = 6) -> dict[str, tuple[str, str]]:
+    """The demo's whole class for one assignment: student id -> (notebook JSON, what the student did). The students
+    of `demo_students`, with the copied pair (`with_copied_pair`) and everyone's written answers
+    (`with_written_answers`)."""
+    return with_written_answers(with_copied_pair(demo_students(source_nb, release_nb, size)), source_nb)
+
+
+# ------------------------------------------------------------------------------------------------- the copied pair
+COPIED_PAIR = ("reference", "hostile")  # (original, copy)
+OWN_HELPER = '''def shape_report(name, tensor):
+    """My own debugging helper: a tensor's shape, dtype and value range in one line."""
+    low, high = float(tensor.min()), float(tensor.max())
+    summary = f"{name}: shape={tuple(tensor.shape)} dtype={tensor.dtype} range=[{low:.3g}, {high:.3g}]"
+    if tensor.numel() and bool(tensor.isnan().any()):
+        summary += " (has NaN)"
+    print(summary)  # I call it while debugging
+    return summary
+
+'''
+RENAMES = {"summary": "line", "low": "lo", "high": "hi", "tensor": "t", "shape_report": "describe",
+           "scores": "logits", "blocked": "hidden", "d_k": "key_dim", "d_head": "width"}
+
+
+def _disguised(text: str) -> str:
+    """Variables renamed, trailing comments changed."""
+    for old, new in RENAMES.items():
+        text = re.sub(rf"(?<![.\w]){old}\b", new, text)
+    return re.sub(r"(\S)  +#(?!##)[^\n]*", r"\1  # my notes", text)
+
+
+def with_copied_pair(students: dict) -> dict:
+    """The original gets a helper of her own (first solution cell); the copy hands in the original's solution
+    cells, disguised, with the helper moved to the last solution cell. Nothing else of either notebook changes."""
+    original, copy = COPIED_PAIR
+    (text, note), (copy_text, copy_note) = students[original], students[copy]
+    nb, target = nbformat.reads(text, as_version=4), nbformat.reads(copy_text, as_version=4)
+    cells, copied = _solution_cells(nb), _solution_cells(target)
+    if not cells or len(cells) != len(copied):
+        return students
+    cells[0].source = OWN_HELPER + cells[0].source
+    for theirs, mine in zip(cells, copied):
+        mine.source = _disguised(theirs.source.replace(OWN_HELPER, "") if theirs is cells[0] else theirs.source)
+    copied[-1].source += "\n\n\n" + _disguised(OWN_HELPER).rstrip()
+    return {**students, original: (nbformat.writes(nb), f"{note}, plus a helper of her own"),
+            copy: (nbformat.writes(target), f"{copy_note}; copied {original}'s notebook (renamed, reordered)")}
+
+
+# ----------------------------------------------------------------------------------------------- written answers
+BLANK_STUDENT = "blank"
+# How each student puts the model answer's ideas in their own words (a prefix and how many sentences they keep).
+PHRASING = {"reference": ("", 3), "mistake_heads": ("I think ", 1), "mistake_mask": ("In short: ", 2),
+            "mistake_scale": ("My understanding is that ", 1)}
+
+
+def student_answer(key, student: str) -> str:
+    """A short plausible answer to the written question `key` (an autograder.course.written.AnswerKey) by `student`."""
+    from autograder.course.written import sentences
+
+    prefix, keep = PHRASING.get(student, ("", 1 + sum(map(ord, student)) % 2))
+    kept = sentences(key.model_answer)[:keep] or ["I am not sure."]
+    first = kept[0]
+    if prefix and first[:1].isupper() and not first[1:2].isupper():
+        first = first[0].lower() + first[1:]
+    return prefix + " ".join([first] + kept[1:])
+
+
+def with_written_answers(students: dict, source_nb) -> dict:
+    """Every student's written answer cells filled with their own short answer; `blank` keeps the release's
+    stub, the copy of the copied pair hands in the original's answers. Nothing else of a notebook changes."""
+    from autograder.course.written import answer_keys
+
+    keys = answer_keys(source_nb)
+    if not keys:
+        return students
+    original, copy = COPIED_PAIR
+    out = {}
+    for student, (text, note) in students.items():
+        if student == BLANK_STUDENT:
+            out[student] = (text, note)
+            continue
+        nb = nbformat.reads(text, as_version=4)
+        writer = original if student == copy else student
+        for cell in nb.cells:
+            if is_written(cell) and grade_id(cell) in keys:
+                cell.source = student_answer(keys[grade_id(cell)], writer)
+        out[student] = (nbformat.writes(nb), note)
+    return out

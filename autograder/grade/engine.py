@@ -42,11 +42,11 @@ import sys
 from pathlib import Path
 
 import sqlalchemy as sa
-from nbgrader.api import Gradebook, MissingEntry
+from nbgrader.api import MissingEntry
 
 from autograder.submissions import files as submission_files
 from autograder.course.coursedir import NOTEBOOK_IGNORE, course_id, default_db_url
-from autograder.gradebook.store import RunsTable, notebook_cells, record_result
+from autograder.gradebook.store import RunsTable, notebook_cells, open_gradebook, record_result
 from autograder.grade.jobs import GradingJob, GradingResult, preprocessor_config
 from autograder.submissions.admission import StudentRefused, SubmissionRules
 from autograder.sandbox.limits import course_limits, Limits, worker_memory_bytes
@@ -162,7 +162,7 @@ def build_jobs(course_dir: Path, db_url: str, assignment: str, students=None, fo
     rules = rules or SubmissionRules(course_dir, db_url)
     config = preprocessor_config(rules.config)
     cid = course_id(course_dir)
-    with Gradebook(db_url, cid) as gb:
+    with open_gradebook(db_url=db_url, course=cid) as gb:
         try:
             gb_assignment = gb.find_assignment(assignment)
         except MissingEntry:
@@ -382,7 +382,7 @@ def grade_many(course_dir, assignments: list[str], *, db_url: str | None = None,
 
 def record_decided(course_dir: Path, db_url: str, results: list[GradingResult], summaries: dict) -> None:
     """Record results decided by the coordinator (refused submissions) as the workers' results are recorded."""
-    with RunsTable(db_url) as runs, Gradebook(db_url, course_id(course_dir)) as gb:
+    with RunsTable(db_url) as runs, open_gradebook(course_dir, db_url=db_url) as gb:
         for result in results:
             write_graded_notebook(course_dir, result)
             summaries[result.assignment].graded.append(record_result(gb, runs, result))
@@ -407,7 +407,7 @@ def run_jobs(course_dir: Path, db_url: str, jobs: list[GradingJob], timestamps: 
     from autograder.grade.worker import grade_job
 
     with RunsTable(db_url) as runs, dask_client(workers, scheduler, memory_bytes) as client, \
-            Gradebook(db_url, course_id(course_dir)) as gb:
+            open_gradebook(course_dir, db_url=db_url) as gb:
         # longest first (by notebook size, a rough proxy) keeps the workers busy to the end
         ordered = sorted(jobs, key=lambda job: -len(job.nb_json or ""))
         futures = {client.submit(grade_job, job, key=f"grade-{job.content_hash[:16]}-{job.key}",

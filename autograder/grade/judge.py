@@ -36,6 +36,7 @@ from nbclient import NotebookClient
 from nbclient.exceptions import CellTimeoutError, DeadKernelError
 
 from autograder.checks.remote import Channel, ProbeBroken, RemoteObject
+from autograder.course.cells import grade_id, is_tests
 from autograder.sandbox.execute import DROPPED_KEY, OUTPUT_TYPES, SandboxedExecute, _size, error_output
 from coursekit.probe import MIME
 
@@ -154,8 +155,7 @@ class JudgedExecute(SandboxedExecute):
 
     def preprocess_cell(self, cell, resources, index):
         cell, resources = super().preprocess_cell(cell, resources, index)
-        meta = cell.metadata.get("nbgrader", {})
-        if cell.cell_type != "code" or not meta.get("grade") or meta.get("solution"):
+        if not is_tests(cell):
             return cell, resources
         calls = handed_in(cell.source)
         if not calls:
@@ -167,7 +167,7 @@ class JudgedExecute(SandboxedExecute):
         message, mistake = verdict(KernelChannel(self, index, deadline), calls)
         cell.outputs = verdict_outputs(message)
         if mistake:
-            self.mistakes[meta["grade_id"]] = mistake
+            self.mistakes[grade_id(cell)] = mistake
         return cell, resources
 
     def probe(self, cell, index: int, timeout: float, request_id) -> dict:

@@ -18,6 +18,8 @@ import ast
 import dataclasses
 import re
 
+from autograder.course.cells import nbgrader_metadata
+
 FORBIDDEN_IMPORTS = {"solutions", "autograder", "nbgrader"}
 WATCHED_CALL_PATHS = {"open", "io.open", "os.open", "os.listdir", "os.scandir", "os.walk", "glob.glob",
                       "pathlib.Path", "Path", "np.load", "numpy.load", "torch.load", "shutil.copy",
@@ -241,7 +243,7 @@ def scan(nb, source_cells: list[dict], grade_cells: list[dict]) -> list[Flag]:
     seen: dict[str, int] = {}
     aliases: dict[str, str] = {}
     for index, cell in enumerate(nb["cells"]):
-        meta = (cell.get("metadata") or {}).get("nbgrader") or {}
+        meta = nbgrader_metadata(cell)
         grade_id = meta.get("grade_id")
         where = grade_id or f"cell {index}"
         text = cell.get("source", "")

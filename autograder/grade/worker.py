@@ -27,13 +27,14 @@ import traceback
 import nbformat
 from nbclient.exceptions import DeadKernelError
 from traitlets.config import Config
-from nbgrader.api import Gradebook
 import nbgrader.preprocessors
 
+from autograder.course import cells
 from autograder.course.coursedir import alembic_on_path
 from autograder.grade import tamper_scan
 from autograder.sandbox.execute import error_output
 from autograder.grade.jobs import SANITIZE, SCORE, GradingJob, GradingResult
+from autograder.gradebook.store import open_gradebook
 from autograder.grade.judge import JudgedExecute
 from autograder.sandbox.scrub import scrub_notebook
 from autograder.sandbox.kernel import kernel_manager_class, kernel_spec
@@ -64,7 +65,8 @@ def empty_gradebook(path: str, course: str, alembic_version: str | None = None) 
         else:
             alembic_on_path()  # nbgrader runs `alembic heads`
         try:
-            Gradebook(f"sqlite:///{template}", course).close()
+            with open_gradebook(db_url=f"sqlite:///{template}", course=course):
+                pass
         finally:
             nbgrader_api.get_alembic_version = original
         _TEMPLATE_DB[course] = template
@@ -76,7 +78,7 @@ def build_gradebook(db_url: str, job: GradingJob) -> None:
     a, nb_name, student = job.assignment, job.notebook, job.student
     if db_url.startswith("sqlite:///"):
         empty_gradebook(db_url[len("sqlite:///"):], job.course_id, job.alembic_version)
-    with Gradebook(db_url, job.course_id) as gb:
+    with open_gradebook(db_url=db_url, course=job.course_id) as gb:
         gb.update_or_create_assignment(a)
         gb.update_or_create_notebook(nb_name, a, kernelspec=job.kernelspec)
         for cell in job.cells["grade"]:
@@ -143,12 +145,12 @@ def cell_messages(nb) -> dict[str, str]:
     """grade_id -> the error its grade cell raised (what the student sees in feedback)."""
     messages = {}
     for cell in nb.cells:
-        meta = cell.metadata.get("nbgrader", {})
-        if cell.cell_type != "code" or not meta.get("grade"):
+        if not (cells.is_code(cell) and cells.is_grade(cell)):
             continue
         errors = [o for o in cell.get("outputs", []) if o.get("output_type") == "error"]
         if errors:
-            messages[meta["grade_id"]] = f"{errors[-1].get('ename', 'Error')}: {errors[-1].get('evalue', '')}"[:2000]
+            error = errors[-1]
+            messages[cells.grade_id(cell)] = f"{error.get('ename', 'Error')}: {error.get('evalue', '')}"[:2000]
     return messages
 
 
@@ -164,7 +166,7 @@ def runtime_flags(nb) -> list[tamper_scan.Flag]:
     """What happened while running: time limits hit, kernel deaths, memory cap, output truncated (for review)."""
     flags = []
     for index, cell in enumerate(nb.cells):
-        where = cell.metadata.get("nbgrader", {}).get("grade_id") or f"cell {index}"
+        where = cells.grade_id(cell) or f"cell {index}"
         for output in cell.get("outputs", []):
             ename = output.get("ename", "")
             if output.get("output_type") == "error" and (ename in RUNTIME_ERRORS or (
@@ -247,7 +249,7 @@ def grade_job(job: GradingJob) -> GradingResult:
             nb, notes, mistakes = run_notebook(nb, resources, limits, assigned_gpu(job.gpu), config=config)
             scrub_notebook(nb, {run_dir: "<submission>", db_dir: "<grader-tmp>"})
             nb, resources = run_steps(SCORE, nb, resources, config)
-            with Gradebook(db_url, job.course_id) as gb:
+            with open_gradebook(db_url=db_url, course=job.course_id) as gb:
                 submission = gb.find_submission_notebook(job.notebook, job.assignment, job.student)
                 grades = {g.name: {"auto_score": g.auto_score, "max_score": g.max_score,
                                    "needs_manual_grade": bool(g.needs_manual_grade)} for g in submission.grades}

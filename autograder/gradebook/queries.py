@@ -16,7 +16,7 @@ from nbgrader.api import (Assignment, Grade, GradeCell, Gradebook, MissingEntry,
                           SubmittedNotebook)
 
 from autograder.course.coursedir import course_id, default_db_url
-from autograder.gradebook.store import RunsTable
+from autograder.gradebook.store import RunsTable, open_gradebook
 
 
 def final_score(submission) -> float:
@@ -37,6 +37,34 @@ def final_scores(gb: Gradebook, assignments=None) -> tuple[list, list, dict]:
             except MissingEntry:
                 scores[(a.name, student.id)] = 0.0
     return [(a.name, a.max_score or 0.0) for a in chosen], students, scores
+
+
+def roster(gb: Gradebook) -> list[str]:
+    """Every student id of the gradebook, sorted."""
+    return sorted(s.id for s in gb.students)
+
+
+def submission_results(gb: Gradebook, assignment: str | None = None) -> tuple[dict, list[dict], list[dict]]:
+    """({assignment: max score}, one dict per submission, one dict per grade), of one assignment or all, in the
+    gradebook's order. A submission: assignment, student, score (before the late penalty), final (`final_score`),
+    penalty, max_score, timestamp, duedate, seconds_late. A grade: assignment, student, cell, cell_type, max_score,
+    score (nbgrader's: the manual score when given, else the automatic one)."""
+    maxima, submissions, grades = {}, [], []
+    for a in gb.assignments:
+        if assignment and a.name != assignment:
+            continue
+        maxima[a.name] = a.max_score or 0.0
+        for sub in a.submissions:
+            submissions.append({"assignment": a.name, "student": sub.student.id, "score": sub.score or 0.0,
+                                "final": final_score(sub), "penalty": sub.late_submission_penalty or 0.0,
+                                "max_score": a.max_score, "timestamp": sub.timestamp, "duedate": sub.duedate,
+                                "seconds_late": sub.total_seconds_late})
+            for nb in sub.notebooks:
+                for grade in nb.grades:
+                    grades.append({"assignment": a.name, "student": sub.student.id, "cell": grade.name,
+                                   "cell_type": grade.cell.cell_type, "max_score": grade.max_score,
+                                   "score": grade.score})
+    return maxima, submissions, grades
 
 
 def run_rows(db_url: str, assignment: str | None = None) -> list[dict]:
@@ -81,6 +109,6 @@ def waiting_for_grader(course_dir, db_url: str | None = None, assignments=None) 
     course_dir = Path(course_dir).resolve()
     db_url = db_url or default_db_url(course_dir)
     held = held_notebooks(run_rows(db_url))
-    with Gradebook(db_url, course_id(course_dir)) as gb:
+    with open_gradebook(course_dir, db_url=db_url) as gb:
         grades = grade_rows(gb, assignments)
     return [g for g in grades if waits_for_grader(g, held)]

@@ -4,18 +4,99 @@ Only the coordinator (the engine's process) opens the gradebook for writing. Wor
 dicts (`notebook_cells`) in their job and return a `jobs.GradingResult` (`record_result` writes it). Any SQLAlchemy
 URL works.
 
+Every gradebook is opened through `open_gradebook` (a course folder, or a database URL and a course id): it brings a
+database that lacks nbgrader's schema version (`alembic_version`, e.g. one made by another tool without alembic) to
+nbgrader's schema first, as `nbgrader db upgrade` would, instead of failing later on the missing table.
+
 `autograder_runs` keeps what nbgrader has no column for: the content hash used to skip already graded
 submissions, status, review flags (tamper scan, runtime), per-cell messages and diagnosed mistakes, notes, grading time.
 """
 from __future__ import annotations
 
+import contextlib
 import datetime
 import json
+import logging
+from pathlib import Path
 
 import sqlalchemy as sa
 from nbgrader.api import Gradebook, MissingEntry
 
 from autograder.grade.jobs import GradingResult
+
+log = logging.getLogger(__name__)
+
+
+@contextlib.contextmanager
+def open_gradebook(course_dir: Path | str | None = None, *, db_url: str | None = None, course: str | None = None,
+                   authenticator=None):
+    """`with open_gradebook(course_dir) as gb:` nbgrader's Gradebook of a course, closed on exit.
+
+    `db_url` defaults to the course's gradebook.db (`coursedir.default_db_url`), `course` to its course id (without
+    a course folder: nbgrader's default course). A database without nbgrader's schema version is brought to
+    nbgrader's schema first (`ensure_schema`)."""
+    from autograder.course.coursedir import course_id, default_db_url
+
+    if course_dir is None and db_url is None:
+        raise ValueError("open_gradebook needs a course folder or a database URL")
+    db_url = db_url or default_db_url(Path(course_dir).resolve())
+    if course is None and course_dir is not None:
+        course = course_id(Path(course_dir).resolve())
+    ensure_schema(db_url)
+    named = {"authenticator": authenticator} if authenticator is not None else {}
+    with Gradebook(db_url, *([course] if course else []), **named) as gb:
+        yield gb
+
+
+# nbgrader's schema migrations (nbgrader/alembic/versions), newest first, each with a mark of what it added: the
+# schema of a database without `alembic_version` is the newest whose mark it has.
+_REVISIONS = (
+    ("e43177bfe90b", lambda tables: "course_id" in tables.get("assignment", ())),  # the course table
+    ("282d30a0218e", lambda tables: "lms_user_id" in tables.get("student", ())),
+    ("167914646830", lambda tables: "base_cell" in tables),  # task cells: cells split into base_cell and kinds
+    ("724cde206c17", lambda tables: "extra_credit" in tables.get("grade", ())),
+    ("50a4d84c131a", lambda tables: "kernelspec" in tables.get("notebook", ())),
+    ("b6d005d67074", lambda tables: True),  # the initial revision
+)
+
+
+def schema_revision(db_url: str) -> str | None:
+    """The nbgrader schema revision of a database that has nbgrader's tables but no `alembic_version`, as its tables
+    and columns show it; None for an empty database or one that records its revision."""
+    engine = sa.create_engine(db_url)
+    try:
+        inspector = sa.inspect(engine)
+        names = set(inspector.get_table_names())
+        if not names or "alembic_version" in names:
+            return None
+        tables = {name: {column["name"] for column in inspector.get_columns(name)} for name in names}
+    finally:
+        engine.dispose()
+    return next(revision for revision, has in _REVISIONS if has(tables))
+
+
+def ensure_schema(db_url: str) -> None:
+    """A database that lacks `alembic_version` (made without alembic): record the schema revision its tables show,
+    then run nbgrader's own migrations (`nbgrader db upgrade`) up to the current schema. Any other database is left
+    to nbgrader's Gradebook (it creates an empty one with the current schema)."""
+    revision = schema_revision(db_url)
+    if revision is None:
+        return
+    from nbgrader import dbutil
+
+    from autograder.course.coursedir import alembic_on_path
+
+    log.warning("the gradebook %s records no schema version: taken as nbgrader's revision %s, then upgraded",
+                db_url, revision)
+    engine = sa.create_engine(db_url)
+    try:
+        with engine.begin() as conn:
+            conn.execute(sa.text("CREATE TABLE alembic_version (version_num VARCHAR(32) NOT NULL)"))
+            conn.execute(sa.text("INSERT INTO alembic_version (version_num) VALUES (:v)"), {"v": revision})
+    finally:
+        engine.dispose()
+    alembic_on_path()  # nbgrader's migrations run its `alembic` command
+    dbutil.upgrade(db_url)
 
 
 RUNS = sa.Table(

@@ -39,7 +39,7 @@ from typing import Callable
 from nbgrader.api import Gradebook
 from nbgrader.plugins.export import CsvExportPlugin
 
-from autograder.course.coursedir import course_id, default_db_url
+from autograder.gradebook.store import open_gradebook
 from autograder.gradebook.queries import final_scores, grade_rows, held_notebooks, run_rows
 from coursekit.mistakes import shown_text
 
@@ -128,7 +128,7 @@ def export_grades(course_dir, to: str | Path = "grades.csv", db_url: str | None 
                   assignments=None, students=None) -> Path:
     course_dir = Path(course_dir).resolve()
     plugin = AnnotatedCsvExportPlugin(to=str(to), assignment=list(assignments or []), student=list(students or []))
-    with Gradebook(db_url or default_db_url(course_dir), course_id(course_dir)) as gb:
+    with open_gradebook(course_dir, db_url=db_url) as gb:
         plugin.export(gb)
     return Path(to)
 
@@ -169,7 +169,7 @@ def export_lms(course_dir, to: str | Path, fmt: str, db_url: str | None = None, 
     if fmt not in LMS_ROWS:
         raise ValueError(f"unknown LMS format {fmt!r}: {' or '.join(LMS_ROWS)}")
     course_dir = Path(course_dir).resolve()
-    with Gradebook(db_url or default_db_url(course_dir), course_id(course_dir)) as gb:
+    with open_gradebook(course_dir, db_url=db_url) as gb:
         columns, students, scores = final_scores(gb, assignments)
         rows = LMS_ROWS[fmt](columns, students, scores, assignment_ids)
     with open(to, "w", newline="", encoding="utf-8") as fh:

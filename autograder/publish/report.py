@@ -6,8 +6,9 @@ heading) are inline: a page opens offline and can be mailed as one file. The fig
 * The course page (`autograder report`, reports/course/index.html): the student x assignment matrix (a heat map of
   scores in % and a sortable table with totals per student and per assignment; scores after late penalties, as
   nbgrader's CSV export computes them), late submissions and their penalties, submissions held for review with
-  their findings, grades still waiting for a manual grade (formgrader), copied work (`autograder.publish.similarity`
-  per assignment: ranked pairs, with their side-by-side page), then the figures of the whole course.
+  their findings, grades still waiting for a manual grade (formgrader), copied work (what `autograder similarity`
+  last wrote per assignment: ranked pairs, with a link to their side-by-side page), then the figures of the whole
+  course.
 * An assignment page (`autograder report ASSIGNMENT`, reports/<assignment>/index.html): score distribution, pass
   rate and score distribution per grade cell, the most frequent diagnosed mistakes with one anonymised example of
   each (the message and the code of the solution cell it tests, from one submission, without the student's id),
@@ -28,12 +29,15 @@ import textwrap
 import warnings
 from pathlib import Path
 
-import nbformat
-from nbgrader.api import Gradebook
-
-from autograder.course.coursedir import course_id, default_db_url
-from autograder.gradebook.queries import final_score, grade_rows, held_notebooks, run_rows, waits_for_grader
+from autograder.course import cells as cell_kinds
+from autograder.course.coursedir import course_id, default_db_url, nbgrader_config
+from autograder.gradebook.queries import (grade_rows, held_notebooks, roster, run_rows, submission_results,
+                                          waits_for_grader)
+from autograder.gradebook.store import open_gradebook
 from autograder.publish.html import img, page_end, page_head
+from autograder.publish.similarity import read_submitted
+from autograder.submissions.files import submission_limits
+from coursekit.api import INTENDED_CASCADES, check_of, tested_name
 from coursekit.mistakes import shown_text
 
 esc = html.escape
@@ -46,41 +50,33 @@ STYLE = ("td.num{text-align:right}tfoot td{font-weight:bold;background:#fafafa}.
 
 # ------------------------------------------------------------------------------------------------------ data
 def collect_data(course_dir: Path, db_url: str, assignment: str | None) -> dict:
-    """Scores per submission and per grade cell, late work, pending manual grades, our runs rows."""
-    submissions, cells, names, cell_scores = [], collections.defaultdict(list), [], collections.defaultdict(list)
-    late, max_scores, roster = [], {}, []
+    """Scores per submission and per grade cell, late work, pending manual grades, our runs rows: what
+    `autograder.gradebook.queries` reads, arranged for the pages."""
+    cells, cell_scores = collections.defaultdict(list), collections.defaultdict(list)
     lost = collections.defaultdict(dict)  # (student, assignment) -> {grade cell: points lost}
     rows = run_rows(db_url, assignment)
     held = held_notebooks(rows)
-    with Gradebook(db_url, course_id(course_dir)) as gb:
-        roster = sorted(s.id for s in gb.students)
+    with open_gradebook(course_dir, db_url=db_url) as gb:
+        students = roster(gb)
         manual = [{**g, "max_score": g["max_score"] or 0.0}
                   for g in grade_rows(gb, [assignment] if assignment else None) if waits_for_grader(g, held)]
-        for a in gb.assignments:
-            if assignment and a.name != assignment:
-                continue
-            names.append(a.name)
-            max_scores[a.name] = a.max_score or 0.0
-            for sub in a.submissions:
-                penalty = sub.late_submission_penalty or 0.0
-                raw = sub.score or 0.0
-                submissions.append({"assignment": a.name, "student": sub.student.id, "score": raw,
-                                    "final": final_score(sub), "penalty": penalty, "max_score": a.max_score})
-                if sub.total_seconds_late > 0:
-                    late.append({"assignment": a.name, "student": sub.student.id, "timestamp": sub.timestamp,
-                                 "duedate": sub.duedate, "hours": sub.total_seconds_late / 3600.0,
-                                 "penalty": penalty, "raw": raw, "final": final_score(sub)})
-                for nb in sub.notebooks:
-                    for grade in nb.grades:
-                        if grade.cell.cell_type == "code" and grade.max_score:  # automatic points lost
-                            lost[(sub.student.id, a.name)][grade.name] = grade.max_score - (grade.score or 0.0)
-                        key = f"{a.name}:{grade.name}" if not assignment else grade.name
-                        cells[key].append((grade.score or 0.0) >= (grade.max_score or 0.0) - 1e-9)
-                        if grade.max_score:
-                            cell_scores[key].append(100.0 * (grade.score or 0.0) / grade.max_score)
-    return {"assignments": names, "submissions": submissions, "cells": dict(cells), "runs": rows,
+        max_scores, results, grades = submission_results(gb, assignment)
+    submissions = [{key: r[key] for key in ("assignment", "student", "score", "final", "penalty", "max_score")}
+                   for r in results]
+    late = [{"assignment": r["assignment"], "student": r["student"], "timestamp": r["timestamp"],
+             "duedate": r["duedate"], "hours": r["seconds_late"] / 3600.0, "penalty": r["penalty"],
+             "raw": r["score"], "final": r["final"]} for r in results if r["seconds_late"] > 0]
+    for grade in grades:
+        score, maximum = grade["score"] or 0.0, grade["max_score"]
+        if grade["cell_type"] == "code" and maximum:  # automatic points lost
+            lost[(grade["student"], grade["assignment"])][grade["cell"]] = maximum - score
+        key = f"{grade['assignment']}:{grade['cell']}" if not assignment else grade["cell"]
+        cells[key].append(score >= (maximum or 0.0) - 1e-9)
+        if maximum:
+            cell_scores[key].append(100.0 * score / maximum)
+    return {"assignments": list(max_scores), "submissions": submissions, "cells": dict(cells), "runs": rows,
             "cell_scores": dict(cell_scores), "late": late, "manual": manual, "max_scores": max_scores,
-            "roster": roster, "answer_keys": manual_answer_keys(course_dir, manual), "lost": dict(lost)}
+            "roster": students, "answer_keys": manual_answer_keys(course_dir, manual), "lost": dict(lost)}
 
 
 def manual_answer_keys(course_dir: Path, manual: list[dict]) -> dict:
@@ -200,16 +196,17 @@ def top_mistakes(runs: list[dict], n: int = 10):
 
 # ---------------------------------------------------------------------------------- anonymised mistake examples
 def _tested_solution(nb, grade_id: str) -> str | None:
-    """The solution cell a grade cell tests: `test_<name>` tests `<name>`, else the nearest solution cell above."""
-    cells = [c for c in nb.cells if c.cell_type == "code"]
-    meta = [c.metadata.get("nbgrader", {}) for c in cells]
-    by_id = {m.get("grade_id"): c for m, c in zip(meta, cells) if m.get("solution")}
-    if grade_id.startswith("test_") and grade_id[5:] in by_id:
-        return by_id[grade_id[5:]].source
-    position = next((i for i, m in enumerate(meta) if m.get("grade_id") == grade_id), None)
+    """The solution cell a grade cell tests: `test_<name>` tests `<name>` (`coursekit.api.tested_name`), else the
+    nearest solution cell above."""
+    code = [c for c in nb.cells if c.cell_type == "code"]
+    by_id = {cell_kinds.grade_id(c): c for c in code if cell_kinds.is_solution(c)}
+    tested = tested_name(grade_id)
+    if tested is not None and tested in by_id:
+        return by_id[tested].source
+    position = next((i for i, c in enumerate(code) if cell_kinds.grade_id(c) == grade_id), None)
     if position is None:
         return None
-    return next((cells[i].source for i in range(position - 1, -1, -1) if meta[i].get("solution")), None)
+    return next((code[i].source for i in range(position - 1, -1, -1) if cell_kinds.is_solution(code[i])), None)
 
 
 def anonymise(text: str, student: str) -> str:
@@ -217,8 +214,10 @@ def anonymise(text: str, student: str) -> str:
 
 
 def mistake_examples(course_dir: Path, runs: list[dict], mistakes) -> dict:
-    """(cell, mistake id) -> {"message", "code"} from one submission with that mistake (the first by student id)."""
+    """(cell, mistake id) -> {"message", "code"} from one submission with that mistake (the first by student id);
+    its notebook is read as submissions are read (`similarity.read_submitted`)."""
     examples = {}
+    limit = submission_limits(nbgrader_config(course_dir)).notebook_bytes
     for (cell, mistake), _ in mistakes:
         for run in sorted(runs, key=lambda r: (r["student"], r["notebook"])):
             if run["mistakes"].get(cell) != mistake:
@@ -227,10 +226,8 @@ def mistake_examples(course_dir: Path, runs: list[dict], mistakes) -> dict:
             for folder in ("submitted", "autograded"):
                 path = course_dir / folder / run["student"] / run["assignment"] / f"{run['notebook']}.ipynb"
                 if path.exists():
-                    try:
-                        code = _tested_solution(nbformat.read(path, as_version=4), cell)
-                    except Exception:  # an unreadable notebook gives no example code
-                        code = None
+                    nb = read_submitted(path, limit)  # as submissions are read: no link, no oversized file
+                    code = _tested_solution(nb, cell) if nb is not None else None  # unreadable: no example code
                     break
             message = run["messages"].get(cell) or shown_text(mistake)
             examples[(cell, mistake)] = {"message": anonymise(message, run["student"]),
@@ -386,27 +383,18 @@ def mistakes_section(data: dict, examples: dict | None) -> str:
     return "\n".join(parts)
 
 
-def _check_of(grade_cell: str) -> str:
-    """The hidden check a grade cell runs (`test_TransformerClassifier` -> `transformer_classifier`)."""
-    from coursekit.api import snake_case
-
-    return snake_case(grade_cell.removeprefix("test_"))
-
-
 def lost_points(cells: dict[str, float]) -> tuple[dict[str, float], dict[str, tuple[float, list[str]]]]:
     """One submission's lost automatic points ({grade cell: points}), split: (lost in the exercise itself,
     {cell: (points, [the parts that failed])} lost only through a part). Each hidden check judges its exercise
     given working parts (`autograder/checks/parts.py`), so points are lost through a part only in the intended
     cascades (`INTENDED_CASCADES`, e.g. 07's trained classifier needs the student's own model), when a part they
     need lost points too."""
-    from autograder.checks.parts import INTENDED_CASCADES
-
-    by_check = {_check_of(cell): cell for cell in cells}
+    by_check = {check_of(cell): cell for cell in cells}
     itself, through = {}, {}
     for cell, points in cells.items():
         if points <= 1e-9:
             continue
-        parts = [by_check[p] for p in INTENDED_CASCADES.get(_check_of(cell), ()) if cells.get(by_check.get(p), 0) > 1e-9]
+        parts = [by_check[p] for p in INTENDED_CASCADES.get(check_of(cell), ()) if cells.get(by_check.get(p), 0) > 1e-9]
         if parts:
             through[cell] = (points, parts)
         else:
@@ -495,19 +483,24 @@ def render(data: dict, pngs: dict[str, bytes], title: str, examples: dict | None
     return "\n".join(parts)
 
 
-def similarity_sections(course_dir: Path, assignments: list[str], include_reference: bool = False) -> str:
-    """Per assignment: run the similarity check, write its page, and return the course page's section."""
+def similarity_sections(course_dir: Path, assignments: list[str]) -> str:
+    """The course page's section: per released assignment, what `autograder similarity` last found (its summary),
+    with links to its page; an assignment not compared yet says how to compare it."""
     from autograder.publish import similarity as sim
 
+    saved = {a: sim.saved_similarity(course_dir, a) for a in assignments if (course_dir / "release" / a).is_dir()}
+    found = [s for s in saved.values() if s is not None]
+    include_reference = bool(found) and all(reference for _, reference in found)
     parts = ["<p>Solution cells compared pairwise per assignment (copydetect winnowing; released and provided "
              "code ignored"
              + ("; the reference solution ignored too" if include_reference else "")
              + "). This only reports: grades are unchanged.</p>"]
-    for assignment in assignments:
-        if not (course_dir / "release" / assignment).is_dir():
+    for assignment, summary in saved.items():
+        if summary is None:
+            parts.append(f"<h3>{esc(assignment)}: not compared yet</h3><p>Run <code>autograder similarity "
+                         f"{esc(assignment)}</code>, then this report again.</p>")
             continue
-        out = sim.write_similarity(course_dir, assignment, include_reference=include_reference)
-        result = out["result"]
+        result = summary[0]
         link = f"../{assignment}/similarity.html"
         parts.append(f"<h3>{esc(assignment)}: {len(result.reported)} pair(s) above "
                      f"{100 * result.threshold:.0f}% <small>(<a href='{esc(link)}'>matched code side by side</a>, "
@@ -516,12 +509,11 @@ def similarity_sections(course_dir: Path, assignments: list[str], include_refere
     return "\n".join(parts)
 
 
-def write_report(course_dir, assignment: str | None = None, db_url: str | None = None,
-                 include_reference: bool = False) -> Path:
+def write_report(course_dir, assignment: str | None = None, db_url: str | None = None) -> Path:
     """Write reports/<assignment or course>/index.html (+ PNGs); returns the HTML path.
 
-    The course page also runs `autograder similarity` for every assignment (pages beside its own);
-    `include_reference` is passed on to it.
+    Copied work is what `autograder similarity` wrote beside the assignment pages: the course page shows its
+    summaries and an assignment page links to its page, whichever report is written first.
     """
     course_dir = Path(course_dir).resolve()
     data = collect_data(course_dir, db_url or default_db_url(course_dir), assignment)
@@ -533,7 +525,7 @@ def write_report(course_dir, assignment: str | None = None, db_url: str | None =
         matrix = matrix_png(data)
         if matrix:
             pngs["matrix.png"] = matrix
-        similarity_html = similarity_sections(course_dir, data["assignments"], include_reference)
+        similarity_html = similarity_sections(course_dir, data["assignments"])
     for name, png in pngs.items():
         (folder / name).write_bytes(png)
     examples = mistake_examples(course_dir, data["runs"], top_mistakes(data["runs"]))

@@ -28,15 +28,20 @@ import csv
 import html
 import io
 import itertools
+import json
 import logging
 import multiprocessing
 import os
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import nbformat
 import numpy as np
 
+from autograder.course.cells import is_solution_code
+from autograder.course.coursedir import nbgrader_config
+from autograder.submissions import files as submission_files
 from autograder.publish.html import img, page_end, page_head
 
 NOISE = 25  # copydetect's noise threshold: shortest match (filtered characters) that counts
@@ -206,13 +211,9 @@ def compare_documents(documents: dict[str, str], boilerplate=(), *, assignment: 
 
 
 # ------------------------------------------------------------------------------------------- notebooks -> texts
-def _is_solution(cell) -> bool:
-    return cell.cell_type == "code" and bool(cell.metadata.get("nbgrader", {}).get("solution"))
-
-
 def solution_code(nb) -> str:
     """The code of a notebook's solution cells, in notebook order."""
-    return "\n\n".join(cell.source for cell in nb.cells if _is_solution(cell))
+    return "\n\n".join(cell.source for cell in nb.cells if is_solution_code(cell))
 
 
 def _read(path: Path):
@@ -222,13 +223,42 @@ def _read(path: Path):
         return None
 
 
+def read_submitted(path: Path, limit: int):
+    """A student's notebook, read as `autograder.submissions.files` reads submissions (a plain file, never through
+    a link, at most `limit` bytes); None when it is refused or does not parse (it has no code to compare)."""
+    try:
+        return nbformat.reads(submission_files.read_regular(path, limit, "notebook").decode("utf-8", "replace"),
+                              as_version=4)
+    except Exception:  # refused, or broken: no code to compare
+        return None
+
+
+def _is_folder(path: Path) -> bool:
+    """A folder itself, not a link to one."""
+    try:
+        return stat.S_ISDIR(os.lstat(path).st_mode)
+    except OSError:
+        return False
+
+
+def _plain_folders(folder: Path):
+    """The sub-folders of `folder` (links are never followed), sorted by name."""
+    return sorted(p for p in folder.iterdir() if _is_folder(p)) if _is_folder(folder) else []
+
+
 def student_documents(course_dir: Path, assignment: str) -> dict[str, str]:
-    """student -> their solution code (every notebook of the assignment) from submitted/ (what they handed in)."""
+    """student -> their solution code (every notebook of the assignment) from submitted/ (what they handed in),
+    each notebook read through `read_submitted`."""
     documents = {}
-    submitted = Path(course_dir) / "submitted"
-    for folder in sorted(submitted.glob(f"*/{assignment}")) if submitted.is_dir() else []:
-        texts = [solution_code(nb) for nb in map(_read, sorted(folder.glob("*.ipynb"))) if nb is not None]
-        documents[folder.parent.name] = "\n\n".join(t for t in texts if t)
+    course_dir = Path(course_dir)
+    limit = submission_files.submission_limits(nbgrader_config(course_dir)).notebook_bytes
+    for student in _plain_folders(course_dir / "submitted"):
+        folder = student / assignment
+        if not _is_folder(folder):
+            continue
+        notebooks = sorted(p for p in folder.iterdir() if p.suffix == ".ipynb")
+        texts = [solution_code(nb) for nb in (read_submitted(p, limit) for p in notebooks) if nb is not None]
+        documents[student.name] = "\n\n".join(t for t in texts if t)
     return documents
 
 
@@ -370,7 +400,34 @@ def write_similarity(course_dir, assignment: str, *, threshold: float = THRESHOL
         (folder / "similarity.png").write_bytes(png)
     page = folder / "similarity.html"
     page.write_text(render(result, png))
-    return {"html": page, "csv": write_csv(result, folder / "similarity.csv"), "result": result}
+    saved = write_summary(result, folder / SUMMARY, include_reference)
+    return {"html": page, "csv": write_csv(result, folder / "similarity.csv"), "summary": saved, "result": result}
+
+
+SUMMARY = "similarity.json"  # beside the page: what the course report shows of it
+
+
+def write_summary(result: Result, path: Path, include_reference: bool) -> Path:
+    """The comparison's outcome without the students' code: students, settings and every pair's numbers."""
+    path.write_text(json.dumps({
+        "assignment": result.assignment, "students": result.students, "threshold": result.threshold,
+        "min_overlap": result.min_overlap, "include_reference": include_reference,
+        "pairs": [[p.a, p.b, p.similarity_a, p.similarity_b, p.overlap] for p in result.pairs]}, indent=1))
+    return path
+
+
+def saved_similarity(course_dir, assignment: str) -> tuple[Result, bool] | None:
+    """(the result `autograder similarity` last wrote for `assignment`, without the code; whether it ignored the
+    reference solution), or None when it has not run (or its summary does not read)."""
+    path = Path(course_dir) / "reports" / assignment / SUMMARY
+    try:
+        data = json.loads(path.read_text())
+        pairs = [Pair(a, b, float(sa), float(sb), int(overlap)) for a, b, sa, sb, overlap in data["pairs"]]
+        result = Result(str(data["assignment"]), [str(s) for s in data["students"]], {}, pairs,
+                        float(data["threshold"]), int(data["min_overlap"]))
+        return result, bool(data["include_reference"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
 
 
 __all__ = ["compare_documents", "similarity", "write_similarity", "Result", "Pair", "THRESHOLD"]

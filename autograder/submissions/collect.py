@@ -40,7 +40,7 @@ from pathlib import Path
 
 import nbformat
 
-from autograder.course.coursedir import alembic_on_path, assignments_in_source, course_id, default_db_url
+from autograder.course.coursedir import alembic_on_path, assignments_in_source
 from autograder.submissions import files as submission_files
 from autograder.submissions.files import RefusedFile, copy_regular, read_regular, refusal, submission_limits
 
@@ -173,7 +173,7 @@ def _walk(root: Path, problems: list[Problem]):
 
 def collect(course_dir, source, db_url: str | None = None) -> CollectReport:
     """Import submissions from folder or zip `source` into `course_dir`/submitted/ (see the module doc)."""
-    from nbgrader.api import Gradebook
+    from autograder.gradebook.store import open_gradebook
 
     course_dir = Path(course_dir).resolve()
     source = Path(source)
@@ -212,7 +212,7 @@ def collect(course_dir, source, db_url: str | None = None) -> CollectReport:
         for key in folders:
             placed.setdefault(key, [])
         alembic_on_path()  # the gradebook may be new
-        with Gradebook(db_url or default_db_url(course_dir), course_id(course_dir)) as gb:
+        with open_gradebook(course_dir, db_url=db_url) as gb:
             known = {s.id for s in gb.students}
             for (student, assignment), files in sorted(placed.items()):
                 _store(course_dir, student, assignment, files, folders.get((student, assignment)),

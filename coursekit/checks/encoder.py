@@ -110,7 +110,7 @@ def _block_variants(block: nn.Module, x, mask, norm_first: bool) -> dict:
     }
 
 
-@uses_parts("EncoderBlock", PositionwiseFeedForward="coursekit.checks.encoder:check_positionwise_feed_forward")
+@uses_parts("EncoderBlock")
 def check_encoder_block(EncoderBlock) -> None:
     generator = torch.Generator().manual_seed(60)
     x = torch.randn(_B, _T, _D_MODEL, generator=generator)                            # (2, 4, 6)
@@ -177,8 +177,7 @@ def check_stack_submodules(stack: nn.Module, owner: str, num_layers: int, block_
                       "nn.Identity().")
 
 
-@uses_parts("Encoder", EncoderBlock="coursekit.checks.encoder:check_encoder_block",
-            PositionwiseFeedForward="coursekit.checks.encoder:check_positionwise_feed_forward")
+@uses_parts("Encoder")
 def check_encoder(Encoder) -> None:
     vocab_size, num_layers = 11, 2
     ids = torch.tensor([[4, 9, 5, 10, 7], [6, 8, 4, 0, 0]])                           # (B=2, T=5), 0 = <pad>

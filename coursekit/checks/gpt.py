@@ -362,7 +362,7 @@ def check_sample_next_token(sample_next_token) -> None:
     passed("sample_next_token", "(argmax at temperature 0, frequencies with temperature and top-k)")
 
 
-@uses_parts("generate", sample_next_token="coursekit.checks.gpt:check_sample_next_token")
+@uses_parts("generate")
 def check_generate(generate) -> None:
     model = _CountingModel().train()
     prompt = torch.tensor([[1, 2], [3, 4]])

@@ -85,7 +85,7 @@ def check_sinusoidal_positional_encoding(sinusoidal_positional_encoding) -> None
     passed("sinusoidal_positional_encoding")
 
 
-@uses_parts("PositionalEncoding", sinusoidal_positional_encoding="coursekit.checks.positional:check_sinusoidal_positional_encoding")
+@uses_parts("PositionalEncoding")
 def check_positional_encoding(PositionalEncoding) -> None:
     d_model, max_len = 6, 10
     module = run("PositionalEncoding", PositionalEncoding, d_model, max_len=max_len)

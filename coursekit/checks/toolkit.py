@@ -256,13 +256,21 @@ def _failing_parts(composite: Any, parts: dict[str, str]) -> list[str]:
     return failing
 
 
-def uses_parts(owner: str, **parts: str):
-    """Decorator of the public check of an exercise whose object uses other exercises of its notebook by name
-    (`parts`: global name -> "module:check function" of that part's own public check).
+def uses_parts(owner: str):
+    """Decorator of the public check of the exercise `owner` (an API name), whose object uses other exercises of
+    its notebook by name: the parts graph of `coursekit.api` (`public_parts`) says which, and each part's own
+    public check is `coursekit.checks.<topic>:check_<name>`.
 
     When the check fails and a part fails its own check, the student is told to fix that part first (the grader
     judges `owner` with a working part in place of theirs). When the check passes although a part fails its own
     check, it says that `owner` is right given working parts."""
+    from coursekit import api
+
+    parts = {name: f"coursekit.checks.{api.by_name(part).topic}:{api.by_name(part).check_name}"
+             for name, part in api.public_parts(owner).items()}
+    if not parts:
+        raise ValueError(f"{owner} has no parts in coursekit.api.PARTS: its check needs no @uses_parts")
+
     def decorate(check):
         @functools.wraps(check)
         def wrapper(composite, *args, **kwargs):
@@ -286,6 +294,7 @@ def uses_parts(owner: str, **parts: str):
                       f"fail{'s' if len(failing) == 1 else ''} its own check: fix it before you build on it.")
             return result
 
+        wrapper.parts = dict(parts)
         return wrapper
 
     return decorate

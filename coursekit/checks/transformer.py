@@ -97,7 +97,7 @@ def check_decoder_block(DecoderBlock) -> None:
 
 # ------------------------------------------------------------------------------------------------------ decoder
 
-@uses_parts("Decoder", DecoderBlock="coursekit.checks.transformer:check_decoder_block")
+@uses_parts("Decoder")
 def check_decoder(Decoder) -> None:
     vocab_size, num_layers = 13, 2
     generator = torch.Generator().manual_seed(80)
@@ -133,8 +133,7 @@ def check_decoder(Decoder) -> None:
 
 # -------------------------------------------------------------------------------------------------- Transformer
 
-@uses_parts("Transformer", Decoder="coursekit.checks.transformer:check_decoder",
-            DecoderBlock="coursekit.checks.transformer:check_decoder_block")
+@uses_parts("Transformer")
 def check_transformer(Transformer) -> None:
     src_vocab, tgt_vocab = 9, 11
     model = run("Transformer", Transformer, src_vocab, tgt_vocab, d_model=_D_MODEL, num_heads=_H, d_ff=_D_FF,

@@ -27,8 +27,8 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from autograder.checks.parts import INTENDED_CASCADES, MAX_CASCADE_POINTS, PARTS
-from coursekit.api import snake_case
+from autograder.checks.parts import MAX_CASCADE_POINTS
+from coursekit.api import INTENDED_CASCADES, PARTS, check_of, grade_id as grade_id_of, tested_name
 from coursekit.mistakes import MISTAKES
 
 REPO = Path(__file__).resolve().parents[2]
@@ -217,10 +217,6 @@ def uses_of(nb) -> dict[str, set[str]]:
     return uses
 
 
-def _check_of(grade_id: str) -> str:
-    return snake_case(grade_id.removeprefix("test_"))
-
-
 def _source(assignment: str):
     return nbformat.read(REPO / "course" / "source" / assignment / f"{assignment}.ipynb", as_version=4)
 
@@ -229,10 +225,10 @@ def dependencies(nb) -> dict[str, set[str]]:
     """{exercise: the exercises it uses (its parts, what its code reads) or whose own work it needs (an intended
     cascade)}, by grade_id."""
     exercises = list(_exercise_cells(nb))
-    by_check = {_check_of(e): e for e in exercises}
+    by_check = {check_of(e): e for e in exercises}
     uses = uses_of(nb)
-    return {e: uses[e] | {by_check[p.check] for p in PARTS.get(_check_of(e), ()) if p.check in by_check}
-            | {by_check[c] for c in INTENDED_CASCADES.get(_check_of(e), ()) if c in by_check} for e in exercises}
+    return {e: uses[e] | {by_check[p.check] for p in PARTS.get(check_of(e), ()) if p.check in by_check}
+            | {by_check[c] for c in INTENDED_CASCADES.get(check_of(e), ()) if c in by_check} for e in exercises}
 
 
 def independent(a: str, b: str, deps: dict[str, set[str]]) -> bool:
@@ -312,11 +308,11 @@ def test_parts_and_intended_cascades_are_what_the_code_uses(assignment):
     nb = _source(assignment)
     exercises = set(_exercise_cells(nb))
     for grade_id, used in uses_of(nb).items():
-        check, used = _check_of(grade_id), {_check_of(e) for e in used}
+        check, used = check_of(grade_id), {check_of(e) for e in used}
         if grade_id in exercises:
             by_name = {p.check for p in PARTS.get(check, ()) if p.into == 0 and p.replaces is None}
             assert used == by_name, grade_id
-        elif grade_id.startswith("test_") and grade_id.removeprefix("test_") not in exercises:
+        elif tested_name(grade_id) is not None and tested_name(grade_id) not in exercises:
             assert used == set(INTENDED_CASCADES.get(check, ())), grade_id
             assert check not in INTENDED_CASCADES or used, grade_id
 
@@ -326,10 +322,10 @@ def test_each_intended_cascade_is_said_next_to_its_grade_cell():
     said = 0
     for assignment in sorted(WRONG):
         nb = _source(assignment)
-        names = {_check_of(e): [n for n, own in _definitions(c.source).items() if own]
+        names = {check_of(e): [n for n, own in _definitions(c.source).items() if own]
                  for e, c in _exercise_cells(nb).items()}
         for i, cell in enumerate(nb.cells):
-            check = _check_of(cell.metadata.get("nbgrader", {}).get("grade_id", ""))
+            check = check_of(cell.metadata.get("nbgrader", {}).get("grade_id", ""))
             if cell.cell_type != "code" or check not in INTENDED_CASCADES:
                 continue
             prose = nb.cells[i - 1].source
@@ -356,13 +352,13 @@ def test_several_exercises_cost_their_own_points(assignment, credit_graded):
     problems = []
     for number, broken in enumerate(several_at_once(_source(assignment)), 1):
         grades = credit_graded[(assignment, _several_id(number))]
-        own = {f"test_{exercise}" for exercise in broken}
+        own = {grade_id_of(exercise) for exercise in broken}
         lost = {cell: maximum - score for cell, (score, maximum) in grades.items() if maximum - score > 1e-9}
         for cell in sorted(own):
             if lost.get(cell, 0.0) != grades[cell][1]:
                 problems.append(f"{broken}: lost {lost.get(cell, 0.0)} of the {grades[cell][1]} points of {cell}")
         for cell, points in lost.items():
-            cascade = any(_check_of(e) in INTENDED_CASCADES.get(_check_of(cell), ()) for e in broken)
+            cascade = any(check_of(e) in INTENDED_CASCADES.get(check_of(cell), ()) for e in broken)
             if cell not in own and (not cascade or points > MAX_CASCADE_POINTS):
                 problems.append(f"{broken}: also lost {points} points of {cell}")
     assert not problems, "\n".join(problems)
@@ -374,14 +370,14 @@ def test_an_exercise_costs_its_own_points(assignment, how, credit_graded):
     problems = []
     for exercise in WRONG[assignment]:
         grades = credit_graded[(assignment, _student_id(exercise, how))]
-        own = f"test_{exercise}"
+        own = grade_id_of(exercise)
         lost = {cell: maximum - score for cell, (score, maximum) in grades.items() if maximum - score > 1e-9}
         if lost.get(own, 0.0) != grades[own][1]:
             problems.append(f"{exercise} {how}: lost {lost.get(own, 0.0)} of its own {grades[own][1]} points")
         for cell, points in lost.items():
             if cell == own:
                 continue
-            cascade = snake_case(exercise) in INTENDED_CASCADES.get(snake_case(cell.removeprefix("test_")), ())
+            cascade = check_of(exercise) in INTENDED_CASCADES.get(check_of(cell), ())
             if not cascade or points > MAX_CASCADE_POINTS:
                 problems.append(f"{exercise} {how}: also lost {points} points of {cell}")
     assert not problems, "\n".join(problems)

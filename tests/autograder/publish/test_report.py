@@ -19,10 +19,10 @@ from html import escape as esc
 import nbformat
 import pytest
 from nbformat.v4 import new_code_cell, new_markdown_cell
-from nbgrader.api import Gradebook
 
 from autograder.cli import main
-from autograder.course.coursedir import course_id, default_db_url
+from autograder.gradebook.store import open_gradebook
+from autograder.publish import similarity as sim
 from autograder.grade.engine import grade
 from autograder.course.units import GiB
 from autograder.sandbox.limits import Limits
@@ -104,7 +104,7 @@ def _answered(text: str, answer: str = "So that the weights add up to one.") -> 
 def graded(tmp_path_factory):
     root = tmp_path_factory.mktemp("report")
     course = manual_course(root / "course")
-    with Gradebook(default_db_url(course), course_id(course)) as gb:
+    with open_gradebook(course) as gb:
         gb.update_or_create_assignment(SYNTHETIC_ASSIGNMENT, duedate=DUE)
         for student in ("ann", "ben", "cat", "dan", "eve", "fay"):
             gb.update_or_create_student(student)
@@ -124,8 +124,13 @@ def graded(tmp_path_factory):
         (folder / "timestamp.txt").write_text(when.strftime(STAMP))
     grade(course, SYNTHETIC_ASSIGNMENT, workers=2, limits=LIMITS)
     args = ["--course-dir", str(course)]
-    codes = {"course": main(["report", *args]), "assignment": main(["report", SYNTHETIC_ASSIGNMENT, *args])}
-    return {"course": course, "root": root, "codes": codes,
+    codes = {"before": main(["report", *args])}  # before `autograder similarity`: nothing to link to yet
+    before = (course / "reports" / "course" / "index.html").read_text()
+    codes["similarity"] = main(["similarity", SYNTHETIC_ASSIGNMENT, *args])
+    # the assignment page first: each page links to what `autograder similarity` wrote, in either order
+    codes["assignment"] = main(["report", SYNTHETIC_ASSIGNMENT, *args])
+    codes["course"] = main(["report", *args])
+    return {"course": course, "root": root, "codes": codes, "before": before,
             "page": (course / "reports" / "course" / "index.html").read_text(),
             "assignment_page": (course / "reports" / SYNTHETIC_ASSIGNMENT / "index.html").read_text()}
 
@@ -140,7 +145,7 @@ def _table_after(page: str, heading: str) -> str:
 
 
 def test_commands_succeed(graded):
-    assert graded["codes"] == {"course": 0, "assignment": 0}
+    assert graded["codes"] == {"before": 0, "similarity": 0, "course": 0, "assignment": 0}
 
 
 def test_pages_are_self_contained(graded):
@@ -186,6 +191,24 @@ def test_copied_work_section(graded):
     assert first.groups()[:2] == ("ann", "fay") and int(first.group(3)) >= 90
     assert (graded["course"] / "reports" / SYNTHETIC_ASSIGNMENT / "similarity.html").exists()
     assert "../ps1/similarity.html" in section
+    assert "href='similarity.html'" in graded["assignment_page"]  # written before the course page
+
+
+def test_the_report_shows_the_similarity_check_it_finds_and_runs_none(graded):
+    """The course page only shows what `autograder similarity` wrote: before it ran, it says how to run it, and the
+    pairs it shows are that run's (the summary beside its page), not a comparison of its own."""
+    before = graded["before"]
+    section = before[before.index("id='similarity'"):before.index("id='figures'")]
+    assert "ps1: not compared yet" in section and "autograder similarity ps1" in section
+    assert "pair-1" not in section
+    saved = sim.saved_similarity(graded["course"], SYNTHETIC_ASSIGNMENT)
+    assert saved is not None
+    result, include_reference = saved
+    fresh = sim.similarity(graded["course"], SYNTHETIC_ASSIGNMENT)
+    assert not include_reference and [(p.a, p.b, p.similarity, p.overlap) for p in result.pairs] == \
+        [(p.a, p.b, p.similarity, p.overlap) for p in fresh.pairs]
+    page = graded["page"]
+    assert sim.pairs_table(result, link="../ps1/similarity.html") in page
 
 
 def test_assignment_page_cells_and_mistakes_with_examples(graded):
@@ -207,7 +230,7 @@ def test_assignment_page_cells_and_mistakes_with_examples(graded):
 def test_manual_score_reaches_report_and_export(graded, tmp_path):
     """A score given to the written answer (as formgrader saves it) shows in the report and in every export."""
     course = graded["course"]
-    with Gradebook(default_db_url(course), course_id(course)) as gb:
+    with open_gradebook(course) as gb:
         answer = gb.find_grade(ANSWER_ID, SYNTHETIC_ASSIGNMENT, SYNTHETIC_ASSIGNMENT, "ann")
         answer.manual_score = 2.5
         answer.needs_manual_grade = False

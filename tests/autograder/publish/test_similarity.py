@@ -194,3 +194,26 @@ def test_empty_and_broken_submissions(tmp_path):
     code = "def f(values):\n    total = 0\n    for v in values:\n        total += v * v\n    return total\n" * 3
     result = compare_documents({**documents, "tiny": "x = 1", "one": code, "two": code}, ["x = 1"])
     assert [(p.a, p.b) for p in result.reported] == [("one", "two")]
+
+
+def test_submitted_notebooks_are_read_as_submissions_are(tmp_path):
+    """A link (to a classmate's notebook, or a student folder that is a link) is never followed, and a notebook over
+    the course's size limit is not read: such a student has no code to compare, the others are compared."""
+    from autograder.publish.similarity import student_documents
+
+    code = "def f(values):\n    total = 0\n    for v in values:\n        total += v * v\n    return total\n"
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(code, metadata={"nbgrader": {
+        "solution": True, "grade": False, "grade_id": "f", "locked": False}})])
+    submitted = tmp_path / "submitted"
+    (submitted / "ann" / "ps1").mkdir(parents=True)
+    nbformat.write(nb, submitted / "ann" / "ps1" / "ps1.ipynb")
+    (submitted / "ben" / "ps1").mkdir(parents=True)
+    (submitted / "ben" / "ps1" / "ps1.ipynb").symlink_to(submitted / "ann" / "ps1" / "ps1.ipynb")
+    (submitted / "cid").symlink_to(submitted / "ann")  # a whole student folder that is a link
+    (submitted / "dan" / "ps1").mkdir(parents=True)
+    big = nbformat.from_dict(nb)
+    big.cells[0].source += "# " + "x" * 2048  # a valid notebook, over the limit below
+    nbformat.write(big, submitted / "dan" / "ps1" / "ps1.ipynb")
+    (tmp_path / "nbgrader_config.py").write_text("c = get_config()\nc.SubmissionLimits.notebook_bytes = 1024\n")
+    documents = student_documents(tmp_path, "ps1")
+    assert documents == {"ann": code, "ben": "", "dan": ""}
