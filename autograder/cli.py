@@ -1,7 +1,7 @@
 """`autograder` / `python -m autograder`: the instructor's commands, each a thin layer over a module.
 
     release [ASSIGNMENT ... | --all] [--provided gated|force|none]
-                                          autograder.course.release.release (nbgrader generate_assignment + exercises/;
+                                          autograder.publish.release.release (nbgrader generate_assignment + exercises/;
                                           provided.py of 04-07 only once the notebooks it covers are past due)
     collect PATH                          autograder.submissions.collect     (folder or zip -> submitted/)
     grade ASSIGNMENT [--student S ...]    autograder.grade.engine (Dask; --workers N | --scheduler ADDRESS; --force)
@@ -127,7 +127,7 @@ def main(argv=None) -> int:
 
 
 def cmd_release(args, course_dir: Path) -> int:
-    from autograder.course.release import release
+    from autograder.publish.release import release
 
     if not args.all and not args.assignment:
         print("autograder release: name an ASSIGNMENT or pass --all", file=sys.stderr)

@@ -48,7 +48,7 @@ def build_class(root: Path, assignment: str | None, count: int) -> tuple[Path, s
         notebooks = [synthetic_submission(course, kinds[i % len(kinds)]) for i in range(count)]
     else:
         from autograder.demo.run import prepare_course
-        from autograder.course.release import release
+        from autograder.publish.release import release
 
         course = prepare_course(root / "demo", [assignment])
         release([assignment], course_root=course, exercises_dir=root / "demo" / "exercises")

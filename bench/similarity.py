@@ -46,7 +46,7 @@ def build_class(root: Path, assignment: str, count: int, seed: int = 0) -> Path:
 
     import variants as V
     from autograder.demo.run import prepare_course
-    from autograder.course.release import release
+    from autograder.publish.release import release
     from autograder.publish.similarity import solution_code
 
     helpers = _load_test_helpers()

@@ -5,8 +5,8 @@ The course root is this folder. nbgrader reads this file only when it runs in th
 From the repository root,
     nbgrader generate_assignment 03_attention --CourseDirectory.root=course
 works too (nbgrader's defaults produce the same student version), but for grading use the folder form or the
-Python API: `autograder.course.release.nbgrader_api()` / `load_course_config()` load this file wherever you are, and
-`autograder.course.release.release()` generates the release and refreshes `exercises/`.
+Python API: `autograder.publish.release.nbgrader_api()` / `load_course_config()` load this file wherever you are, and
+`autograder.publish.release.release()` generates the release and refreshes `exercises/`.
 """
 import os
 

@@ -60,20 +60,21 @@ ALLOWED = {
 
 # The rooms of autograder/, in the order a submission walks through them. A room imports only rooms of a lower
 # rank (siblings of one rank never import each other); errors.py is everybody's; cli.py and __main__.py are the door.
-ROOMS = {"course": 0, "submissions": 1, "sandbox": 1, "checks": 1, "gradebook": 1, "grade": 2, "publish": 3,
-         "demo": 4, "cli": 5}
+# The gradebook comes right after the course: collect records the roster in it, before anything is graded.
+ROOMS = {"course": 0, "gradebook": 1, "submissions": 2, "sandbox": 2, "checks": 2, "grade": 3, "publish": 4,
+         "demo": 5, "cli": 6}
 ROOM_OF_MODULE = {"cli": "cli", "__main__": "cli", "errors": None}  # modules at autograder/'s root
 # Besides the order: what a check decides never depends on how a run or a page is made, and a page only formats
 # what the gradebook and autograded/ hold (never a check's own data).
 ROOMS_NEVER = {("checks", "grade"), ("checks", "publish"), ("publish", "checks"), ("publish", "grade")}
 ROOM_WORDS = {
-    "course": "what the instructor authored and what is released (no submission is read here)",
+    "course": "what the instructor authored (no submission and no gradebook is read here)",
     "submissions": "every read of a student's files; who submitted what, and when",
     "sandbox": "one untrusted kernel: limits, jail, cgroup, execution",
     "checks": "the hidden checks, judged in the grader's process",
     "gradebook": "the one store of scores: one writer, every read",
     "grade": "one grading run: plan, Dask cluster, worker, judge",
-    "publish": "feedback, exports, reports, similarity: formats what the gradebook and autograded/ hold",
+    "publish": "release, feedback, exports, reports, similarity: what leaves the grader",
     "demo": "make demo: a sample class end to end",
     "cli": "the instructor's command line",
 }
@@ -214,7 +215,7 @@ def room_list(repo: Path = REPO) -> str:
     for room in ROOMS:
         uses = sorted((target for source, target in edges if source == room), key=lambda r: (ROOMS[r], r))
         where = "`autograder/cli.py`" if room == "cli" else f"`autograder/{room}/`"
-        lines.append(f"- {where} ({ROOM_WORDS[room]}): imports {', '.join(uses) if uses else 'no other room'}")
+        lines.append(f"- {where}: {ROOM_WORDS[room]}; imports {', '.join(uses) if uses else 'no other room'}")
     return "\n".join(lines)
 
 

@@ -1,9 +1,8 @@
-"""The course room: what the instructor authored and what the course releases (no submission is read here).
+"""The course room: what the instructor authored (no submission and no gradebook is read here).
 
 - `coursedir.py`   where the course lives: course root, gradebook URL, nbgrader's API objects, REPO_ROOT.
 - `units.py`       byte units (MiB, GiB), one definition for every room.
 - `cells.py`       the one home of cell kinds: what nbgrader's metadata says a cell is (grade, solution, written...).
 - `written.py`     the written answers' format: model answer and rubric in the source, "YOUR ANSWER HERE" released.
 - `provided.py`    the gated `provided.py` of notebooks 04-10 (earlier notebooks' reference, generated).
-- `release.py`     nbgrader generate_assignment, the gate of provided.py, and the refresh of exercises/.
 """

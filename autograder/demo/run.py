@@ -48,7 +48,7 @@ def run_demo(assignments=None, students: int = 6, output: Path | None = None, wo
     from autograder.gradebook.queries import waiting_for_grader
     from autograder.publish.feedback import generate_feedback
     from autograder.grade.engine import grade_many
-    from autograder.course.release import release
+    from autograder.publish.release import release
     from autograder.publish.report import write_report
     from autograder.publish.similarity import write_similarity
     from autograder.demo.students import demo_class

@@ -22,7 +22,6 @@ from pathlib import Path
 import sqlalchemy as sa
 from nbgrader.api import Gradebook, MissingEntry
 
-from autograder.grade.jobs import GradingResult
 
 log = logging.getLogger(__name__)
 
@@ -180,7 +179,7 @@ def notebook_cells(gb: Gradebook, assignment: str, notebook: str) -> dict:
 HOLD_SEVERITY = "tamper"
 
 
-def record_result(gb: Gradebook, runs: RunsTable, result: GradingResult,
+def record_result(gb: Gradebook, runs: RunsTable, result,
                   timestamp: datetime.datetime | None = None) -> dict:
     """Write one worker result into the gradebook and the runs table; returns the runs row written.
 

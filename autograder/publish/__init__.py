@@ -1,5 +1,7 @@
-"""The publish room: what instructors and students read. It formats what the gradebook and autograded/ hold.
+"""The publish room: what leaves the grader for students and instructors, from the gradebook and autograded/.
 
+- `release.py`     the student version of assignments: nbgrader generate_assignment, provided.py's gate (due dates
+                   in the gradebook), and the refresh of exercises/.
 - `feedback.py`    the students' feedback pages (nbgrader generate_feedback, sanitised).
 - `export.py`      grades as CSV, and the Canvas and Moodle gradebook imports.
 - `report.py`      the assignment and course pages: scores per grade cell, common mistakes, late, held, waiting.

@@ -15,7 +15,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from autograder.course.release import find_assignments, nbgrader_api, release
+from autograder.publish.release import find_assignments, nbgrader_api, release
 
 REPO = Path(__file__).resolve().parents[2]
 COURSE = REPO / "course"

@@ -14,7 +14,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from autograder.course.release import find_assignments
+from autograder.publish.release import find_assignments
 from autograder.course.written import written_cells
 
 REPO = Path(__file__).resolve().parents[2]
@@ -122,7 +122,7 @@ def test_plain_nbgrader_autograde_gives_no_points_without_the_judge(tmp_path):
 
     from nbgrader.api import Gradebook
 
-    from autograder.course.release import nbgrader_api, release
+    from autograder.publish.release import nbgrader_api, release
 
     assignment = "03_attention"
     shutil.copy2(REPO / "course" / "nbgrader_config.py", tmp_path / "nbgrader_config.py")

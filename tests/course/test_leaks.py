@@ -18,7 +18,7 @@ import pytest
 
 from autograder.course.provided import (PROVIDED_FILENAME, _defined_names, covered_assignments, reference_fingerprints,
                                  reference_found_in, withheld_names, write_provided_module)
-from autograder.course.release import find_assignments
+from autograder.publish.release import find_assignments
 from autograder.course.written import MODEL_HEADING, TEXT_STUB, answer_keys, is_written, sentences
 
 REPO = Path(__file__).resolve().parents[2]

@@ -16,7 +16,7 @@ import pytest
 from figure_layout import MIN_POINTS, NOTEBOOK_WIDTH_PX, problems
 from prose_numbers import unprinted
 
-from autograder.course.release import find_assignments
+from autograder.publish.release import find_assignments
 
 matplotlib.use("Agg")
 from matplotlib.figure import Figure  # noqa: E402

@@ -11,7 +11,7 @@ import nbformat
 import pytest
 
 from autograder.course.provided import PROVIDED_FILENAME
-from autograder.course.release import find_assignments
+from autograder.publish.release import find_assignments
 
 REPO = Path(__file__).resolve().parents[2]
 ASSIGNMENTS = find_assignments(REPO / "course")
@@ -43,7 +43,7 @@ def test_no_stale_assignment_in_exercises():
 def test_exercises_match_a_fresh_release(assignment, course_copy):
     committed = EXERCISES / assignment
     fresh = course_copy / "exercises" / assignment
-    assert committed.is_dir(), (f"exercises/{assignment} is missing: run autograder.course.release.release("
+    assert committed.is_dir(), (f"exercises/{assignment} is missing: run autograder.publish.release.release("
                                 f"['{assignment}']) (or `make release`)")
     assert _files(committed) == _files(fresh), "the released files differ from a fresh release"
     assert not (fresh / PROVIDED_FILENAME).exists(), "a gated release with no due dates must hold no provided.py"

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from autograder.course.release import find_assignments
+from autograder.publish.release import find_assignments
 
 REPO = Path(__file__).resolve().parents[2]
 ASSIGNMENTS = find_assignments(REPO / "course")

@@ -14,7 +14,7 @@ import pytest
 from pathlib import Path
 
 from autograder.course.provided import API_NAMES, topic_of
-from autograder.course.release import find_assignments
+from autograder.publish.release import find_assignments
 from autograder.course.written import PREFIX, answer_keys, automatic_points, is_written, written_cells
 from coursekit.checks.toolkit import snake_case
 

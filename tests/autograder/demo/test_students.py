@@ -10,7 +10,7 @@ import nbformat
 import pytest
 
 from autograder.demo.students import STUDENT_MISTAKES, apply_mistake
-from autograder.course.release import find_assignments
+from autograder.publish.release import find_assignments
 
 COURSE = Path(__file__).resolve().parents[3] / "course"
 

@@ -257,7 +257,7 @@ def _first_code_index(nb) -> int:
 def _class_folder(tmp: Path, with_attackers: bool) -> Path:
     """A course copy with 03 released, and an inbox of the honest students (plus the attackers)."""
     from autograder.demo.run import prepare_course
-    from autograder.course.release import release
+    from autograder.publish.release import release
     from autograder.demo.students import apply_mistake
 
     course = prepare_course(tmp, [ASSIGNMENT])

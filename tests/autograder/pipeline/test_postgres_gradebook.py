@@ -15,7 +15,7 @@ import pytest
 import sqlalchemy as sa
 
 from autograder.cli import main
-from autograder.course.release import generate_assignment
+from autograder.publish.release import generate_assignment
 from synthetic_course import synthetic_course, synthetic_submission
 
 

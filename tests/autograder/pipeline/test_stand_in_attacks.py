@@ -63,7 +63,7 @@ def graded(tmp_path_factory):
     from autograder.demo.run import prepare_course
     from autograder.grade.engine import grade
     from autograder.sandbox.limits import Limits
-    from autograder.course.release import release
+    from autograder.publish.release import release
 
     tmp = tmp_path_factory.mktemp("stand_in_attacks")
     course = prepare_course(tmp, [ASSIGNMENT])

@@ -12,7 +12,7 @@ from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 from nbgrader.api import Gradebook
 
 from autograder.course.provided import PROVIDED_FILENAME, build_provided_source
-from autograder.course.release import ReleaseError, find_assignments, release
+from autograder.publish.release import ReleaseError, find_assignments, release
 
 REPO = Path(__file__).resolve().parents[3]
 
