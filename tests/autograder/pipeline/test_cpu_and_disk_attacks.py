@@ -183,3 +183,56 @@ def test_filling_the_socket_folder_harms_no_classmate_and_leaves_nothing(release
     assert os.listdir(small_tmpfs) == []  # the filler's socket folder went, its `chmod 0` folder too
     left = [name for name in os.listdir(private_tmp) if re.match(r"ag-", name)]
     assert left == []
+
+
+def _ours(folder) -> list[str]:
+    return sorted(name for name in os.listdir(folder) if name.startswith("ag-"))
+
+
+def test_what_a_killed_grading_run_left_is_removed_by_the_next_run(released_course, helpers, tmp_path, monkeypatch):
+    """`autograder grade` SIGKILLed (coordinator and worker) while a kernel runs leaves its folders and cgroup;
+    the next grading run on the machine removes them."""
+    import signal
+    import sys
+    import time
+
+    from autograder.sandbox import cgroup
+
+    private_tmp, sockets = tmp_path / "tmp", tmp_path / "shm"
+    private_tmp.mkdir()
+    sockets.mkdir()
+    env = {**os.environ, "TMPDIR": str(private_tmp), "AUTOGRADER_IPC_ROOT": str(sockets)}
+    course = _class(tmp_path / "killed", released_course, helpers,
+                    {"sleeper": ("solution", ["import time\ntime.sleep(300)"])})
+    run = subprocess.Popen([sys.executable, "-m", "autograder", "grade", "ps1", "--course-dir", str(course),
+                            "--workers", "1", "--cell-timeout", "400", "--notebook-timeout", "500"],
+                           env=env, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 240
+        while not (_ours(sockets) and os.path.exists(course / "autograded")) and time.monotonic() < deadline:
+            time.sleep(0.5)
+        time.sleep(3)
+        assert _ours(sockets), "the kernel never started"
+    finally:
+        os.killpg(run.pid, signal.SIGKILL)
+        run.wait()
+    time.sleep(1)
+    left = _ours(private_tmp) + _ours(sockets)
+    assert {name.split("-")[1] for name in left} >= {"ipc", "conn", "db", "run"}, left
+    owners = {name.split("-")[2] for name in left}
+    dead_groups = [os.path.join(parent, name) for parent in cgroup._parents(cgroup.ROOT, "/proc/self/cgroup")
+                   if os.path.isdir(parent) for name in os.listdir(parent)
+                   if name.startswith("autograder-") and name.split("-")[1] in owners]
+    probe = cgroup.create(0, 0)
+    if probe is not None:  # cgroups are made here: the killed run's kernel left its group
+        probe.remove()
+        assert dead_groups, owners
+
+    monkeypatch.setenv("TMPDIR", str(private_tmp))
+    monkeypatch.setenv("AUTOGRADER_IPC_ROOT", str(sockets))
+    monkeypatch.setattr(tempfile, "tempdir", None)
+    following = _class(tmp_path / "next", released_course, helpers, {"ann": ("solution", [])})
+    summary = grade(following, "ps1", workers=1, limits=helpers.TEST_LIMITS, progress=False)
+    assert [row["status"] for row in summary.graded] == ["graded"]
+    assert _ours(private_tmp) == [] and _ours(sockets) == []
+    assert not [group for group in dead_groups if os.path.exists(group)], dead_groups
