@@ -69,3 +69,12 @@ def test_sockets_go_to_a_tmpfs(monkeypatch, tmp_path):
         assert root == "/dev/shm"
     monkeypatch.setenv(scratch.SOCKET_ROOT_ENV, str(tmp_path))
     assert scratch.socket_root() == str(tmp_path)
+
+
+def test_a_printed_socket_folder_path_is_scrubbed(monkeypatch, tmp_path):
+    from autograder.sandbox.scrub import grading_paths, scrub_text
+
+    monkeypatch.setenv(scratch.SOCKET_ROOT_ENV, str(tmp_path))
+    path = scratch.mkdtemp("ipc", scratch.socket_root())
+    text = scrub_text(f"bound at {path}/k-1", grading_paths())
+    assert str(tmp_path) not in text and text.startswith("bound at <grader-tmp>/ag-ipc-"), text
