@@ -5,8 +5,9 @@ minimal read-only view of the environment without `solutions` and `autograder`) 
 the TOTAL memory, number of processes and CPU cores of everything the submission starts). The kernel starts as
 `python -s -P -m autograder.sandbox.launcher ...` OUTSIDE the jail: it joins the cgroup, sets the rlimits and
 becomes bwrap, whose child becomes ipykernel. The grader talks to the kernel over Unix sockets (ipc transport)
-in a per-kernel folder on a tmpfs (scratch.py). When the kernel stops (or is killed), the jail's PID namespace ends every process of
-the submission, and the kernel manager kills whatever the cgroup still holds and removes it.
+in a per-kernel folder on a tmpfs (scratch.py). When the kernel stops (or is killed), the jail's PID namespace
+ends every process of the submission, and the kernel manager kills whatever the cgroup still holds, deletes the
+kernel's folders and removes the cgroup.
 
 On a machine with GPUs the address-space cap is not used (CUDA maps far more virtual memory than it uses);
 the per-process cap becomes a cap on the data segment instead (RLIMIT_DATA), and the worker pins the kernel to
@@ -120,12 +121,14 @@ def kernel_manager_class(spec: KernelSpec, limits: Limits, jailed: bool | None =
                 await super()._async_cleanup_resources(restart=restart)
             finally:
                 if self.submission_cgroup is not None:  # after the notebook: nothing of it survives
-                    self.submission_cgroup.remove()
-                    self.submission_cgroup = None
-                for name in ("ipc_dir", "connection_dir"):  # even a `chmod 0` folder the submission left
-                    if getattr(self, name) is not None:
+                    self.submission_cgroup.kill_all()
+                for name in ("ipc_dir", "connection_dir"):  # even a `chmod 0` folder the submission left; before
+                    if getattr(self, name) is not None:  # the cgroup goes, which pays for the tmpfs pages
                         scratch.remove(getattr(self, name))
                         setattr(self, name, None)
+                if self.submission_cgroup is not None:
+                    self.submission_cgroup.remove()
+                    self.submission_cgroup = None
 
         cleanup_resources = _async_cleanup_resources  # nbclient calls this name
 
