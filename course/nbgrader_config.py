@@ -44,6 +44,7 @@ c.SandboxLimits.output_bytes = 1 * 1024**2      # output kept per cell; the rest
 c.SandboxLimits.notebook_output_bytes = 8 * 1024**2  # output kept for the whole notebook, errors included
 c.SandboxLimits.kernel_restarts = 2             # a cell that kills the kernel is skipped, the notebook re-run
 c.SandboxLimits.interrupt_grace = 5.0           # seconds a timed-out cell has to stop before the kill
+c.SandboxLimits.cpus = 1.0                      # CPU cores of the whole submission (cgroup CPU quota); 0: no cap
 # `autograder grade --cell-timeout/--notebook-timeout/--memory-gb` override these for one run.
 
 # The grading workers (autograder.sandbox.limits.GradingWorkers): one local Dask worker may use this much memory;

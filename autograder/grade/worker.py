@@ -18,8 +18,6 @@ after the last allowed restart are not run. So a crash costs only the cells that
 from __future__ import annotations
 
 import os
-import shutil
-import tempfile
 import warnings
 import time
 import traceback
@@ -36,6 +34,7 @@ from autograder.sandbox.execute import error_output
 from autograder.grade.jobs import SANITIZE, SCORE, GradingJob, GradingResult
 from autograder.gradebook.store import open_gradebook
 from autograder.grade.judge import JudgedExecute
+from autograder.sandbox import scratch
 from autograder.sandbox.scrub import scrub_notebook
 from autograder.sandbox.kernel import kernel_manager_class, kernel_spec
 from autograder.sandbox.limits import Limits
@@ -44,33 +43,37 @@ from coursekit.mistakes import MISTAKES
 warnings.filterwarnings("ignore", module="nbgrader.api")  # SQLAlchemy autoflush chatter on every grade
 
 
-_TEMPLATE_DB: dict[str, str] = {}
+_TEMPLATE_DB: dict[tuple[str, str | None], bytes] = {}
 
 
 def empty_gradebook(path: str, course: str, alembic_version: str | None = None) -> None:
-    """Copy a per-process empty gradebook to `path`.
+    """Write a per-process empty gradebook to `path`.
 
     A new nbgrader gradebook runs the `alembic heads` command (seconds) to stamp its schema version; the
-    coordinator sends the version of the course's gradebook instead, so a worker never needs that command.
+    coordinator sends the version of the course's gradebook instead, so a worker never needs that command. The
+    template is made once per process in a scratch folder, kept as bytes, and the folder removed at once.
     """
     import nbgrader.api as nbgrader_api
 
-    template = _TEMPLATE_DB.get(course)
-    if template is None or not os.path.exists(template):
-        folder = tempfile.mkdtemp(prefix="ag-template-")
-        template = os.path.join(folder, "empty.db")
-        original = nbgrader_api.get_alembic_version
-        if alembic_version:
-            nbgrader_api.get_alembic_version = lambda: alembic_version
-        else:
-            alembic_on_path()  # nbgrader runs `alembic heads`
-        try:
-            with open_gradebook(db_url=f"sqlite:///{template}", course=course):
-                pass
-        finally:
-            nbgrader_api.get_alembic_version = original
-        _TEMPLATE_DB[course] = template
-    shutil.copyfile(template, path)
+    template = _TEMPLATE_DB.get((course, alembic_version))
+    if template is None:
+        with scratch.folder("template") as folder:
+            made = os.path.join(folder, "empty.db")
+            original = nbgrader_api.get_alembic_version
+            if alembic_version:
+                nbgrader_api.get_alembic_version = lambda: alembic_version
+            else:
+                alembic_on_path()  # nbgrader runs `alembic heads`
+            try:
+                with open_gradebook(db_url=f"sqlite:///{made}", course=course):
+                    pass
+            finally:
+                nbgrader_api.get_alembic_version = original
+            with open(made, "rb") as fh:
+                template = fh.read()
+        _TEMPLATE_DB[(course, alembic_version)] = template
+    with open(path, "wb") as fh:
+        fh.write(template)
 
 
 def build_gradebook(db_url: str, job: GradingJob) -> None:
@@ -233,8 +236,8 @@ def grade_job(job: GradingJob) -> GradingResult:
         return _zero_result(job, "unreadable", f"The notebook could not be read: {exc}", started)
     flags = tamper_scan.scan(nb, job.cells["source"], job.cells["grade"])
     try:
-        with tempfile.TemporaryDirectory(prefix="ag-db-") as db_dir, \
-                tempfile.TemporaryDirectory(prefix="ag-run-") as run_dir:
+        scratch.sweep()  # what a worker killed mid-run left on this machine (folders, cgroups)
+        with scratch.folder("db") as db_dir, scratch.folder("run") as run_dir:
             db_url = f"sqlite:///{os.path.join(db_dir, 'gradebook.db')}"
             build_gradebook(db_url, job)
             for relpath, data in job.files.items():

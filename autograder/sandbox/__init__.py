@@ -3,7 +3,8 @@
 - `limits.py`      what one submission may use (SandboxLimits, Limits) and the local workers' memory (GradingWorkers).
 - `kernel.py`      the kernel spec and kernel manager that start each kernel in its own jail and cgroup.
 - `jail.py`        the bubblewrap jail: what a kernel sees (no solutions/autograder, no network, own PIDs).
-- `cgroup.py`      one cgroup per submission: caps on its TOTAL memory and process count (or the fallback).
+- `cgroup.py`      one cgroup per submission: caps on its TOTAL memory, process count and CPU (or the fallback).
+- `scratch.py`     every temporary folder of a run (socket folder on a tmpfs): removed after, swept if its owner died.
 - `launcher.py`    the process a kernel starts as, outside the jail: joins the cgroup, sets rlimits, execs bwrap.
 - `execute.py`     nbgrader's Execute with the limits: deadlines, SIGKILL after an ignored interrupt, output caps.
 - `scrub.py`       takes the grader's paths out of what a kernel printed.

@@ -1,21 +1,30 @@
-"""One control group per submission: a cap on the TOTAL memory and number of processes of everything it starts.
+"""One control group per submission: a cap on the TOTAL memory, number of processes and CPU of everything it starts.
 
 An rlimit caps one process; five children of 1.5 GiB each still hold 7.5 GiB. A cgroup caps the sum:
 
-- cgroup v1 (memory and pids controllers mounted apart, e.g. /sys/fs/cgroup/memory): a child group
-  `autograder-<id>` of this process's own group in each controller, with `memory.limit_in_bytes` (and
-  `memory.memsw.limit_in_bytes` where swap is accounted) and `pids.max`;
-- cgroup v2 (one unified tree with the memory and pids controllers): a child group of this process's own group,
-  with `memory.max`, `memory.swap.max` = 0 and `pids.max`. This needs a delegated group whose
-  `cgroup.subtree_control` can enable both controllers (root, or e.g. `systemd-run --scope -p Delegate=yes`).
+- cgroup v1 (memory, pids and cpu controllers mounted apart, e.g. /sys/fs/cgroup/memory): a child group
+  `autograder-<owner>-<id>` of this process's own group in each controller, with `memory.limit_in_bytes` (and
+  `memory.memsw.limit_in_bytes` where swap is accounted), `pids.max`, and `cpu.cfs_quota_us` per
+  `cpu.cfs_period_us` (`Limits.cpus` cores) with the default `cpu.shares`;
+- cgroup v2 (one unified tree with the memory, pids and cpu controllers): a child group of this process's own
+  group, with `memory.max`, `memory.swap.max` = 0, `pids.max`, `cpu.max` and `cpu.weight`. This needs a
+  delegated group whose `cgroup.subtree_control` can enable the controllers (root, or e.g.
+  `systemd-run --scope -p Delegate=yes`).
+
+CPU: the quota caps the cores ALL the submission's processes use together; a process cannot leave its cgroup
+(`setsid`, double forks and new sessions stay in it; the jail has its own cgroup namespace and no cgroup file
+system), so 400 spinning children share `Limits.cpus` cores, and the equal weight shares the machine's cores
+between submissions when they are scarce. A machine without a (writable) cpu controller gets groups without the
+CPU cap, and a log line says the CPU is not capped.
 
 `create(...)` returns None when no group can be made (no controller, read-only /sys/fs/cgroup as in an
 unprivileged Kubernetes pod, a v2 group that holds processes itself...): the caller then falls back to per-process
-rlimits (RLIMIT_AS/RLIMIT_DATA per process, RLIMIT_NPROC per user) and says so once in the log. Set
-AUTOGRADER_CGROUPS=0 to never use cgroups.
+rlimits (RLIMIT_AS/RLIMIT_DATA per process, RLIMIT_NPROC per user) and says once in the log what that leaves
+uncapped (total memory, CPU). Set AUTOGRADER_CGROUPS=0 to never use cgroups.
 
 The launcher moves itself into the group (`join`) before it becomes the jail, so every process of the submission
-is counted; after the notebook, `remove()` kills whatever is still in the group and deletes it.
+is counted; after the notebook, `remove()` kills whatever is still in the group and deletes it. A group whose
+worker died before that (its owner is in its name) is removed by the next run's `sweep()` (scratch.sweep).
 """
 from __future__ import annotations
 
@@ -135,25 +144,57 @@ class Cgroup:
                 log.warning("could not remove cgroup %s", folder)
 
 
+CPU_PERIOD_US = 100_000  # the quota is given per 100 ms (the kernel's default period)
+CPU_WEIGHT = 100  # v2 cpu.weight (v1 cpu.shares 1024): every submission the same share when cores are scarce
+
+
 def _fallback(reason: str) -> None:
     if reason not in _warned:
         _warned.add(reason)
         log.warning("no per-submission cgroup (%s): falling back to per-process limits (memory per process with "
-                    "RLIMIT_AS/RLIMIT_DATA, processes per user with RLIMIT_NPROC); the total memory of a submission "
-                    "is not capped", reason)
+                    "RLIMIT_AS/RLIMIT_DATA, processes per user with RLIMIT_NPROC); NOT enforced: the total memory "
+                    "of a submission (what it writes to its tmpfs folders included) and its CPU use (a "
+                    "submission's processes compete with its classmates' for every core)", reason)
+
+
+def _no_cpu(reason: str) -> None:
+    if reason not in _warned:
+        _warned.add(reason)
+        log.warning("no CPU cap for submissions (%s): their memory and processes are capped, but NOT their CPU use "
+                    "(a submission's processes compete with its classmates' for every core)", reason)
 
 
 def enabled() -> bool:
     return os.environ.get(ENV, "1") != "0"
 
 
-def create(memory_bytes: int, max_processes: int, root: str = ROOT, proc_cgroup: str = "/proc/self/cgroup",
-           name: str | None = None) -> Cgroup | None:
-    """A new group under this process's own group with the two caps (0 = no cap); None where none can be made."""
+def cpu_quota_us(cpus: float) -> int:
+    """Microseconds of CPU time per CPU_PERIOD_US for `cpus` cores (at least the kernel's minimum, 1 ms)."""
+    return max(1000, int(round(cpus * CPU_PERIOD_US)))
+
+
+def _write_cpu_v1(folder: str, cpus: float) -> None:
+    _write(os.path.join(folder, "cpu.cfs_period_us"), str(CPU_PERIOD_US))
+    _write(os.path.join(folder, "cpu.cfs_quota_us"), str(cpu_quota_us(cpus)))
+    _write(os.path.join(folder, "cpu.shares"), "1024")
+
+
+def _write_cpu_v2(folder: str, cpus: float) -> None:
+    _write(os.path.join(folder, "cpu.max"), f"{cpu_quota_us(cpus)} {CPU_PERIOD_US}")
+    _write(os.path.join(folder, "cpu.weight"), str(CPU_WEIGHT))
+
+
+def create(memory_bytes: int, max_processes: int, cpus: float = 0.0, root: str = ROOT,
+           proc_cgroup: str = "/proc/self/cgroup", name: str | None = None) -> Cgroup | None:
+    """A new group under this process's own group with the caps (0 = no cap): total memory, processes, and CPU
+    cores (`cpus`, a quota per period; without a cpu controller the group is made without it, said once in the
+    log). None where no group can be made (the caller falls back to rlimits)."""
     if not enabled():
         _fallback(f"{ENV}=0")
         return None
-    name = name or f"autograder-{uuid.uuid4().hex[:12]}"
+    from autograder.sandbox import scratch
+
+    name = name or f"autograder-{scratch.owner()}-{uuid.uuid4().hex[:12]}"
     groups = _own_groups(proc_cgroup)
     made: list[str] = []
     try:
@@ -171,15 +212,35 @@ def create(memory_bytes: int, max_processes: int, root: str = ROOT, proc_cgroup:
                     _write(memsw, str(memory_bytes))
             if max_processes > 0:
                 _write(os.path.join(pids_dir, "pids.max"), str(max_processes))
+            if cpus > 0:
+                if "cpu" in groups and os.path.isdir(os.path.join(root, "cpu")):
+                    folder = os.path.join(root, "cpu", groups["cpu"].lstrip("/"), name)
+                    try:
+                        os.mkdir(folder)
+                        made.append(folder)
+                        _write_cpu_v1(folder, cpus)
+                    except OSError as exc:
+                        if made[-1] == folder:
+                            made.pop()
+                            _rmdir_quietly(folder)
+                        _no_cpu(f"the cpu cgroup controller is not writable here: {exc}")
+                else:
+                    _no_cpu("no cpu cgroup controller found")
         elif "" in groups and os.path.exists(os.path.join(root, "cgroup.controllers")):
             version = 2
             parent = os.path.join(root, groups[""].lstrip("/"))
             available = _read(os.path.join(parent, "cgroup.controllers")).split()
             if not {"memory", "pids"} <= set(available):
                 raise OSError(f"the memory and pids controllers are not available in {parent}")
+            wanted = ["memory", "pids"]
+            if cpus > 0:
+                if "cpu" in available:
+                    wanted.append("cpu")
+                else:
+                    _no_cpu(f"the cpu controller is not available in {parent}")
             enabled_here = _read(os.path.join(parent, "cgroup.subtree_control")).split()
-            if not {"memory", "pids"} <= set(enabled_here):
-                _write(os.path.join(parent, "cgroup.subtree_control"), "+memory +pids")
+            if not set(wanted) <= set(enabled_here):
+                _write(os.path.join(parent, "cgroup.subtree_control"), " ".join(f"+{c}" for c in wanted))
             folder = os.path.join(parent, name)
             os.mkdir(folder)
             made.append(folder)
@@ -189,15 +250,56 @@ def create(memory_bytes: int, max_processes: int, root: str = ROOT, proc_cgroup:
                     _write(os.path.join(folder, "memory.swap.max"), "0")
             if max_processes > 0:
                 _write(os.path.join(folder, "pids.max"), str(max_processes))
+            if "cpu" in wanted:
+                _write_cpu_v2(folder, cpus)
         else:
             _fallback("no memory and pids cgroup controllers found")
             return None
     except OSError as exc:
         for folder in reversed(made):
-            try:
-                os.rmdir(folder)
-            except OSError:
-                pass
+            _rmdir_quietly(folder)
         _fallback(f"cgroups are not writable here: {exc}")
         return None
     return Cgroup(made, version)
+
+
+def _rmdir_quietly(folder: str) -> None:
+    try:
+        os.rmdir(folder)
+    except OSError:
+        pass
+
+
+def _parents(root: str, proc_cgroup: str) -> list[str]:
+    """The folders this process's groups are in (where `create` makes new groups)."""
+    groups = _own_groups(proc_cgroup)
+    if "memory" in groups and os.path.isdir(os.path.join(root, "memory")):
+        return [os.path.join(root, c, groups[c].lstrip("/")) for c in ("memory", "pids", "cpu")
+                if c in groups and os.path.isdir(os.path.join(root, c))]
+    if "" in groups:
+        return [os.path.join(root, groups[""].lstrip("/"))]
+    return []
+
+
+def sweep(root: str = ROOT, proc_cgroup: str = "/proc/self/cgroup") -> list[str]:
+    """Kill and remove the groups whose owner (named in the group, scratch.owner) is gone: a worker killed
+    mid-run. Returns the folders removed."""
+    if not enabled():
+        return []
+    from autograder.sandbox import scratch
+
+    by_name: dict[str, list[str]] = {}
+    for parent in _parents(root, proc_cgroup):
+        try:
+            names = os.listdir(parent)
+        except OSError:
+            continue
+        for entry in names:
+            if entry.startswith("autograder-") and scratch.OWNED.match(entry) and not scratch.owner_alive(entry):
+                by_name.setdefault(entry, []).append(os.path.join(parent, entry))
+    removed = []
+    for dirs in by_name.values():
+        group = Cgroup(dirs, 2 if len(dirs) == 1 and "/memory/" not in dirs[0] else 1)
+        group.remove()
+        removed += [d for d in dirs if not os.path.exists(d)]
+    return removed

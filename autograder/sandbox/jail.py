@@ -22,7 +22,10 @@ it works from any clone and for non-editable installs such as the Docker images)
   /dev/null (launcher.exec_quietly): the jail's /proc shows nothing of the grader (docs/threat-model.md).
 
 The kernel talks to the grader over Unix sockets (jupyter_client's `ipc` transport) in a per-kernel folder
-bound read-write at the same path; each file there is capped by RLIMIT_FSIZE and the folder is deleted after.
+bound read-write at the same path: the only writable folder of the worker's in the jail. It sits on a tmpfs
+(/dev/shm, scratch.socket_root), never on the worker's disk: what the submission writes there is memory charged
+to its cgroup; each file is also capped by RLIMIT_FSIZE. The connection file is in another folder, bound
+read-only. Both are deleted after the kernel (scratch.remove), or by the next run when the worker died.
 
 With a GPU assigned, /dev/nvidia* are bound into the jail (untested here: the CI machines have no GPU).
 
@@ -147,7 +150,7 @@ def gpu_devices() -> list[str]:
 
 
 def bwrap_command(bwrap: str, *, kernel_cmd: list[str], ipc_dir: str, notebook_src: str, disk_bytes: int,
-                  env: dict[str, str], gpu: bool = False) -> list[str]:
+                  env: dict[str, str], gpu: bool = False, connection_dir: str | None = None) -> list[str]:
     """The argv that runs `kernel_cmd` (python -m ipykernel_launcher ...) in a new jail (see the module doc)."""
     ro, hide, pythonpath, data_dir = view()
     argv = [bwrap, "--unshare-all", "--unshare-user", "--disable-userns", "--die-with-parent", "--cap-drop", "ALL",
@@ -172,6 +175,7 @@ def bwrap_command(bwrap: str, *, kernel_cmd: list[str], ipc_dir: str, notebook_s
     argv += [*size, "--tmpfs", "/dev/shm",
              "--ro-bind", notebook_src, SUBMISSION_DIR,
              "--bind", ipc_dir, ipc_dir,
+             *(["--ro-bind", connection_dir, connection_dir] if connection_dir else []),
              "--chdir", "/tmp"]
     full_env = {"HOME": "/tmp", "TMPDIR": "/tmp", "MPLCONFIGDIR": "/tmp/.matplotlib",
                 "PATH": f"{os.path.dirname(sys.executable)}:/usr/local/bin:/usr/bin:/bin", **env}

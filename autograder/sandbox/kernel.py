@@ -2,11 +2,12 @@
 
 Each submission gets a new kernel in its own jail (jail.py: bubblewrap, its own PID namespace, no network, a
 minimal read-only view of the environment without `solutions` and `autograder`) and its own cgroup (cgroup.py:
-the TOTAL memory and number of processes of everything the submission starts). The kernel starts as
+the TOTAL memory, number of processes and CPU cores of everything the submission starts). The kernel starts as
 `python -s -P -m autograder.sandbox.launcher ...` OUTSIDE the jail: it joins the cgroup, sets the rlimits and
 becomes bwrap, whose child becomes ipykernel. The grader talks to the kernel over Unix sockets (ipc transport)
-in a per-kernel folder. When the kernel stops (or is killed), the jail's PID namespace ends every process of
-the submission, and the kernel manager kills whatever the cgroup still holds and removes it.
+in a per-kernel folder on a tmpfs (scratch.py). When the kernel stops (or is killed), the jail's PID namespace
+ends every process of the submission, and the kernel manager kills whatever the cgroup still holds, deletes the
+kernel's folders and removes the cgroup.
 
 On a machine with GPUs the address-space cap is not used (CUDA maps far more virtual memory than it uses);
 the per-process cap becomes a cap on the data segment instead (RLIMIT_DATA), and the worker pins the kernel to
@@ -25,14 +26,12 @@ gone: one shared server cannot give each submission its own PID namespace and fi
 from __future__ import annotations
 
 import os
-import shutil
 import sys
-import tempfile
 
 from jupyter_client.kernelspec import KernelSpec
 from jupyter_client.manager import AsyncKernelManager
 
-from autograder.sandbox import cgroup, jail
+from autograder.sandbox import cgroup, jail, scratch
 from autograder.sandbox.limits import Limits
 
 
@@ -73,20 +72,24 @@ def kernel_manager_class(spec: KernelSpec, limits: Limits, jailed: bool | None =
     class SandboxKernelManager(AsyncKernelManager):
         submission_cgroup: cgroup.Cgroup | None = None
         ipc_dir: str | None = None
+        connection_dir: str | None = None
 
         @property
         def kernel_spec(self):  # noqa: D401 - property of jupyter_client's API
             return spec
 
         async def _async_pre_start_kernel(self, **kw):
-            if jailed and self.ipc_dir is None:  # sockets in a folder bound into the jail (no network there)
-                self.ipc_dir = tempfile.mkdtemp(prefix="ag-ipc-")
-                os.chmod(self.ipc_dir, 0o700)
+            if jailed and self.ipc_dir is None:
+                # sockets in a folder bound writable into the jail (no network there), on a tmpfs whose pages the
+                # submission's cgroup pays for; the connection file apart, bound read-only (scratch.py)
+                self.ipc_dir = scratch.mkdtemp("ipc", scratch.socket_root())
+                self.connection_dir = scratch.mkdtemp("conn")
                 self.transport = "ipc"
-                self.connection_file = os.path.join(self.ipc_dir, "kernel.json")
+                self.connection_file = os.path.join(self.connection_dir, "kernel.json")
                 self.ip = os.path.join(self.ipc_dir, "k")
             if self.submission_cgroup is None:
-                self.submission_cgroup = cgroup.create(int(limits.memory_bytes), int(limits.processes))
+                self.submission_cgroup = cgroup.create(int(limits.memory_bytes), int(limits.processes),
+                                                       float(limits.cpus))
             return await super()._async_pre_start_kernel(**kw)
 
         def format_kernel_cmd(self, extra_arguments=None):
@@ -95,7 +98,7 @@ def kernel_manager_class(spec: KernelSpec, limits: Limits, jailed: bool | None =
             for folder in (self.submission_cgroup.dirs if self.submission_cgroup else []):
                 per_kernel += ["--cgroup", folder]
             if self.ipc_dir:
-                per_kernel += ["--ipc-dir", self.ipc_dir]
+                per_kernel += ["--ipc-dir", self.ipc_dir, "--connection-dir", self.connection_dir]
             at = cmd.index("--")
             return cmd[:at] + per_kernel + cmd[at:]
 
@@ -118,11 +121,14 @@ def kernel_manager_class(spec: KernelSpec, limits: Limits, jailed: bool | None =
                 await super()._async_cleanup_resources(restart=restart)
             finally:
                 if self.submission_cgroup is not None:  # after the notebook: nothing of it survives
+                    self.submission_cgroup.kill_all()
+                for name in ("ipc_dir", "connection_dir"):  # even a `chmod 0` folder the submission left; before
+                    if getattr(self, name) is not None:  # the cgroup goes, which pays for the tmpfs pages
+                        scratch.remove(getattr(self, name))
+                        setattr(self, name, None)
+                if self.submission_cgroup is not None:
                     self.submission_cgroup.remove()
                     self.submission_cgroup = None
-                if self.ipc_dir is not None:
-                    shutil.rmtree(self.ipc_dir, ignore_errors=True)
-                    self.ipc_dir = None
 
         cleanup_resources = _async_cleanup_resources  # nbclient calls this name
 

@@ -2,7 +2,8 @@
 become bubblewrap, whose jail runs ipykernel (see jail.py). Nothing of `autograder` runs inside the jail.
 
     python -s -P -m autograder.sandbox.launcher --memory-bytes N --rlimit as --disk-bytes N --processes N
-           [--cgroup DIR ...] [--ipc-dir DIR] [--gpu] [--keep-env NAME ...] -- -f CONNECTION_FILE
+           [--cgroup DIR ...] [--ipc-dir DIR --connection-dir DIR] [--gpu] [--keep-env NAME ...]
+           -- -f CONNECTION_FILE
 
 The working folder it is started in is the worker's copy of the submission folder. Resource limits survive
 execve, so every process of the submission runs under them:
@@ -49,6 +50,7 @@ def parse(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--processes", type=int, default=0)
     parser.add_argument("--cgroup", action="append", default=[], help="a folder of the submission's cgroup")
     parser.add_argument("--ipc-dir", default=None, help="the kernel's socket folder; given: run in the jail")
+    parser.add_argument("--connection-dir", default=None, help="the connection file's folder (read-only in the jail)")
     parser.add_argument("--gpu", action="store_true")
     parser.add_argument("--keep-env", action="append", default=[], help="a variable passed into the jail")
     parser.add_argument("kernel_args", nargs=argparse.REMAINDER)
@@ -87,7 +89,8 @@ def main(argv: list[str] | None = None) -> None:
     # would take for an orphaned kernel. 1 means "no parent to watch" (--die-with-parent ties the jail to the worker)
     env["JPY_PARENT_PID"] = "1"
     argv = jail.bwrap_command(bwrap, kernel_cmd=kernel_command(args.kernel_args), ipc_dir=args.ipc_dir,
-                              notebook_src=os.getcwd(), disk_bytes=args.disk_bytes, env=env, gpu=args.gpu)
+                              connection_dir=args.connection_dir, notebook_src=os.getcwd(),
+                              disk_bytes=args.disk_bytes, env=env, gpu=args.gpu)
     apply_limits(args.memory_bytes, args.rlimit, args.disk_bytes, 0 if args.cgroup else args.processes)
     at = argv.index("--")
     exec_quietly(bwrap, argv[1:at], argv[at:])

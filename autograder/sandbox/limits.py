@@ -48,6 +48,10 @@ class SandboxLimits(LoggingConfigurable):
     interrupt_grace = Float(5.0, help=(
         "Seconds a timed-out cell has to stop after the interrupt before the whole submission is killed."
     )).tag(config=True)
+    cpus = Float(1.0, help=(
+        "CPU cores the whole submission may use at once, all its processes together (its cgroup's CPU quota: "
+        "v2 `cpu.max`, v1 `cpu.cfs_quota_us`; each submission also gets the same CPU weight); 0: no cap."
+    )).tag(config=True)
 
 
 # Limits field -> (nbgrader's Execute trait, what it limits): the two times nbgrader itself declares.
@@ -78,6 +82,7 @@ class Limits:
     disk_bytes: int = _default("disk_bytes")
     processes: int = _default("processes")
     interrupt_grace: float = _default("interrupt_grace")
+    cpus: float = _default("cpus")
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)

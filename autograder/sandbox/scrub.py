@@ -19,13 +19,24 @@ from autograder.course.coursedir import REPO_ROOT
 TEXT_TYPES = ("text/plain", "text/html", "text/markdown", "text/latex", "application/javascript")
 
 
+def _socket_root() -> list[tuple[str, str]]:
+    """The kernels' socket folders' root (scratch.socket_root, e.g. /dev/shm/ag-...), when it is a tmpfs."""
+    from autograder.sandbox import scratch
+
+    try:
+        root = scratch.socket_root()
+    except ValueError:
+        return []
+    return [(root + os.sep + "ag-", "<grader-tmp>/ag-")] if root else []
+
+
 def grading_paths(extra: dict[str, str] | None = None) -> list[tuple[str, str]]:
     """(prefix, placeholder) pairs, longest prefix first, for this machine."""
     pairs = {}
     for path, name in ((sys.prefix, "<python-env>"), (sys.exec_prefix, "<python-env>"),
                        (sys.base_prefix, "<python>"), (sys.base_exec_prefix, "<python>"),
                        (str(REPO_ROOT), "<course-repo>"), (tempfile.gettempdir() + os.sep + "ag-", "<grader-tmp>/ag-"),
-                       (os.path.expanduser("~"), "<home>")):
+                       (os.path.expanduser("~"), "<home>"), *_socket_root()):
         for variant in {path, os.path.realpath(path)}:
             if variant and variant not in ("/", os.sep) and len(variant) > 4:
                 pairs[variant] = name

@@ -1,0 +1,238 @@
+"""Issue #32, doors 3 and 4: a submission that spins on every core, or fills the disk, is graded beside honest
+classmates (`grade`, 2 local Dask workers, jailed kernels) and harms none of them.
+
+- CPU: the spinner starts 50 children that each call `setsid()` and spin. Each submission's cgroup has a CPU
+  quota (`Limits.cpus`; 0.25 here, so that the two kernels stay within their quotas on a 2-core machine even
+  while up to six other busy processes share it), which none of its processes leaves. A classmate graded at
+  the same time keeps her score, and her CPU-bound cell takes at most 1.5x its time in a run without the
+  spinner, measured in this test. (Without the quota, this test measured 7x on this machine.)
+- Disk: the attacker writes 64 MiB files into the only worker folder bound writable into its jail, its kernel's
+  socket folder, while classmates are graded. That folder is on a tmpfs (here a 200 MiB one mounted for the
+  test, $AUTOGRADER_IPC_ROOT), never on the worker's disk; the writes stop there with ENOSPC, the classmates keep
+  their scores, and after the batch nothing of the run is left: not in the tmpfs (a `chmod 0` folder included),
+  not in the temporary folder.
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+import nbformat
+import pytest
+from nbformat.v4 import new_code_cell
+
+from autograder.grade.engine import grade
+from autograder.submissions.collect import collect
+
+pytestmark = [pytest.mark.slow, pytest.mark.pipeline]
+
+SPINNER = r'''
+import os, time
+print("SPIN_FROM", time.time())
+for _ in range(50):
+    if os.fork() == 0:
+        os.setsid()
+        while True:
+            pass
+time.sleep(45)
+print("SPIN_UNTIL", time.time())
+'''
+WORK = r'''
+import time
+time.sleep(4)  # the spinner's children are spinning by now
+started, wall = time.time(), time.perf_counter()
+total = 0
+for i in range(6_000_000):
+    total += i * i
+print("WORK", started, time.perf_counter() - wall)
+'''
+FILL_MIB = 400  # more than the 200 MiB tmpfs: an uncapped folder would take it all
+FILLER = r'''
+import os, time
+from ipykernel.kernelapp import IPKernelApp
+app = IPKernelApp.instance()
+folder = os.path.dirname(app.ip)
+os.makedirs(folder + "/locked/in")
+open(folder + "/locked/in/f", "w").write("x")
+os.chmod(folder + "/locked/in", 0)
+os.chmod(folder + "/locked", 0)
+chunk, written, errno = b"x" * 2**20, 0, None
+try:
+    for i in range(%d // 64):
+        with open(f"{folder}/fill{i}", "wb") as fh:
+            for _ in range(64):
+                fh.write(chunk)
+                written += 1
+except OSError as exc:
+    errno = exc.errno
+try:
+    open(os.path.dirname(app.connection_file) + "/x", "w")
+    print("CONNECTION_FOLDER writable")
+except OSError as exc:
+    print("CONNECTION_FOLDER", exc.errno)
+print("FILLED", written, errno, time.time())
+time.sleep(20)  # full, while the classmates are graded
+print("FULL_UNTIL", time.time())
+''' % FILL_MIB
+CLASSMATE_CLOCK = "import time\nprint('AT', time.time())"
+
+
+def _printed(nb, key: str) -> list[str]:
+    for cell in nb.cells:
+        for output in cell.get("outputs", []):
+            for line in output.get("text", "").splitlines():
+                if line.startswith(key + " "):
+                    return line.split()[1:]
+    raise AssertionError(f"no {key} line in the graded notebook")
+
+
+def _class(root: Path, released_course, helpers, students: dict[str, tuple[str, list[str]]]) -> Path:
+    """A course copy whose inbox holds `students`: name -> (synthetic kind, cells appended to it)."""
+    course = root / "course"
+    shutil.copytree(released_course, course)
+    inbox = root / "inbox"
+    for student, (kind, cells) in students.items():
+        path = helpers.write_submission(inbox, course, student, kind)
+        nb = nbformat.read(path, as_version=4)
+        nb.cells.extend(new_code_cell(code) for code in cells)
+        nbformat.write(nb, path)
+    collect(course, inbox)
+    return course
+
+
+def _graded(course: Path, student: str):
+    return nbformat.read(course / "autograded" / student / "ps1" / "ps1.ipynb", as_version=4)
+
+
+def _scores(summary) -> dict[str, float]:
+    return {row["student"]: row["score"] for row in summary.graded}
+
+
+@pytest.fixture(scope="module")
+def cpu_runs(released_course, helpers, tmp_path_factory):
+    limits = dataclasses.replace(helpers.TEST_LIMITS, cpus=0.25, cell_timeout=90, notebook_timeout=200)
+    alone = _class(tmp_path_factory.mktemp("alone"), released_course, helpers, {"her": ("solution", [WORK])})
+    alone_summary = grade(alone, "ps1", workers=2, limits=limits, progress=False)
+    beside = _class(tmp_path_factory.mktemp("beside"), released_course, helpers,
+                    {"her": ("solution", [WORK]), "a_spinner": ("blank", [SPINNER])})
+    beside_summary = grade(beside, "ps1", workers=2, limits=limits, progress=False)
+    return {"alone": (alone, _scores(alone_summary)), "beside": (beside, _scores(beside_summary))}
+
+
+def test_a_classmate_beside_the_spinner_keeps_her_score_and_her_pace(cpu_runs):
+    alone, alone_scores = cpu_runs["alone"]
+    beside, beside_scores = cpu_runs["beside"]
+    assert alone_scores["her"] > 0
+    assert beside_scores["her"] == alone_scores["her"]
+    assert beside_scores["a_spinner"] == 0
+    alone_seconds = float(_printed(_graded(alone, "her"), "WORK")[1])
+    started, beside_seconds = map(float, _printed(_graded(beside, "her"), "WORK"))
+    spin_from = float(_printed(_graded(beside, "a_spinner"), "SPIN_FROM")[0])
+    spin_until = float(_printed(_graded(beside, "a_spinner"), "SPIN_UNTIL")[0])
+    # her whole measured cell ran while the 50 children were spinning (else this test would prove nothing)
+    assert spin_from < started and started + beside_seconds < spin_until, (spin_from, started, spin_until)
+    print(f"her CPU-bound cell: {alone_seconds:.2f} s alone, {beside_seconds:.2f} s beside the spinner")
+    assert beside_seconds <= 1.5 * alone_seconds, (alone_seconds, beside_seconds)
+
+
+def _can_mount_tmpfs() -> bool:
+    return os.geteuid() == 0 and shutil.which("mount") is not None
+
+
+@pytest.fixture
+def small_tmpfs():
+    point = tempfile.mkdtemp(prefix="agshm-", dir="/tmp")
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=200m,mode=0700", "tmpfs", point],
+                          capture_output=True, text=True)
+    if done.returncode != 0:
+        os.rmdir(point)
+        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.strip()}")
+    yield point
+    subprocess.run(["umount", "-l", point], check=False)
+    os.rmdir(point)
+
+
+@pytest.mark.skipif(not _can_mount_tmpfs(), reason="mounting the test's small tmpfs needs root")
+def test_filling_the_socket_folder_harms_no_classmate_and_leaves_nothing(released_course, helpers, tmp_path,
+                                                                          small_tmpfs, monkeypatch):
+    private_tmp = tmp_path / "tmp"
+    private_tmp.mkdir()
+    monkeypatch.setenv("AUTOGRADER_IPC_ROOT", small_tmpfs)
+    monkeypatch.setenv("TMPDIR", str(private_tmp))
+    monkeypatch.setattr(tempfile, "tempdir", None)
+    classmates = {f"c{i}": ("solution", [CLASSMATE_CLOCK]) for i in range(3)}
+    course = _class(tmp_path / "class", released_course, helpers, {"a_filler": ("blank", [FILLER]), **classmates})
+    limits = dataclasses.replace(helpers.TEST_LIMITS, cell_timeout=60, notebook_timeout=150)
+    summary = grade(course, "ps1", workers=2, limits=limits, progress=False)
+    scores = _scores(summary)
+    solution = _class(tmp_path / "alone", released_course, helpers, {"c0": ("solution", [])})
+    expected = _scores(grade(solution, "ps1", workers=1, limits=limits, progress=False))["c0"]
+    assert expected > 0 and all(scores[c] == expected for c in classmates), scores
+    filler = _graded(course, "a_filler")
+    written, errno, filled_at = _printed(filler, "FILLED")
+    assert int(written) <= 200 and errno == "28", (written, errno)  # ENOSPC at the tmpfs's size, not the disk's
+    assert _printed(filler, "CONNECTION_FOLDER") == ["30"]  # EROFS: the connection file's folder is read-only
+    full_until = float(_printed(filler, "FULL_UNTIL")[0])
+    meanwhile = [c for c in classmates if float(filled_at) < float(_printed(_graded(course, c), "AT")[0]) < full_until]
+    assert meanwhile, "no classmate was graded while the socket tmpfs was full"
+    assert os.listdir(small_tmpfs) == []  # the filler's socket folder went, its `chmod 0` folder too
+    left = [name for name in os.listdir(private_tmp) if re.match(r"ag-", name)]
+    assert left == []
+
+
+def _ours(folder) -> list[str]:
+    return sorted(name for name in os.listdir(folder) if name.startswith("ag-"))
+
+
+def test_what_a_killed_grading_run_left_is_removed_by_the_next_run(released_course, helpers, tmp_path, monkeypatch):
+    """`autograder grade` SIGKILLed (coordinator and worker) while a kernel runs leaves its folders and cgroup;
+    the next grading run on the machine removes them."""
+    import signal
+    import sys
+    import time
+
+    from autograder.sandbox import cgroup
+
+    private_tmp, sockets = tmp_path / "tmp", tmp_path / "shm"
+    private_tmp.mkdir()
+    sockets.mkdir()
+    env = {**os.environ, "TMPDIR": str(private_tmp), "AUTOGRADER_IPC_ROOT": str(sockets)}
+    course = _class(tmp_path / "killed", released_course, helpers,
+                    {"sleeper": ("solution", ["import time\ntime.sleep(300)"])})
+    run = subprocess.Popen([sys.executable, "-m", "autograder", "grade", "ps1", "--course-dir", str(course),
+                            "--workers", "1", "--cell-timeout", "400", "--notebook-timeout", "500"],
+                           env=env, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 240
+        while not (_ours(sockets) and os.path.exists(course / "autograded")) and time.monotonic() < deadline:
+            time.sleep(0.5)
+        time.sleep(3)
+        assert _ours(sockets), "the kernel never started"
+    finally:
+        os.killpg(run.pid, signal.SIGKILL)
+        run.wait()
+    time.sleep(1)
+    left = _ours(private_tmp) + _ours(sockets)
+    assert {name.split("-")[1] for name in left} >= {"ipc", "conn", "db", "run"}, left
+    owners = {name.split("-")[2] for name in left}
+    dead_groups = [os.path.join(parent, name) for parent in cgroup._parents(cgroup.ROOT, "/proc/self/cgroup")
+                   if os.path.isdir(parent) for name in os.listdir(parent)
+                   if name.startswith("autograder-") and name.split("-")[1] in owners]
+    probe = cgroup.create(0, 0)
+    if probe is not None:  # cgroups are made here: the killed run's kernel left its group
+        probe.remove()
+        assert dead_groups, owners
+
+    monkeypatch.setenv("TMPDIR", str(private_tmp))
+    monkeypatch.setenv("AUTOGRADER_IPC_ROOT", str(sockets))
+    monkeypatch.setattr(tempfile, "tempdir", None)
+    following = _class(tmp_path / "next", released_course, helpers, {"ann": ("solution", [])})
+    summary = grade(following, "ps1", workers=1, limits=helpers.TEST_LIMITS, progress=False)
+    assert [row["status"] for row in summary.graded] == ["graded"]
+    assert _ours(private_tmp) == [] and _ours(sockets) == []
+    assert not [group for group in dead_groups if os.path.exists(group)], dead_groups
