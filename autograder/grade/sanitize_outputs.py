@@ -177,13 +177,13 @@ def _clean_output(output) -> list[str]:
             reasons = active_parts(render_markdown(text))
             if reasons:
                 found += [f"markdown output: {r}" for r in reasons]
-                data.setdefault("text/plain", text)
+                data["text/plain"] = text  # what it said, as text
                 del data[mime]
         elif mime == "text/latex":
             reasons = [f"MathJax \\{m.group(1)}" for m in MATHJAX_ACTIVE.finditer(text)]
             if reasons:
                 found += [f"LaTeX output: {r}" for r in reasons]
-                data.setdefault("text/plain", text)
+                data["text/plain"] = text
                 del data[mime]
         else:
             if mime in SCRIPT_TYPES:
@@ -232,3 +232,27 @@ def make_inert(nb, trusted_sources=()) -> list[Flag]:
                               f"active content removed before the formgrader shows it (script, handler or "
                               f"style of the page): {shown[:300]}"))
     return flags
+
+
+def _preprocessor_class():
+    from nbconvert.preprocessors import Preprocessor
+    from traitlets import Bool
+
+    class MakeInert(Preprocessor):
+        """`make_inert` as an nbconvert preprocessor, for an exporter that renders notebooks nobody made inert
+        before (the formgrader's, through deploy/jupyter/instructor/jupyter_server_config.py). No text is trusted
+        there: an instructor's cell is only rewritten when it renders active."""
+
+        enabled = Bool(True, help="make the notebook inert before rendering it").tag(config=True)
+
+        def preprocess(self, nb, resources):
+            make_inert(nb)
+            return nb, resources
+
+    return MakeInert
+
+
+def __getattr__(name):  # `autograder.grade.sanitize_outputs.MakeInert` without importing nbconvert at import time
+    if name == "MakeInert":
+        return _preprocessor_class()
+    raise AttributeError(name)
