@@ -7,6 +7,7 @@ student controls is made harmless here, once, in the worker, after scoring:
 - outputs (every code cell's, locked cells included: the student's code produced them): JavaScript, SVG, widget
   and unknown types are removed; HTML goes through the course's allow-list (`autograder.publish.feedback`);
   markdown and LaTeX outputs stay only when they render to nothing active, else they become their plain text;
+  a `<style>` block of an HTML output (pandas puts one in every DataFrame) is dropped without a flag;
   each output's metadata is cut down to a numeric `width`/`height` per image type (nbconvert writes those two
   unquoted into the `<img>` tag, so any other text there is an attribute of the student's choosing);
 - markdown and raw cells a student wrote (every one whose text is not exactly a locked cell of the gradebook):
@@ -41,6 +42,7 @@ URL_ATTRIBUTES = frozenset({"href", "src", "action", "formaction", "xlink:href",
 LINK_SCHEMES = ("http:", "https:", "mailto:", "attachment:")
 IMAGE_DATA = ("data:image/png", "data:image/jpeg", "data:image/gif")
 MATHJAX_ACTIVE = re.compile(r"\\(href|url|style|class|cssId|unicode|require|mmlToken)(?![A-Za-z])")
+STYLE_BLOCKS = re.compile(r"<style\b[^>]*>.*?</style\s*>", re.S | re.I)
 SAFE_GRADE_ID = re.compile(r"^[A-Za-z0-9_.\-]{1,200}$")
 PAGE_CLASSES = re.compile(r"fixed|modal|affix|sticky|navbar|overlay", re.I)  # the page's own (bootstrap) layout
 _URL_NOISE = re.compile(r"[\x00-\x20\x7f-\x9f]")  # what browsers skip inside a URL's scheme
@@ -170,8 +172,8 @@ def _clean_output(output) -> list[str]:
         if mime in KEPT_TYPES:
             continue
         if mime == "text/html":
-            reasons = active_parts(text)
-            found += [f"HTML output: {r}" for r in reasons]
+            text = STYLE_BLOCKS.sub("", text)  # a DataFrame's own <style scoped>: dropped, not worth a flag
+            found += [f"HTML output: {r}" for r in active_parts(text)]
             data[mime] = clean_html(text)
         elif mime == "text/markdown":
             reasons = active_parts(render_markdown(text))

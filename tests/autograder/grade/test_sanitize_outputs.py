@@ -149,3 +149,14 @@ def test_inert_is_a_fixed_point_and_the_notebook_stays_valid():
     nbformat.validate(nb)
     again = copy.deepcopy(nb)
     assert S.make_inert(again) == [] and again == nb
+
+
+def test_a_dataframe_keeps_its_table_and_loses_its_style_block_without_a_flag():
+    pd = pytest.importorskip("pandas")
+    frame = pd.DataFrame({"stars": [1, 5], "text": ["bad", "good"]})
+    nb = new_notebook(cells=[new_code_cell("", outputs=[_output({"text/html": frame._repr_html_(),
+                                                                  "text/plain": repr(frame)})])])
+    assert "<style" in frame._repr_html_()
+    assert S.make_inert(nb) == []
+    cleaned = nb.cells[0].outputs[0].data["text/html"]
+    assert "<table" in cleaned and "<td>good</td>" in cleaned and "<style" not in cleaned and "scoped" not in cleaned
