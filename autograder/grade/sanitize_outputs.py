@@ -12,8 +12,10 @@ student controls is made harmless here, once, in the worker, after scoring:
   unquoted into the `<img>` tag, so any other text there is an attribute of the student's choosing);
 - markdown and raw cells a student wrote (every one whose text is not exactly a locked cell of the gradebook):
   kept as written when their rendering (nbconvert's own markdown renderer, as the formgrader uses it) holds
-  nothing active; otherwise they become their own text, escaped, in a `<pre>` block, so the instructor reads
-  what was there and nothing runs;
+  nothing active; otherwise a markdown cell's raw HTML goes through the allow-list (shown as text) and its
+  links to other schemes are removed, keeping its formatting and math, and where even that renders active (or
+  for a raw cell) the cell becomes its own text, escaped, in a `<pre>` block: the instructor reads what was
+  there and nothing runs;
 - cell metadata: an nbgrader `grade_id` is written by the formgrade template into HTML attributes, so one that is
   not a plain identifier is dropped with the cell's nbgrader metadata (scores are already saved);
 - notebook metadata: widget state (a script block of the page) is dropped.
@@ -140,6 +142,29 @@ def as_text_block(source: str) -> str:
     return f"<pre>{html.escape(source, quote=True)}</pre>"
 
 
+_LINK_TARGET = re.compile(r"(\]\(\s*)(<[^>\n]*>|[^\s)]+)")
+_REFERENCE_TARGET = re.compile(r"(?m)(^[ ]{0,3}\[[^\]\n]+\]:[ \t]*)(<[^>\n]*>|\S+)")
+
+
+def _defang_links(source: str) -> str:
+    """Markdown link and image targets whose scheme is not allowed (entities decoded) point to `#removed-link`."""
+    def fix(match):
+        target = html.unescape(match.group(2)).strip("<>")
+        return match.group(1) + (match.group(2) if _url_ok("img", "src", target) else "#removed-link")
+
+    return _REFERENCE_TARGET.sub(fix, _LINK_TARGET.sub(fix, source))
+
+
+def inert_markdown(source: str) -> str:
+    """An active markdown cell made inert, its formatting kept where possible: raw HTML through the allow-list
+    (escaped as text), link targets with another scheme removed; when its rendering is still active after that,
+    its own text, escaped, in a `<pre>` block."""
+    from autograder.publish.feedback import clean_html
+
+    candidate = _defang_links(clean_html(source))
+    return candidate if not active_parts(render_markdown(candidate)) else as_text_block(source)
+
+
 def image_metadata(metadata) -> dict:
     """Only a numeric width/height per image type survive (what nbconvert writes unquoted into `<img>`)."""
     kept = {}
@@ -223,7 +248,8 @@ def make_inert(nb, trusted_sources=()) -> list[Flag]:
             reasons = active_parts(rendered)
             if reasons:
                 found += [f"{cell.cell_type} cell: {r}" for r in reasons]
-                cell.source = as_text_block(cell.source)
+                cell.source = inert_markdown(cell.source) if cell.cell_type == "markdown" \
+                    else as_text_block(cell.source)
                 cell.pop("attachments", None)
             if cell.cell_type == "raw":
                 meta.pop("format", None)

@@ -95,15 +95,30 @@ def test_active_markdown_becomes_its_own_text_and_is_flagged(name):
     assert len(flags) == 1 and flags[0].cell == "answer_1"
     rendered = S.render_markdown(nb.cells[0].source)
     assert S.active_parts(rendered) == []
-    assert rendered.startswith("<pre>") and source in html.unescape(rendered)  # the instructor reads what she wrote
+    if rendered.startswith("<pre>"):  # nothing better: her whole text, as text
+        assert source in html.unescape(rendered)
+
+
+def test_formatting_and_math_survive_where_only_html_and_links_were_active():
+    source = ("My answer: scaling by $\\sqrt{d_k}$ keeps **the logits** small.\n\n"
+              "<script>window.__pwned = 1</script>\n<img src=x onerror=\"window.__pwned = 2\">\n"
+              "[a link](javascript:window.__pwned=3) and [ok](https://pytorch.org) and [e](&#106;avascript:x)\n\n"
+              "[ref]: javascript:window.__pwned=4\n\n| kept | table |\n|---|---|\n| 1 | 2 |\n")
+    nb = new_notebook(cells=[new_markdown_cell(source)])
+    assert len(S.make_inert(nb)) == 1
+    rendered = S.render_markdown(nb.cells[0].source)
+    assert S.active_parts(rendered) == [] and not rendered.startswith("<pre>")
+    assert "<strong>the logits</strong>" in rendered and "$\\sqrt{d_k}$" in rendered and "<th>kept</th>" in rendered
+    assert '<a href="https://pytorch.org">ok</a>' in rendered and rendered.count('href="#removed-link"') == 2
+    assert "&lt;script&gt;" in rendered and "onerror" not in rendered and "javascript" not in rendered.lower()
 
 
 def test_the_instructors_locked_text_is_trusted_but_a_copy_elsewhere_changes_nothing():
     instructor = "Read this: <span style=\"position: fixed\">pinned by the instructor</span>"
-    nb = new_notebook(cells=[new_markdown_cell(instructor), new_markdown_cell("<script>x()</script>")])
+    nb = new_notebook(cells=[new_markdown_cell(instructor), new_markdown_cell(instructor + " (copied)")])
     flags = S.make_inert(nb, trusted_sources=[instructor])
     assert nb.cells[0].source == instructor
-    assert nb.cells[1].source.startswith("<pre>&lt;script&gt;") and [f.cell for f in flags] == ["cell 1"]
+    assert "fixed" not in nb.cells[1].source and [f.cell for f in flags] == ["cell 1"]
 
 
 def test_raw_cells_lose_their_html_format_and_active_ones_are_escaped():
