@@ -20,7 +20,7 @@ student controls is made harmless here, once, in the worker, after scoring:
   not a plain identifier is dropped with the cell's nbgrader metadata (scores are already saved);
 - notebook metadata: widget state (a script block of the page) is dropped.
 
-"Active" means: a tag outside the allow-list (script, iframe, svg, style, object...), an `on*=` handler, a
+"Active" means: an element that runs, loads, embeds or takes input (script, iframe, svg, style, object, form...), an `on*=` handler, a
 `srcset`, a `style` beyond the allow-list's CSS properties (`position` above all: a fake score laid over the
 page), a class of the page's own fixed layout (bootstrap's `navbar-fixed-top`, `modal`...), a URL whose scheme is not http(s)/mailto/attachment (or, for images, data:image/png|jpeg|gif), or a
 MathJax command that makes links or styles (`\\href`, `\\url`, `\\style`, `\\class`, `\\cssId`, `\\unicode`).
@@ -111,6 +111,14 @@ def _url_ok(tag: str, name: str, value: str) -> bool:
     return name in ("href", "src") and url.startswith(LINK_SCHEMES)
 
 
+# Elements that run, load or embed something, take input, or change how the page is read; any other tag (a word in
+# angle brackets such as `<pad>` in a course text, which the browser makes an empty unknown element) is judged by
+# its attributes only.
+ACTIVE_TAGS = frozenset({"script", "iframe", "frame", "frameset", "object", "embed", "applet", "svg", "math", "style",
+                         "link", "meta", "base", "form", "input", "button", "textarea", "select", "option",
+                         "template", "noscript", "portal", "video", "audio", "source", "track", "canvas", "dialog",
+                         "marquee", "xmp", "plaintext", "noembed", "noframes", "title", "head", "body", "html",
+                         "slot", "param", "picture", "map", "area", "image", "isindex", "keygen", "xml", "import"})
 SVG_ACTIVE_TAGS = frozenset({"script", "foreignobject", "iframe", "object", "embed", "use", "animate", "set",
                              "handler", "listener"})
 
@@ -118,9 +126,7 @@ SVG_ACTIVE_TAGS = frozenset({"script", "foreignobject", "iframe", "object", "emb
 def active_parts(html_text: str, svg: bool = False) -> list[str]:
     """Why `html_text` would run something or restyle the page once in a browser (empty: it would not).
     `svg`: an SVG picture, where drawing elements are fine and only scripting ones count."""
-    from autograder.publish.feedback import ALLOWED_TAGS
-
-    finder = _ActiveFinder(refused_tags=SVG_ACTIVE_TAGS) if svg else _ActiveFinder(ALLOWED_TAGS)
+    finder = _ActiveFinder(refused_tags=SVG_ACTIVE_TAGS if svg else ACTIVE_TAGS)
     finder.feed(html_text)
     finder.close()
     reasons = finder.reasons

@@ -175,3 +175,17 @@ def test_a_dataframe_keeps_its_table_and_loses_its_style_block_without_a_flag():
     assert S.make_inert(nb) == []
     cleaned = nb.cells[0].outputs[0].data["text/html"]
     assert "<table" in cleaned and "<td>good</td>" in cleaned and "<style" not in cleaned and "scoped" not in cleaned
+
+
+def test_the_courses_own_notebooks_are_inert_as_written():
+    """Cells without nbgrader metadata are not in the gradebook, so the worker judges them like a student's: the
+    course's texts (a `<pad>` token in prose included) must pass unchanged."""
+    from autograder.course.coursedir import REPO_ROOT
+
+    paths = sorted((REPO_ROOT / "course" / "source").glob("*/*.ipynb"))
+    assert len(paths) >= 9
+    for path in paths:
+        nb = nbformat.read(path, as_version=4)
+        before = copy.deepcopy(nb)
+        assert S.make_inert(nb) == [], path.name
+        assert [c.source for c in nb.cells] == [c.source for c in before.cells], path.name
