@@ -20,9 +20,10 @@ student controls is made harmless here, once, in the worker, after scoring:
   not a plain identifier is dropped with the cell's nbgrader metadata (scores are already saved);
 - notebook metadata: widget state (a script block of the page) is dropped.
 
-"Active" means: an element that runs, loads, embeds or takes input (script, iframe, svg, style, object, form...), an `on*=` handler, a
-`srcset`, a `style` beyond the allow-list's CSS properties (`position` above all: a fake score laid over the
-page), a class of the page's own fixed layout (bootstrap's `navbar-fixed-top`, `modal`...), a URL whose scheme is not http(s)/mailto/attachment (or, for images, data:image/png|jpeg|gif), or a
+"Active" means: an element that runs, loads, embeds or takes input (script, iframe, svg, style, object,
+form...), an `on*=` handler, a `srcset`, a `style` beyond the allow-list's CSS properties (`position` above all:
+a fake score laid over the page), a class of the page's own fixed layout (bootstrap's `navbar-fixed-top`,
+`modal`...), a URL whose scheme is not http(s)/mailto/attachment (or, for images, data:image/png|jpeg|gif), or a
 MathJax command that makes links or styles (`\\href`, `\\url`, `\\style`, `\\class`, `\\cssId`, `\\unicode`).
 Removing active content returns a review flag per cell, so the instructor sees that something was there.
 """
@@ -54,9 +55,9 @@ _SCHEME = re.compile(r"^([a-z][a-z0-9+.\-]*):")
 class _ActiveFinder(HTMLParser):
     """Collects why a piece of HTML is active (empty list: inert)."""
 
-    def __init__(self, allowed_tags=None, refused_tags=()):
+    def __init__(self, refused_tags):
         super().__init__(convert_charrefs=True)
-        self.allowed_tags, self.refused_tags = allowed_tags, refused_tags
+        self.refused_tags = refused_tags
         self.reasons: list[str] = []
         self.code_depth = 0  # inside <pre>/<code>, which MathJax leaves alone
         self.text: list[str] = []  # the text MathJax reads
@@ -72,7 +73,7 @@ class _ActiveFinder(HTMLParser):
     def handle_starttag(self, tag, attrs):
         if tag in ("pre", "code"):
             self.code_depth += 1
-        if (self.allowed_tags is not None and tag not in self.allowed_tags) or tag in self.refused_tags:
+        if tag in self.refused_tags:
             self.reasons.append(f"<{tag}>")
         for name, value in attrs:
             name = name.lower()
@@ -126,7 +127,7 @@ SVG_ACTIVE_TAGS = frozenset({"script", "foreignobject", "iframe", "object", "emb
 def active_parts(html_text: str, svg: bool = False) -> list[str]:
     """Why `html_text` would run something or restyle the page once in a browser (empty: it would not).
     `svg`: an SVG picture, where drawing elements are fine and only scripting ones count."""
-    finder = _ActiveFinder(refused_tags=SVG_ACTIVE_TAGS if svg else ACTIVE_TAGS)
+    finder = _ActiveFinder(SVG_ACTIVE_TAGS if svg else ACTIVE_TAGS)
     finder.feed(html_text)
     finder.close()
     reasons = finder.reasons

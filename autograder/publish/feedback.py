@@ -8,10 +8,10 @@ Everything a student wrote reaches the page only through an allow-list sanitiser
 `[link](javascript:...)` is markdown, not HTML) and every output (HTML and markdown outputs sanitised;
 JavaScript, SVG, widget and unknown types dropped by `SanitizeHTML`). What stays: text formatting, headings,
 lists, tables, code, links to http(s)/mailto/#anchors, and images that are `data:image/png|jpeg|gif` (a student's
-own figures are PNG outputs, kept as nbconvert renders them). An image output's metadata is cut down to a numeric width/height (nbconvert writes them unquoted into
-the `<img>` tag). On top, each page starts with a Content-Security-
-Policy that forbids every script (inline, `on*=` handlers, `javascript:` links) and every request to another
-origin, so a page opened from the hub or from disk runs nothing.
+own figures are PNG outputs, kept as nbconvert renders them). An image output's metadata is cut down to a
+numeric width/height (nbconvert writes them unquoted into the `<img>` tag). On top, each page starts with a
+Content-Security-Policy that forbids every script (inline, `on*=` handlers, `javascript:` links) and every
+request to another origin, so a page opened from the hub or from disk runs nothing.
 
 A grade that still waits for a grader (a written answer not scored yet, or a notebook held for review) shows as
 "not graded yet", never as 0, and the notebook's score as what it is so far and how many answers wait.
