@@ -188,6 +188,11 @@ def cmd_feedback(args, course_dir: Path) -> int:
     for key, log in failed.items():
         print(f"feedback failed for {key}:\n{log}", file=sys.stderr)
     print(f"feedback: wrote {written} HTML file(s) under {course_dir / 'feedback'}, {len(failed)} failed")
+    from autograder.publish.feedback import waiting_warning
+    from autograder.gradebook.queries import waiting_for_grader
+    warning = waiting_warning(waiting_for_grader(course_dir, args.db, assignments))
+    if warning:
+        print(warning, file=sys.stderr)
     return ACT if failed else OK
 
 

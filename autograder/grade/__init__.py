@@ -5,4 +5,5 @@
 - `worker.py`      what a Dask worker runs for one job: sanitize, execute in the sandbox, judge, score.
 - `judge.py`       the trusted step that runs the hidden checks (autograder/checks) against a kernel.
 - `tamper_scan.py` static scan of a submission for tampering (before it runs).
+- `sanitize_outputs.py` the graded notebook made inert before nbgrader stores it (the formgrader renders it).
 """

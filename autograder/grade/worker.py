@@ -34,6 +34,7 @@ from autograder.sandbox.execute import error_output
 from autograder.grade.jobs import SANITIZE, SCORE, GradingJob, GradingResult
 from autograder.gradebook.store import open_gradebook
 from autograder.grade.judge import JudgedExecute
+from autograder.grade.sanitize_outputs import make_inert
 from autograder.sandbox import scratch
 from autograder.sandbox.scrub import scrub_notebook
 from autograder.sandbox.kernel import kernel_manager_class, kernel_spec
@@ -252,6 +253,7 @@ def grade_job(job: GradingJob) -> GradingResult:
             nb, notes, mistakes = run_notebook(nb, resources, limits, assigned_gpu(job.gpu), config=config)
             scrub_notebook(nb, {run_dir: "<submission>", db_dir: "<grader-tmp>"})
             nb, resources = run_steps(SCORE, nb, resources, config)
+            flags = flags + make_inert(nb, [c["source"] for c in job.cells["source"] if c["locked"]])  # formgrader
             with open_gradebook(db_url=db_url, course=job.course_id) as gb:
                 submission = gb.find_submission_notebook(job.notebook, job.assignment, job.student)
                 grades = {g.name: {"auto_score": g.auto_score, "max_score": g.max_score,

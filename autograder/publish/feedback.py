@@ -8,9 +8,13 @@ Everything a student wrote reaches the page only through an allow-list sanitiser
 `[link](javascript:...)` is markdown, not HTML) and every output (HTML and markdown outputs sanitised;
 JavaScript, SVG, widget and unknown types dropped by `SanitizeHTML`). What stays: text formatting, headings,
 lists, tables, code, links to http(s)/mailto/#anchors, and images that are `data:image/png|jpeg|gif` (a student's
-own figures are PNG outputs, kept as nbconvert renders them). On top, each page starts with a Content-Security-
-Policy that forbids every script (inline, `on*=` handlers, `javascript:` links) and every request to another
-origin, so a page opened from the hub or from disk runs nothing.
+own figures are PNG outputs, kept as nbconvert renders them). An image output's metadata is cut down to a
+numeric width/height (nbconvert writes them unquoted into the `<img>` tag). On top, each page starts with a
+Content-Security-Policy that forbids every script (inline, `on*=` handlers, `javascript:` links) and every
+request to another origin, so a page opened from the hub or from disk runs nothing.
+
+A grade that still waits for a grader (a written answer not scored yet, or a notebook held for review) shows as
+"not graded yet", never as 0, and the notebook's score as what it is so far and how many answers wait.
 
 Math is rendered on the grading machine, without the network: each `$...$` / `$$...$$` of markdown becomes an
 SVG drawn by matplotlib's mathtext (the LaTeX subset the course uses: fractions, roots, sub/superscripts, Greek,
@@ -25,47 +29,12 @@ import html
 import io
 from pathlib import Path
 
+from autograder.course import cells
 from autograder.course.coursedir import nbgrader_api
+from autograder.sandbox.inert import clean_html, image_metadata
 
-# -------------------------------------------------------------------------------------------- the allow-list
-ALLOWED_TAGS = frozenset({
-    "a", "abbr", "b", "blockquote", "br", "caption", "code", "col", "colgroup", "dd", "del", "details", "div", "dl",
-    "dt", "em", "figcaption", "figure", "h1", "h2", "h3", "h4", "h5", "h6", "hr", "i", "img", "ins", "kbd", "li",
-    "mark", "ol", "p", "pre", "q", "s", "samp", "small", "span", "strong", "sub", "summary", "sup", "table", "tbody",
-    "td", "tfoot", "th", "thead", "tr", "u", "ul", "var",
-})
-COMMON_ATTRIBUTES = frozenset({"class", "title", "align", "style", "id"})
-TAG_ATTRIBUTES = {"a": {"href"}, "img": {"src", "alt", "width", "height"}, "td": {"colspan", "rowspan"},
-                  "th": {"colspan", "rowspan", "scope"}, "ol": {"start"}, "col": {"span"}, "colgroup": {"span"}}
-IMAGE_PREFIXES = ("data:image/png;base64,", "data:image/jpeg;base64,", "data:image/gif;base64,",
-                  "data:image/svg+xml;base64,")  # in an <img>, SVG is a picture: it never runs a script
-LINK_PREFIXES = ("http://", "https://", "mailto:", "#")
-CSS_PROPERTIES = ("display", "color", "background-color", "text-align", "vertical-align", "font-weight", "font-style",
-                  "text-decoration", "border", "border-collapse", "padding", "margin", "width", "height")
 CONTENT_SECURITY_POLICY = ("default-src 'none'; script-src 'none'; object-src 'none'; base-uri 'none'; "
                            "form-action 'none'; img-src data:; style-src 'unsafe-inline'; font-src 'self' data: file:")
-
-
-def _attribute_allowed(tag: str, name: str, value: str) -> bool:
-    if name == "src":
-        return tag == "img" and value.startswith(IMAGE_PREFIXES)
-    if name == "href":
-        return value.strip().lower().startswith(LINK_PREFIXES)
-    return name in COMMON_ATTRIBUTES or name in TAG_ATTRIBUTES.get(tag, ())
-
-
-@functools.lru_cache(maxsize=1)
-def _cleaner():
-    from bleach.css_sanitizer import CSSSanitizer
-    from bleach.sanitizer import Cleaner
-
-    return Cleaner(tags=ALLOWED_TAGS, attributes=_attribute_allowed, protocols={"http", "https", "mailto", "data"},
-                   strip=False, strip_comments=True, css_sanitizer=CSSSanitizer(allowed_css_properties=CSS_PROPERTIES))
-
-
-def clean_html(text: str) -> str:
-    """`text` with every tag and attribute outside the allow-list escaped (shown as text, never run)."""
-    return _cleaner().clean(text)
 
 
 def _sanitizer_class():
@@ -78,7 +47,79 @@ def _sanitizer_class():
         def sanitize_html_tags(self, html_str):
             return clean_html(html_str)
 
+        def sanitize_code_outputs(self, outputs):
+            for output in outputs:  # nbconvert writes width/height unquoted into <img>: numbers only
+                if output.get("output_type") in ("display_data", "execute_result"):
+                    output["metadata"] = image_metadata(output.get("metadata") or {})
+            return super().sanitize_code_outputs(outputs)
+
     return SanitizeStudentHTML
+
+
+# ------------------------------------------------------------------------------------ answers not graded yet
+NOT_GRADED_YET = "not graded yet"
+
+
+class Pending:
+    """A score a grader has still to give, as the feedback template prints it (`score | float | round(2)`, with
+    `float` below letting it through): "not graded yet", or for the notebook "7.0 so far; 1 answer not graded yet"."""
+
+    def __init__(self, so_far: float | None = None, waiting: int = 1):
+        self.so_far, self.waiting = so_far, waiting
+
+    def __round__(self, ndigits=None):
+        return self
+
+    def __str__(self):
+        if self.so_far is None:
+            return NOT_GRADED_YET
+        return f"{round(float(self.so_far), 2)} so far; {self.waiting} answer(s) {NOT_GRADED_YET}"
+
+
+def waiting_warning(waiting: list[dict]) -> str:
+    """The warning `autograder feedback` prints when answers still wait for a grader (`gradebook.queries.
+    waiting_for_grader`), or "" when none does."""
+    if not waiting:
+        return ""
+    notebooks = {(w["assignment"], w["notebook"], w["student"]) for w in waiting}
+    return (f"warning: {len(waiting)} answer(s) in {len(notebooks)} notebook(s) wait for a grader: their feedback "
+            f"says '{NOT_GRADED_YET}'; give their scores in formgrader (Manual Grading), then run "
+            "`autograder feedback` again")
+
+
+def _float_filter(value, default=0.0):
+    """Jinja's `float`, except that a pending score stays pending."""
+    if isinstance(value, Pending):
+        return value
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return default
+
+
+def _grades_class():
+    from nbgrader.preprocessors import GetGrades
+
+    class GetGradesWithPending(GetGrades):
+        """nbgrader's GetGrades; a grade that still needs a grader shows as "not graded yet", not as 0."""
+
+        def preprocess(self, nb, resources):
+            resources["nbgrader"]["waiting"] = 0
+            nb, resources = super().preprocess(nb, resources)
+            if resources["nbgrader"]["waiting"]:
+                resources["nbgrader"]["score"] = Pending(resources["nbgrader"]["score"],
+                                                         resources["nbgrader"]["waiting"])
+            return nb, resources
+
+        def _get_score(self, cell, resources):
+            super()._get_score(cell, resources)
+            grade = self.gradebook.find_grade(cells.grade_id(cell), self.notebook_id,
+                                              self.assignment_id, self.student_id)
+            if grade.needs_manual_grade:
+                cell.metadata.nbgrader["score"] = Pending()
+                resources["nbgrader"]["waiting"] += 1
+
+    return GetGradesWithPending
 
 
 # ---------------------------------------------------------------------------------------------------- math
@@ -144,11 +185,10 @@ def _markdown2html():
 def configure(config) -> None:
     """Make nbgrader's GenerateFeedback (through the API's `config`) write safe pages."""
     from nbconvert.preprocessors import CSSHTMLHeaderPreprocessor
-    from nbgrader.preprocessors import GetGrades
 
-    config.GenerateFeedback.preprocessors = [GetGrades, CSSHTMLHeaderPreprocessor, _sanitizer_class()]
+    config.GenerateFeedback.preprocessors = [_grades_class(), CSSHTMLHeaderPreprocessor, _sanitizer_class()]
     config.SanitizeHTML.enabled = True  # nbconvert's preprocessors are off unless enabled (its subclass too)
-    config.HTMLExporter.filters = {"markdown2html": _markdown2html()}
+    config.HTMLExporter.filters = {"markdown2html": _markdown2html(), "float": _float_filter}
     config.HTMLExporter.mathjax_url = ""
 
 

@@ -8,6 +8,7 @@
 - `launcher.py`    the process a kernel starts as, outside the jail: joins the cgroup, sets rlimits, execs bwrap.
 - `execute.py`     nbgrader's Execute with the limits: deadlines, SIGKILL after an ignored interrupt, output caps.
 - `scrub.py`       takes the grader's paths out of what a kernel printed.
+- `inert.py`       makes what a kernel printed and a student wrote inert: the one allow-list of every page.
 
 Kept import-free: every kernel starts as `python -m autograder.sandbox.launcher`, which must stay fast.
 """

@@ -170,4 +170,7 @@ def choose_environment(spawner):
 
 c.Spawner.pre_spawn_hook = choose_environment
 if INSTRUCTOR_CONFIG:
+    # also what keeps the formgrader's pages safe: their Content-Security-Policy and the step that makes each
+    # notebook inert as it is rendered (deploy/jupyter/instructor/jupyter_server_config.py; the instructor image
+    # sets the same path itself)
     service_env["JUPYTER_CONFIG_PATH"] = INSTRUCTOR_CONFIG

@@ -106,8 +106,11 @@ def test_the_grade_id_rule():
 
 
 def _reads_nbgrader_metadata(node: ast.AST) -> bool:
-    """`x["nbgrader"]` or `x.get("nbgrader", ...)`."""
+    """`x["nbgrader"]` or `x.get("nbgrader", ...)` read (a `del`, and nbconvert's `resources["nbgrader"]`, which is
+    not a cell's metadata, are not reads of a cell kind)."""
     if isinstance(node, ast.Subscript):
+        if isinstance(node.ctx, ast.Del) or getattr(node.value, "id", None) == "resources":
+            return False
         return isinstance(node.slice, ast.Constant) and node.slice.value == "nbgrader"
     if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "get":
         return bool(node.args) and isinstance(node.args[0], ast.Constant) and node.args[0].value == "nbgrader"

@@ -1,15 +1,45 @@
 """Jupyter server settings for the course service (formgrader) and instructor servers.
 
-The formgrader tab of JupyterLab shows the formgrader page in an iframe. Since JupyterHub 4.1 every
-single-user server sends `Content-Security-Policy: frame-ancestors 'none'`, so that iframe stays blank
-(nbgrader issue #1870). The safe default here keeps that policy; instructors open the formgrader as a
-full page at /services/<course>/formgrader. Where the hub runs with per-user subdomains
-(JupyterHub.subdomain_host), each server is its own origin and `frame-ancestors 'self'` is safe again:
-set FORMGRADER_FRAME_SELF=1 in the service's environment (the hub config does so when subdomains are on).
+Content-Security-Policy. nbgrader's formgrader shows a student's autograded notebook to an instructor in the
+instructor's logged-in session (Manual Grading), so this server sends a policy that limits what a script that got
+into a page could do: scripts, styles and fonts only from this server (and MathJax from its CDN, which nbconvert's
+formgrade template loads), images only from this server or inline, no plugins, no `<base>` or form posting
+elsewhere, and no request to another origin (`connect-src 'self'`: nothing read can be sent away).
+It cannot forbid inline script: nbgrader's own formgrader pages are built on inline scripts (each submission page
+writes its ids into one) and `onclick=` handlers, and stop working without 'unsafe-inline'. That part is done
+before nbgrader stores a notebook: the grading worker makes the autograded notebook inert
+(autograder/grade/sanitize_outputs.py), and the formgrader's exporter does the same again as it renders a page
+(`HTMLExporter.preprocessors` below: so a notebook autograded elsewhere, by plain `nbgrader autograde`, is shown
+inert too), with nbconvert's `sanitize_html` on top for HTML and markdown outputs (see docs/threat-model.md).
+
+Frames. The formgrader tab of JupyterLab shows the formgrader page in an iframe. Since JupyterHub 4.1 every
+single-user server sends `frame-ancestors 'none'`, so that iframe stays blank (nbgrader issue #1870). The safe
+default here keeps that; instructors open the formgrader as a full page at /services/<course>/formgrader. Where
+the hub runs with per-user subdomains (JupyterHub.subdomain_host), each server is its own origin and
+`frame-ancestors 'self'` is safe again: set FORMGRADER_FRAME_SELF=1 in the service's environment (the hub config
+does so when subdomains are on).
 """
 import os
 
 c = get_config()  # noqa: F821
 
-if os.environ.get("FORMGRADER_FRAME_SELF") == "1":
-    c.ServerApp.tornado_settings = {"headers": {"Content-Security-Policy": "frame-ancestors 'self'"}}
+MATHJAX_CDN = "https://cdnjs.cloudflare.com/ajax/libs/mathjax/"
+FRAME_ANCESTORS = "'self'" if os.environ.get("FORMGRADER_FRAME_SELF") == "1" else "'none'"
+CONTENT_SECURITY_POLICY = "; ".join([
+    "default-src 'self'",
+    f"script-src 'self' 'unsafe-inline' {MATHJAX_CDN}",
+    f"style-src 'self' 'unsafe-inline' {MATHJAX_CDN}",
+    f"font-src 'self' data: {MATHJAX_CDN}",
+    "img-src 'self' data: blob:",
+    "connect-src 'self'",
+    "object-src 'none'",
+    "base-uri 'self'",
+    "form-action 'self'",
+    f"frame-ancestors {FRAME_ANCESTORS}",
+])
+
+c.ServerApp.tornado_settings = {"headers": {"Content-Security-Policy": CONTENT_SECURITY_POLICY}}
+# The formgrader's exporter: every notebook made inert as it is rendered (a second time for the worker's, the first
+# for one autograded elsewhere), and HTML/markdown outputs through nbconvert's own bleach on top.
+c.HTMLExporter.preprocessors = ["autograder.grade.sanitize_outputs.MakeInert"]
+c.HTMLExporter.sanitize_html = True
