@@ -126,7 +126,6 @@ class _Canonical(ast.NodeTransformer):
                 for arg in ast.walk(node.args):
                     if isinstance(arg, ast.arg):
                         arg.arg = self.scopes[-1].get(arg.arg, arg.arg)
-                        arg.annotation = None
                 node.args.defaults = [self.visit(d) for d in node.args.defaults]
                 node.args.kw_defaults = [self.visit(d) if d is not None else None for d in node.args.kw_defaults]
                 if isinstance(node, ast.Lambda):
@@ -134,7 +133,6 @@ class _Canonical(ast.NodeTransformer):
                 else:
                     node.body = [self.visit(s) for s in node.body]
                     node.decorator_list = [self.visit(d) for d in node.decorator_list]
-                    node.returns = None
             else:
                 self.generic_visit(node)
         finally:
