@@ -5,7 +5,9 @@
 fingerprinting", SIGMOD 2003) on one text per student: the code of their notebook's solution cells
 (`nbgrader.solution`), in notebook order. copydetect tokenizes the code with Pygments and replaces every name
 by one letter and drops comments, so renamed variables and changed comments do not hide a copy; fingerprints
-are a set, so reordered functions do not either.
+are a set, so reordered functions do not either. The same comparison runs on the code's structure too
+(`autograder.publish.fingerprint`: statements without effect dropped, own names canonical), so no-op statements
+slipped between the copied ones do not hide it; a pair's similarity is the higher of the two.
 
 What every student was given never counts (copydetect's boilerplate): every code cell of the released notebook
 (signatures, docstrings, the `raise NotImplementedError()` stubs, imports, tests) and every provided `.py` file of

@@ -2,8 +2,14 @@
 
 Accepted input (a folder or a .zip):
 - nbgrader layout     <student>/<assignment>/<notebook>.ipynb  (other files of the folder are copied too)
+- LMS folders         <student>/<file>.ipynb  ("download in folders"; Moodle's <name>_<id>_assignsubmission_file_
+                      gives <name>): the file's own name only tells the assignment (`03_attention.ipynb`, or a
+                      flat name below, whose student part is ignored with a note)
 - flat LMS naming     <student>_<assignment>_<file>.ipynb      (assignment names may contain "_")
 - Canvas downloads    <student>[_late]_<user id>_<submission id>_<file>.ipynb  (assignment from <file>)
+The student is what the LMS or exchange says (the folder, or the LMS's prefix of a flat name), never a name the
+student chose inside their own folder. Two files claiming the same notebook of one (student, assignment) are
+both reported and neither is collected (submitted/ keeps what it had): never one silently replacing the other.
 Each notebook is checked: empty, invalid JSON, not a notebook, unknown assignment are reported and skipped
 (never fatal). An nbformat v3 notebook is converted to v4 in the copy. A single notebook under another name
 (`03_attention (1).ipynb`) is accepted as the assignment's notebook when the assignment has just one. The
@@ -18,6 +24,11 @@ is a link is refused too (nothing is written through it).
 
 Student ids: 1 to 128 characters of `A-Z a-z 0-9 . _ @ -`, the first a letter or digit (`STUDENT_ID`, matched in
 full: no trailing newline, space, slash or control character). Anything else is reported and skipped.
+
+One submission's files together are capped (`submission_bytes`): its notebooks first, then its other files by
+name; a file that would take the total over the cap is refused with a reason (in a zip, before it is extracted;
+entries collect never uses are not extracted). A zip entry whose name the filesystem cannot hold is refused with
+a reason, and the rest of the class is collected.
 
 A zip is checked BEFORE anything is extracted (`SubmissionLimits` in nbgrader_config.py): more entries than
 `archive_entries`, or a total declared uncompressed size over `archive_bytes`, refuses the whole zip (nothing is
