@@ -61,7 +61,8 @@ class Pair:
     slices_a: np.ndarray = field(repr=False, default=None)
     slices_b: np.ndarray = field(repr=False, default=None)
     text_similarity: float = 0.0  # the higher share measured on the text alone
-    structure_similarity: float = 0.0  # ... on the structure (autograder.publish.fingerprint)
+    structure_similarity: float | None = 0.0  # ... on the structure (autograder.publish.fingerprint); None: not
+    # measured, the text alone reports the pair
 
     @property
     def similarity(self) -> float:
@@ -185,8 +186,10 @@ def boilerplate_hashes(texts, noise: int = NOISE) -> set:
     return hashes
 
 
-def _matches(documents: dict[str, str], boilerplate, noise: int, guarantee: int, workers: int | None) -> dict:
-    """(student a, student b) -> compare_pair's result, for every pair of `documents` sharing own code."""
+def _matches(documents: dict[str, str], boilerplate, noise: int, guarantee: int, workers: int | None,
+             skip=frozenset()) -> dict:
+    """(student a, student b) -> compare_pair's result, for every pair of `documents` sharing own code (but the
+    pairs in `skip`)."""
     window = guarantee - noise + 1
     ignored = boilerplate_hashes(boilerplate, noise)
     students = sorted(documents)
@@ -197,7 +200,8 @@ def _matches(documents: dict[str, str], boilerplate, noise: int, guarantee: int,
         for h in prints[s].hashes:
             owners.setdefault(h, []).append(i)
     candidates = sorted({pair for group in owners.values() if len(group) > 1
-                         for pair in itertools.combinations(group, 2)})
+                         for pair in itertools.combinations(group, 2)
+                         if (students[pair[0]], students[pair[1]]) not in skip})
     return {(students[i], students[j]): found for i, j, found in _compare_all(
         [prints[s] for s in students], candidates, workers)}
 
@@ -210,13 +214,16 @@ def compare_documents(documents: dict[str, str], boilerplate=(), *, assignment: 
     Twice: on the text, and on its structure (`autograder.publish.fingerprint.normalised`: statements without
     effect dropped, the code's own names canonical), each against the same form of the boilerplate; a pair's
     shares and overlap are those of the form where it is more similar (the highlighted regions are the text's).
+    A pair the text alone already reports is not compared again (its `structure_similarity` is None).
     `workers`: processes comparing the pairs (default: the CPU cores, when there are enough pairs to be worth it).
     """
     from autograder.publish.fingerprint import normalised
 
     text = _matches(documents, boilerplate, noise, guarantee, workers)
+    reported = {key for key, found in text.items() if max(found[:2]) >= threshold and found[2] >= min_overlap}
     structure = _matches({s: normalised(code) for s, code in documents.items()},
-                         [normalised(code) for code in dict.fromkeys(boilerplate)], noise, guarantee, workers)
+                         [normalised(code) for code in dict.fromkeys(boilerplate)], noise, guarantee, workers,
+                         skip=reported)
     pairs = []
     for key in sorted(text.keys() | structure.keys()):
         by_text, by_structure = text.get(key), structure.get(key)
@@ -225,7 +232,7 @@ def compare_documents(documents: dict[str, str], boilerplate=(), *, assignment: 
         best = by_text if text_share >= structure_share else by_structure
         slices = by_text[3:5] if by_text else (None, None)
         pairs.append(Pair(*key, *best[:3], *slices, text_similarity=text_share,
-                          structure_similarity=structure_share))
+                          structure_similarity=None if key in reported else structure_share))
     pairs.sort(key=lambda p: (-p.similarity, -p.overlap, p.a, p.b))
     return Result(assignment, sorted(documents), dict(documents), pairs, threshold, min_overlap)
 
