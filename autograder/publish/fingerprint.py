@@ -11,8 +11,8 @@ change without changing the program:
   and class names stay: they are the course API and the libraries' API;
 * comments, blank lines and the layout of the text (`ast.unparse` prints one canonical form).
 
-Cells that are not Python (an IPython magic, a cell that does not parse) are left out: the text comparison still
-sees them. `autograder.publish.similarity` fingerprints this form with the same winnowing as the text and reports,
+Cells that are not Python (an IPython magic, a cell that does not parse) are left out, and code nested too deeply
+to walk gives "": the text comparison still sees them. `autograder.publish.similarity` fingerprints this form with the same winnowing as the text and reports,
 for each pair, the higher of the two similarities.
 """
 from __future__ import annotations
@@ -150,9 +150,10 @@ class _Canonical(ast.NodeTransformer):
 
 
 def _parsed(code: str) -> ast.Module:
-    """The code's syntax tree; a top-level block that does not parse is left out (each one, until it parses)."""
+    """The code's syntax tree; a top-level block that does not parse is left out (each one, until it parses, 50 at
+    most: then nothing is)."""
     lines = MAGIC.sub("", code).splitlines()
-    for _ in range(200):
+    for _ in range(50):  # each try drops at least one line; a broken cell costs one or two
         try:
             return ast.parse("\n".join(lines))
         except SyntaxError as exc:
@@ -170,7 +171,15 @@ def _parsed(code: str) -> ast.Module:
 
 
 def normalised(code: str) -> str:
-    """The canonical text of `code`'s structure (see the module doc); "" when nothing of it parses."""
+    """The canonical text of `code`'s structure (see the module doc); "" when nothing of it parses, or when it is
+    nested too deeply to walk (the text comparison still sees it)."""
+    try:
+        return _normalised(code)
+    except (RecursionError, MemoryError, ValueError):
+        return ""
+
+
+def _normalised(code: str) -> str:
     tree = _parsed(code)
     for _ in range(20):  # until no statement without effect is left (an unread chain goes one link per pass)
         dropper = _DropNoEffect(_read_names(tree))

@@ -66,3 +66,10 @@ def test_what_does_not_parse_is_left_out():
     ast.parse(text)
     assert normalised("this is not python at all (") == ""
     assert normalised("") == ""
+
+
+def test_code_nested_too_deeply_gives_nothing_rather_than_an_error():
+    """A submission controls its code: 20,000 terms of one sum exhaust the recursion of any tree walk."""
+    deep = "x = " + "+".join(["1"] * 20_000) + "\nprint(x)\n"
+    assert normalised(deep) == ""
+    assert normalised(CODE) != ""  # and the interpreter is still fine afterwards
