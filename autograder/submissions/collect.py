@@ -5,7 +5,8 @@ Accepted input (a folder or a .zip):
 - LMS folders         <student>/<file>.ipynb  ("download in folders"; Moodle's <name>_<id>_assignsubmission_file_
                       gives <name>): the file's own name only tells the assignment (`03_attention.ipynb`, or a
                       flat name below, whose student part is ignored with a note)
-- flat LMS naming     <student>_<assignment>_<file>.ipynb      (assignment names may contain "_")
+- flat LMS naming     <student>_<assignment>_<file>.ipynb      (assignment names may contain "_"; also inside a
+                      folder named after the assignment)
 - Canvas downloads    <student>[_late]_<user id>_<submission id>_<file>.ipynb  (assignment from <file>)
 The student is what the LMS or exchange says (the folder, or the LMS's prefix of a flat name), never a name the
 student chose inside their own folder. Two files claiming the same notebook of one (student, assignment) are
@@ -172,7 +173,7 @@ def _place(rel: tuple[str, ...], notebooks: dict[str, list[str]]):
         return rel[-3], rel[-2], name[:-len(".ipynb")], ""
     if len(rel) >= 3 and rel[-3] in notebooks:  # <assignment>/<student>/<nb>.ipynb is nbgrader's release/feedback
         return None
-    if len(rel) == 1:
+    if len(rel) == 1 or (len(rel) == 2 and rel[0] in notebooks):  # a flat export, maybe in its assignment's folder
         flat = _match_flat(name, notebooks)
         return (*flat, "") if flat else UNKNOWN
     folder = rel[-2]

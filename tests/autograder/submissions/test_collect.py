@@ -319,6 +319,17 @@ def test_the_student_is_the_folder_not_a_name_in_the_file(course, tmp_path):
     assert "names alice" in eve.note and "collected as eve's" in eve.note
 
 
+def test_a_flat_export_in_its_assignment_folder_keeps_the_lms_names(course, tmp_path):
+    """<assignment>/<student>_<assignment>_<file>.ipynb: the folder is the assignment, not a student."""
+    inbox = tmp_path / "inbox"
+    (inbox / "ps1").mkdir(parents=True)
+    (inbox / "ps1" / "amy_ps1_ps1.ipynb").write_text(synthetic_submission(course, "solution"))
+    (inbox / "ps1" / "ben_ps1_ps1.ipynb").write_text(synthetic_submission(course, "mistake"))
+    report = collect(course, inbox)
+    assert report.problems == []
+    assert sorted(c.student for c in report.collected) == ["amy", "ben"]
+
+
 @pytest.mark.parametrize("layout", ["folder", "zip"])
 def test_two_files_claiming_one_submission_are_kept_aside(course, tmp_path, layout):
     """Never one silently replacing the other: both are reported, neither collected, the earlier collected
