@@ -55,6 +55,7 @@ c.GradingWorkers.memory_bytes = 4 * 1024**3
 # anything is extracted; over archive_bytes (uncompressed) or archive_entries, nothing of it is collected.
 c.SubmissionLimits.notebook_bytes = 32 * 1024**2   # one submitted notebook (also refused by grade above it)
 c.SubmissionLimits.file_bytes = 50 * 1024**2       # any other submitted file
+c.SubmissionLimits.submission_bytes = 128 * 1024**2  # one student's files for one assignment, together
 c.SubmissionLimits.archive_bytes = 2 * 1024**3     # everything a zip expands to
 c.SubmissionLimits.archive_entries = 20_000        # entries of a zip
 

@@ -5,7 +5,9 @@
 fingerprinting", SIGMOD 2003) on one text per student: the code of their notebook's solution cells
 (`nbgrader.solution`), in notebook order. copydetect tokenizes the code with Pygments and replaces every name
 by one letter and drops comments, so renamed variables and changed comments do not hide a copy; fingerprints
-are a set, so reordered functions do not either.
+are a set, so reordered functions do not either. The same comparison runs on the code's structure too
+(`autograder.publish.fingerprint`: statements without effect dropped, own names canonical), so no-op statements
+slipped between the copied ones do not hide it; a pair's similarity is the higher of the two.
 
 What every student was given never counts (copydetect's boilerplate): every code cell of the released notebook
 (signatures, docstrings, the `raise NotImplementedError()` stubs, imports, tests) and every provided `.py` file of
@@ -63,6 +65,9 @@ class Pair:
     overlap: int  # own characters both matched: the smaller of the two counts
     slices_a: np.ndarray = field(repr=False, default=None)
     slices_b: np.ndarray = field(repr=False, default=None)
+    text_similarity: float = 0.0  # the higher share measured on the text alone
+    structure_similarity: float | None = 0.0  # ... on the structure (autograder.publish.fingerprint); None: not
+    # measured, the text alone reports the pair
 
     @property
     def similarity(self) -> float:
@@ -186,13 +191,10 @@ def boilerplate_hashes(texts, noise: int = NOISE) -> set:
     return hashes
 
 
-def compare_documents(documents: dict[str, str], boilerplate=(), *, assignment: str = "", threshold: float = THRESHOLD,
-                      min_overlap: int = MIN_OVERLAP, noise: int = NOISE, guarantee: int = GUARANTEE,
-                      workers: int | None = None) -> Result:
-    """Every pair of `documents` (student -> code) compared, `boilerplate` (code texts) ignored.
-
-    `workers`: processes comparing the pairs (default: the CPU cores, when there are enough pairs to be worth it).
-    """
+def _matches(documents: dict[str, str], boilerplate, noise: int, guarantee: int, workers: int | None,
+             skip=frozenset()) -> dict:
+    """(student a, student b) -> compare_pair's result, for every pair of `documents` sharing own code (but the
+    pairs in `skip`)."""
     window = guarantee - noise + 1
     ignored = boilerplate_hashes(boilerplate, noise)
     students = sorted(documents)
@@ -203,11 +205,41 @@ def compare_documents(documents: dict[str, str], boilerplate=(), *, assignment: 
         for h in prints[s].hashes:
             owners.setdefault(h, []).append(i)
     candidates = sorted({pair for group in owners.values() if len(group) > 1
-                         for pair in itertools.combinations(group, 2)})
-    pairs = [Pair(students[i], students[j], *found) for i, j, found in _compare_all(
-        [prints[s] for s in students], candidates, workers)]
+                         for pair in itertools.combinations(group, 2)
+                         if (students[pair[0]], students[pair[1]]) not in skip})
+    return {(students[i], students[j]): found for i, j, found in _compare_all(
+        [prints[s] for s in students], candidates, workers)}
+
+
+def compare_documents(documents: dict[str, str], boilerplate=(), *, assignment: str = "", threshold: float = THRESHOLD,
+                      min_overlap: int = MIN_OVERLAP, noise: int = NOISE, guarantee: int = GUARANTEE,
+                      workers: int | None = None) -> Result:
+    """Every pair of `documents` (student -> code) compared, `boilerplate` (code texts) ignored.
+
+    Twice: on the text, and on its structure (`autograder.publish.fingerprint.normalised`: statements without
+    effect dropped, the code's own names canonical), each against the same form of the boilerplate; a pair's
+    shares and overlap are those of the form where it is more similar (the highlighted regions are the text's).
+    A pair the text alone already reports is not compared again (its `structure_similarity` is None).
+    `workers`: processes comparing the pairs (default: the CPU cores, when there are enough pairs to be worth it).
+    """
+    from autograder.publish.fingerprint import normalised
+
+    text = _matches(documents, boilerplate, noise, guarantee, workers)
+    reported = {key for key, found in text.items() if max(found[:2]) >= threshold and found[2] >= min_overlap}
+    structure = _matches({s: normalised(code) for s, code in documents.items()},
+                         [normalised(code) for code in dict.fromkeys(boilerplate)], noise, guarantee, workers,
+                         skip=reported)
+    pairs = []
+    for key in sorted(text.keys() | structure.keys()):
+        by_text, by_structure = text.get(key), structure.get(key)
+        text_share = max(by_text[:2]) if by_text else 0.0
+        structure_share = max(by_structure[:2]) if by_structure else 0.0
+        best = by_text if text_share >= structure_share else by_structure
+        slices = by_text[3:5] if by_text else (None, None)
+        pairs.append(Pair(*key, *best[:3], *slices, text_similarity=text_share,
+                          structure_similarity=None if key in reported else structure_share))
     pairs.sort(key=lambda p: (-p.similarity, -p.overlap, p.a, p.b))
-    return Result(assignment, students, dict(documents), pairs, threshold, min_overlap)
+    return Result(assignment, sorted(documents), dict(documents), pairs, threshold, min_overlap)
 
 
 # ------------------------------------------------------------------------------------------- notebooks -> texts

@@ -2,8 +2,15 @@
 
 Accepted input (a folder or a .zip):
 - nbgrader layout     <student>/<assignment>/<notebook>.ipynb  (other files of the folder are copied too)
-- flat LMS naming     <student>_<assignment>_<file>.ipynb      (assignment names may contain "_")
+- LMS folders         <student>/<file>.ipynb  ("download in folders"; Moodle's <name>_<id>_assignsubmission_file_
+                      gives <name>): the file's own name only tells the assignment (`03_attention.ipynb`, or a
+                      flat name below, whose student part is ignored with a note)
+- flat LMS naming     <student>_<assignment>_<file>.ipynb      (assignment names may contain "_"; also inside a
+                      folder named after the assignment)
 - Canvas downloads    <student>[_late]_<user id>_<submission id>_<file>.ipynb  (assignment from <file>)
+The student is what the LMS or exchange says (the folder, or the LMS's prefix of a flat name), never a name the
+student chose inside their own folder. Two files claiming the same notebook of one (student, assignment) are
+both reported and neither is collected (submitted/ keeps what it had): never one silently replacing the other.
 Each notebook is checked: empty, invalid JSON, not a notebook, unknown assignment are reported and skipped
 (never fatal). An nbformat v3 notebook is converted to v4 in the copy. A single notebook under another name
 (`03_attention (1).ipynb`) is accepted as the assignment's notebook when the assignment has just one. The
@@ -18,6 +25,11 @@ is a link is refused too (nothing is written through it).
 
 Student ids: 1 to 128 characters of `A-Z a-z 0-9 . _ @ -`, the first a letter or digit (`STUDENT_ID`, matched in
 full: no trailing newline, space, slash or control character). Anything else is reported and skipped.
+
+One submission's files together are capped (`submission_bytes`): its notebooks first, then its other files by
+name; a file that would take the total over the cap is refused with a reason (in a zip, before it is extracted;
+entries collect never uses are not extracted). A zip entry whose name the filesystem cannot hold is refused with
+a reason, and the rest of the class is collected.
 
 A zip is checked BEFORE anything is extracted (`SubmissionLimits` in nbgrader_config.py): more entries than
 `archive_entries`, or a total declared uncompressed size over `archive_bytes`, refuses the whole zip (nothing is
@@ -46,6 +58,9 @@ from autograder.submissions.files import RefusedFile, copy_regular, read_regular
 
 CANVAS = re.compile(r"^(?P<student>[A-Za-z0-9.\-]+?)(?:_late)?_(?P<uid>\d+)_(?P<sid>\d+)_(?P<file>.+)$")
 STUDENT_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._@\-]{0,127}")  # use with fullmatch (see the module doc)
+# Moodle's "download submissions in folders": <name>_<participant id>_assignsubmission_<plugin>_/<the student's file>
+MOODLE_FOLDER = re.compile(r"(?P<student>.+?)_(?P<participant>\d+)_assignsubmission_[a-z]+_?")
+COPY_SUFFIX = re.compile(r"(-\d+| \(\d+\)|_\d+)$")  # `ps1 (1)`, `ps1-2`, `ps1_3`: a browser's or LMS's copy
 
 
 @dataclasses.dataclass
@@ -118,31 +133,72 @@ def check_notebook(path: Path, limit: int = submission_files.MAX_NOTEBOOK_BYTES)
 def _match_flat(name: str, notebooks: dict[str, list[str]]):
     """(student, assignment, file) from a flat or Canvas file name, or None."""
     stem = name[:-len(".ipynb")]
-    for assignment in sorted(notebooks, key=len, reverse=True):
-        match = re.match(rf"^(?P<student>.+?)_{re.escape(assignment)}_(?P<file>.+)$", stem)
-        if match:
-            return match["student"], assignment, match["file"]
-    match = CANVAS.match(stem)
+    match = CANVAS.match(stem)  # first: its file part is the student's own name, which may look flat itself
     if match:
         file = match["file"]
         for assignment in sorted(notebooks, key=len, reverse=True):
             if file == assignment or file.startswith(assignment) or file in notebooks[assignment]:
                 return match["student"], assignment, file
+    for assignment in sorted(notebooks, key=len, reverse=True):
+        match = re.match(rf"^(?P<student>.+?)_{re.escape(assignment)}_(?P<file>.+)$", stem)
+        if match:
+            return match["student"], assignment, match["file"]
     return None
 
 
-def _place(path: Path, root: Path, notebooks: dict[str, list[str]]):
-    """(student, assignment, notebook file stem or None) of a file in the input, or a reason string."""
-    rel = path.relative_to(root).parts
+def _assignment_of(name: str, notebooks: dict[str, list[str]]):
+    """(assignment, file, student the name mentions or None) of a notebook's own file name, or None."""
+    flat = _match_flat(name, notebooks)
+    if flat:
+        return flat[1], flat[2], flat[0]
+    stem = name[:-len(".ipynb")]
+    base = COPY_SUFFIX.sub("", stem)
+    owners = [a for a in notebooks if base == a or base in notebooks[a]]
+    return (owners[0], stem, None) if len(owners) == 1 else None
+
+
+UNKNOWN = ("unknown assignment (name the file <student>_<assignment>_<notebook>.ipynb or use "
+           "<student>/<assignment>/<notebook>.ipynb)")
+
+
+def _place(rel: tuple[str, ...], notebooks: dict[str, list[str]]):
+    """(student, assignment, notebook file stem, note) of a notebook at relative path `rel` in the input, None
+    (not a submission), or a reason string.
+
+    The student is what the LMS or exchange says: the folder (`<student>/<assignment>/<nb>.ipynb`, or
+    `<student>/<file>.ipynb` as LMS "download in folders" exports keep the student's own file name), or the LMS's
+    prefix of a flat name. A name inside a student's folder only ever tells the assignment, never the student."""
+    name = rel[-1]
     if len(rel) >= 3 and rel[-2] in notebooks:
-        return rel[-3], rel[-2], path.stem
+        return rel[-3], rel[-2], name[:-len(".ipynb")], ""
     if len(rel) >= 3 and rel[-3] in notebooks:  # <assignment>/<student>/<nb>.ipynb is nbgrader's release/feedback
         return None
-    flat = _match_flat(path.name, notebooks)
-    if flat:
-        return flat
-    return "unknown assignment (name the file <student>_<assignment>_<notebook>.ipynb or use " \
-           "<student>/<assignment>/<notebook>.ipynb)"
+    if len(rel) == 1 or (len(rel) == 2 and rel[0] in notebooks):  # a flat export, maybe in its assignment's folder
+        flat = _match_flat(name, notebooks)
+        return (*flat, "") if flat else UNKNOWN
+    folder = rel[-2]
+    moodle = MOODLE_FOLDER.fullmatch(folder)
+    student = moodle["student"] if moodle else folder
+    found = _assignment_of(name, notebooks)
+    if found is None:
+        return UNKNOWN
+    assignment, file, named = found
+    note = f"its file name names {named}: collected as {student}'s (the folder's)" if named not in (None, student) \
+        else ""
+    return student, assignment, file, note
+
+
+def _needed(rel: tuple[str, ...], notebooks: dict[str, list[str]]):
+    """Which submission a zip entry belongs to (its budget of SubmissionLimits.submission_bytes), or None when
+    collect never uses it (it is not extracted)."""
+    if rel[-1].endswith(".ipynb"):
+        where = _place(rel, notebooks)
+        if where is None:
+            return None
+        return where[:2] if isinstance(where, tuple) else ("", "/".join(rel))
+    if len(rel) >= 3 and rel[-2] in notebooks:  # another file of a nbgrader folder comes along
+        return rel[-3], rel[-2]
+    return None
 
 
 def _walk(root: Path, problems: list[Problem]):
@@ -184,30 +240,30 @@ def collect(course_dir, source, db_url: str | None = None) -> CollectReport:
 
     limits = submission_limits(nbgrader_config(course_dir))
     report = CollectReport()
-    unzipped = UnzippedSource(source, limits)
+    unzipped = UnzippedSource(source, limits, needed=lambda rel: _needed(rel, notebooks))
     with unzipped as root:
         report.problems.extend(unzipped.problems)
-        placed: dict[tuple[str, str], list[tuple[Path, str]]] = {}
+        placed: dict[tuple[str, str], list[tuple[Path, str, str]]] = {}
         folders: dict[tuple[str, str], Path] = {}
         for path in _walk(root, report.problems):
             rel = path.relative_to(root).as_posix()
+            parts = path.relative_to(root).parts
             if path.suffix != ".ipynb":
-                parts = path.relative_to(root).parts
                 if len(parts) >= 3 and parts[-2] in notebooks:  # a non-notebook file in a nbgrader folder
                     folders.setdefault((parts[-3], parts[-2]), path.parent)
                 continue
-            where = _place(path, root, notebooks)
+            where = _place(parts, notebooks)
             if where is None:
                 continue
             if isinstance(where, str):
                 report.problems.append(Problem(rel, where))
                 continue
-            student, assignment, file = where
+            student, assignment, file, note = where
             if not STUDENT_ID.fullmatch(student):
                 report.problems.append(Problem(rel, f"unusable student id {student!r}"))
                 continue
-            placed.setdefault((student, assignment), []).append((path, file))
-            if len(path.relative_to(root).parts) >= 3:
+            placed.setdefault((student, assignment), []).append((path, file, note))
+            if len(parts) >= 3 and parts[-2] == assignment:
                 folders.setdefault((student, assignment), path.parent)
         for key in folders:
             placed.setdefault(key, [])
@@ -215,13 +271,20 @@ def collect(course_dir, source, db_url: str | None = None) -> CollectReport:
         with open_gradebook(course_dir, db_url=db_url) as gb:
             known = {s.id for s in gb.students}
             for (student, assignment), files in sorted(placed.items()):
-                _store(course_dir, student, assignment, files, folders.get((student, assignment)),
-                       notebooks[assignment], report, root, limits)
+                try:
+                    _store(course_dir, student, assignment, files, folders.get((student, assignment)),
+                           notebooks[assignment], report, root, limits)
+                except OSError as exc:  # one submission that cannot be written never stops the class
+                    report.problems.append(Problem(f"{student}/{assignment}", f"not collected ({exc})"))
                 if student not in known:
                     gb.update_or_create_student(student)
                     known.add(student)
                     report.new_students.append(student)
     return report
+
+
+def _join(*notes: str) -> str:
+    return "; ".join(n for n in notes if n)
 
 
 def _store(course_dir: Path, student: str, assignment: str, files, folder, expected: list[str],
@@ -234,24 +297,38 @@ def _store(course_dir: Path, student: str, assignment: str, files, folder, expec
                                                                       "refused (nothing is written through it)"))
             return
     staged = []
-    for path, file in files:
+    for path, file, placed_note in files:
         text, note = check_notebook(path, limits.notebook_bytes)
         rel = path.relative_to(root).as_posix()
         if text is None:
             report.problems.append(Problem(rel, note))
             continue
+        note = _join(placed_note, note)
         name = file
         if name not in expected:
-            base = re.sub(r"(-\d+| \(\d+\)|_\d+)$", "", name)
+            base = COPY_SUFFIX.sub("", name)
             if base in expected:
-                name, note = base, (note + "; " if note else "") + f"renamed from {file}"
+                name, note = base, _join(note, f"renamed from {file}")
             elif len(expected) == 1 and len(files) == 1:
-                name, note = expected[0], (note + "; " if note else "") + f"renamed from {file} (only notebook)"
+                name, note = expected[0], _join(note, f"renamed from {file} (only notebook)")
             else:
                 report.problems.append(Problem(rel, f"not a notebook of {assignment} (expected "
                                                     f"{', '.join(e + '.ipynb' for e in expected)})"))
                 continue
         staged.append((name, text, note, rel))
+    claims: dict[str, list[str]] = {}
+    for name, _, _, rel in staged:
+        claims.setdefault(name, []).append(rel)
+    clashes = {name: rels for name, rels in claims.items() if len(rels) > 1}
+    if clashes:  # never one silently replacing the other: the whole submission waits for the instructor
+        for name, rels in clashes.items():
+            for rel in rels:
+                others = ", ".join(r for r in rels if r != rel)
+                report.problems.append(Problem(rel, (
+                    f"two files claim {student}'s {assignment}/{name}.ipynb (this one and {others}): both kept aside "
+                    f"in the input, neither collected, submitted/{student}/{assignment} unchanged; remove one and "
+                    "collect again")))
+        return
     if not staged and (folder is None or files):
         return  # nothing usable: the bad files are in the report, the gradebook stays as it was
     extras = []
@@ -267,19 +344,35 @@ def _store(course_dir: Path, student: str, assignment: str, files, folder, expec
     if target.exists():
         shutil.rmtree(target)
     target.mkdir(parents=True)
+    total, stored = 0, 0  # SubmissionLimits.submission_bytes: the notebooks first, then the others by name
+    for name, text, note, rel in staged:
+        data = text.encode("utf-8")
+        if total + len(data) > limits.submission_bytes:
+            report.problems.append(Problem(rel, over_submission(total, len(data), limits)))
+            continue
+        total += len(data)
+        (target / f"{name}.ipynb").write_bytes(data)
+        stored += 1
+        report.collected.append(Collected(student, assignment, name, rel, note))
     for extra in extras:  # streamed: never held in memory
         try:
-            copy_regular(extra, target / extra.name, limits.file_bytes)
+            size = os.lstat(extra).st_size
+            if total + size > limits.submission_bytes:
+                raise RefusedFile(over_submission(total, size, limits))
+            total += copy_regular(extra, target / extra.name, min(limits.file_bytes, limits.submission_bytes - total))
         except (OSError, RefusedFile) as exc:
             report.problems.append(Problem(extra.relative_to(root).as_posix(), str(exc)))
-    for name, text, note, rel in staged:
-        (target / f"{name}.ipynb").write_text(text)
-        report.collected.append(Collected(student, assignment, name, rel, note))
-    if not staged:
+    if not stored:
         report.problems.append(Problem(f"{student}/{assignment}", "no notebook submitted (graded as missing)"))
     if not (target / "timestamp.txt").exists():
         stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f %Z")
         (target / "timestamp.txt").write_text(stamp)
+
+
+def over_submission(used: int, size: int, limits) -> str:
+    return (f"refused: this submission's files would total {submission_files.size_text(used + size)}, over the "
+            f"{submission_files.size_text(limits.submission_bytes)} per-submission limit "
+            "(SubmissionLimits.submission_bytes)")
 
 
 def _zip_refusal(member: zipfile.ZipInfo, limits) -> str | None:
@@ -312,14 +405,36 @@ def archive_refusal(members: list[zipfile.ZipInfo], limits) -> str | None:
     return None
 
 
+def name_refusal(name: str, root: Path) -> str | None:
+    """Why a zip entry's name cannot be a file under `root` on this filesystem (too long), or None."""
+    try:
+        name_max = os.pathconf(root, "PC_NAME_MAX")
+        path_max = os.pathconf(root, "PC_PATH_MAX")
+    except (OSError, ValueError):
+        name_max, path_max = 255, 4096
+    longest = max((len(os.fsencode(part)) for part in name.split("/")), default=0)
+    if longest > name_max:
+        return (f"file name too long for the filesystem ({longest} bytes in one part of the path, the limit is "
+                f"{name_max}): not extracted")
+    if len(os.fsencode(str(root))) + 1 + len(os.fsencode(name)) >= path_max:
+        return f"path too long for the filesystem (over {path_max} bytes): not extracted"
+    return None
+
+
 class UnzippedSource:
     """The input as a folder: itself, or a zip extracted into a temp folder (safe paths and plain files only;
     what is skipped is listed in `problems`). A zip over the archive limits is not extracted at all: the folder
-    is empty and `problems` says why."""
+    is empty and `problems` says why.
 
-    def __init__(self, source: Path, limits=None):
+    `needed(parts)` (the entry's path parts) says which submission an entry belongs to, or None when it is of no
+    use (not extracted). Each submission's entries (its notebooks first) are capped together by
+    `SubmissionLimits.submission_bytes`, declared and actual sizes: an entry over it is refused, not extracted.
+    An entry whose name the filesystem cannot hold is refused; every other entry is still extracted."""
+
+    def __init__(self, source: Path, limits=None, needed=None):
         self.source = source
         self.limits = limits or submission_limits()
+        self.needed = needed or (lambda parts: parts)
         self._tmp = None
         self.problems: list[Problem] = []
 
@@ -338,24 +453,34 @@ class UnzippedSource:
                 self.problems.append(Problem(self.source.name, refused))
                 return root
             extracted = 0
-            for member in members:
+            used: dict = {}  # submission -> bytes extracted for it
+            for member in sorted(members, key=lambda m: not m.filename.endswith(".ipynb")):  # notebooks first
                 if member.is_dir():
+                    continue
+                reason = name_refusal(member.filename, base)
+                if reason:
+                    self.problems.append(Problem(member.filename, reason))
                     continue
                 target = (root / member.filename).resolve()
                 if base not in target.parents:
                     self.problems.append(Problem(member.filename, "unsafe path in the zip refused (absolute or ../)"))
                     continue
+                owner = self.needed(target.relative_to(base).parts)
+                if owner is None:
+                    continue
                 reason = _zip_refusal(member, self.limits)
-                if reason is None and target.exists():
+                if reason is None and used.get(owner, 0) + member.file_size > self.limits.submission_bytes:
+                    reason = over_submission(used.get(owner, 0), member.file_size, self.limits)
+                if reason is None and os.path.lexists(target):
                     reason = "duplicate entry in the zip refused (the first one is kept)"
                 if reason:
                     self.problems.append(Problem(member.filename, reason))
                     continue
-                limit = _zip_limit(member, self.limits)
+                limit = min(_zip_limit(member, self.limits), self.limits.submission_bytes - used.get(owner, 0))
+                copied = 0
                 try:
                     target.parent.mkdir(parents=True, exist_ok=True)
                     with archive.open(member) as src, open(target, "xb") as dst:
-                        copied = 0
                         while chunk := src.read(1024 * 1024):
                             copied += len(chunk)
                             extracted += len(chunk)
@@ -365,9 +490,13 @@ class UnzippedSource:
                                 raise RefusedFile(f"the zip expands to more than its limit of "
                                                   f"{submission_files.size_text(self.limits.archive_bytes)}")
                             dst.write(chunk)
+                    used[owner] = used.get(owner, 0) + copied
                 except (OSError, RefusedFile, zipfile.BadZipFile, RuntimeError, NotImplementedError) as exc:
-                    if target.is_file() and not target.is_symlink():
-                        target.unlink()
+                    try:
+                        if target.is_file() and not target.is_symlink():
+                            target.unlink()
+                    except OSError:
+                        pass
                     self.problems.append(Problem(member.filename, f"not extracted ({exc})"))
                     if extracted > self.limits.archive_bytes:
                         break

@@ -12,7 +12,8 @@ reason meant for the instructor, and only that file (collect) or that submission
 * `scan_tree(folder)`: every refused entry under a folder, found with lstat() and os.walk(followlinks=False).
 
 The sizes are nbgrader configuration (`SubmissionLimits`, set in the course's nbgrader_config.py; the module
-constants are their defaults): a notebook, any other file, and a zip's total uncompressed bytes and entries.
+constants are their defaults): a notebook, any other file, one submission's files together, and a zip's total
+uncompressed bytes and entries.
 """
 from __future__ import annotations
 
@@ -29,6 +30,7 @@ MAX_NOTEBOOK_BYTES = 32 * MiB     # a submitted notebook larger than this is ref
 MAX_EXTRA_FILE_BYTES = 50 * MiB   # any other submitted file
 MAX_TIMESTAMP_BYTES = 1024        # timestamp.txt holds one line
 
+MAX_SUBMISSION_BYTES = 128 * MiB  # one student's files for one assignment together (notebooks first)
 MAX_ARCHIVE_BYTES = 2 * 1024 * MiB  # everything a zip given to collect expands to (declared and actual)
 MAX_ARCHIVE_ENTRIES = 20_000      # entries of that zip (files and folders)
 
@@ -42,6 +44,10 @@ class SubmissionLimits(LoggingConfigurable):
 
     notebook_bytes = Integer(MAX_NOTEBOOK_BYTES, help="Largest submitted notebook, in bytes.").tag(config=True)
     file_bytes = Integer(MAX_EXTRA_FILE_BYTES, help="Largest other submitted file, in bytes.").tag(config=True)
+    submission_bytes = Integer(MAX_SUBMISSION_BYTES, help=(
+        "Total bytes of one student's files for one assignment (its notebooks first, then the other files in name "
+        "order): a file that would take the total over it is refused with a reason, in a zip before it is "
+        "extracted.")).tag(config=True)
     archive_bytes = Integer(MAX_ARCHIVE_BYTES, help=(
         "Total uncompressed bytes of a zip given to collect: its directory is checked before anything is "
         "extracted, and the bytes actually extracted are counted too.")).tag(config=True)

@@ -1,5 +1,9 @@
 """`autograder similarity`: a disguised copy is found, independent correct solutions are not, starter code never counts.
 
+Disguises: renamed variables, other comments, reordered functions (copydetect's text fingerprints see through
+them), and one unique no-op statement (`_v17 = 17`) before every statement (issue #32, door 6: it broke every
+k-gram of the text; the structure fingerprint, autograder.publish.fingerprint, drops the no-ops).
+
 The classes are built from 04_multi_head_attention: the reference (the source notebook's solution cells) and
 independent correct solutions taken from tests/autograder/checks/variants.py (loops over heads with einsum,
 F.scaled_dot_product_attention, stack/cat instead of view/transpose: answers the hidden checks accept), each
@@ -7,6 +11,7 @@ written into the released cells the way a student fills them in.
 """
 from __future__ import annotations
 
+import ast
 import csv
 import inspect
 import re
@@ -83,6 +88,21 @@ def disguise(text: str) -> str:
     return "\n\n".join(blocks[::-1])
 
 
+def noop_disguise(text: str) -> str:
+    """One unique statement without effect (`_v1 = 1`, `_v2 = 2`, ...) before every statement, at its indent."""
+    starts = {}
+    for node in ast.walk(ast.parse(text)):
+        for field in ("body", "orelse", "finalbody"):
+            block = getattr(node, field, None)
+            for statement in block if isinstance(block, list) else []:
+                line = min([statement.lineno] + [d.lineno for d in getattr(statement, "decorator_list", [])])
+                starts[line] = statement.col_offset
+    lines = text.splitlines()
+    for number, line in enumerate(sorted(starts, reverse=True), 1):
+        lines.insert(line - 1, " " * starts[line] + f"_v{number} = {number}")
+    return "\n".join(lines)
+
+
 def independent_class(cells) -> dict[str, str]:
     return {
         "reference": cells["reference"],
@@ -101,6 +121,33 @@ def test_disguised_copy_is_found(cells):
     result = compare_documents(documents, starter(cells), assignment=ASSIGNMENT)
     assert [(p.a, p.b) for p in result.reported] == [("copier", "loops_einsum")]
     assert result.reported[0].similarity > 0.9
+    assert result.reported[0].structure_similarity is None  # the text alone reports it: not compared twice
+
+
+def test_no_op_disguise_is_found(cells):
+    """Issue #32, door 6: the no-op statements break the text's fingerprints (its similarity falls below the
+    threshold) but not the structure's; the honest classmates stay below it."""
+    documents = independent_class(cells)
+    documents.pop("mixed")
+    documents["copier"] = noop_disguise(documents["loops_einsum"])
+    assert documents["copier"].count("_v") > 20
+    ast.parse(documents["copier"])  # still a program
+    result = compare_documents(documents, starter(cells), assignment=ASSIGNMENT)
+    assert [(p.a, p.b) for p in result.reported] == [("copier", "loops_einsum")]
+    pair = result.reported[0]
+    assert pair.text_similarity < THRESHOLD  # the door: the text alone misses it
+    assert pair.structure_similarity > 0.9 and pair.similarity == pair.structure_similarity
+
+
+def test_no_op_and_renamed_copy_of_the_reference_is_found(cells):
+    documents = independent_class(cells)
+    documents.pop("mixed")
+    documents["copier"] = noop_disguise(disguise(cells["reference"]))
+    result = compare_documents(documents, starter(cells), assignment=ASSIGNMENT)
+    found = {(p.a, p.b): p for p in result.pairs}
+    assert ("copier", "reference") in [(p.a, p.b) for p in result.reported]
+    assert found[("copier", "reference")].text_similarity < THRESHOLD
+    assert [p for p in result.reported if "copier" not in (p.a, p.b)] == []
 
 
 def test_copy_of_the_reference_is_found(cells):
@@ -116,6 +163,7 @@ def test_independent_solutions_stay_below_the_threshold(cells):
     result = compare_documents(documents, starter(cells), assignment=ASSIGNMENT)
     assert result.reported == []
     assert max((p.similarity for p in result.pairs), default=0) < THRESHOLD
+    assert max((p.structure_similarity or 0 for p in result.pairs), default=0) < THRESHOLD
 
 
 def test_starter_code_never_counts(cells):

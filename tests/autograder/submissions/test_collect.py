@@ -262,7 +262,8 @@ def _rss_growth_of(setup: str, code: str) -> tuple[str, int]:
 def test_a_zip_bomb_is_refused_before_extraction_and_never_read_into_memory(course, tmp_path):
     """Issue #20, door 5: a 1 MB zip of an honest classmate plus 20 files of 50 MiB (1 GB) in a student's folder.
     Over SubmissionLimits.archive_bytes (configured): refused before anything is extracted, the report names the
-    limit. Under it (the default 2 GiB): collected by streaming, collect's memory stays far below the 1 GB."""
+    limit. Under it (the default 2 GiB): collected by streaming, collect's memory stays far below the 1 GB, and
+    eve's files beyond SubmissionLimits.submission_bytes are refused."""
     bomb = tmp_path / "class.zip"
     zero = b"\0" * (50 * 1024**2 - 1)
     with zipfile.ZipFile(bomb, "w", compression=zipfile.ZIP_DEFLATED, compresslevel=9) as zf:
@@ -285,5 +286,154 @@ def test_a_zip_bomb_is_refused_before_extraction_and_never_read_into_memory(cour
                                     f"r = collect({str(course)!r}, {str(bomb)!r})\n"
                                     "print(sorted(c.student for c in r.collected))")
     assert "['ann', 'eve']" in stdout
-    assert len(list((course / "submitted" / "eve" / "ps1").glob("data*.bin"))) == 20
+    # issue #32, door 5: the 20 files fit the zip's limits, not eve's per-submission total (only those that fit
+    # are extracted and collected, the notebook first)
+    eve = course / "submitted" / "eve" / "ps1"
+    fit = (submission_files.MAX_SUBMISSION_BYTES - (eve / "ps1.ipynb").stat().st_size) // len(b"\0" * (50 * 1024**2 - 1))
+    assert 0 < fit < 20 and len(list(eve.glob("data*.bin"))) == fit
     assert growth < 150 * 1024**2, f"collect grew by {growth / 1024**2:.0f} MiB"
+
+
+# --- issue #32, door 5: who submitted, names the filesystem cannot hold, one submission's total -------------
+
+def test_the_student_is_the_folder_not_a_name_in_the_file(course, tmp_path):
+    """LMS "download in folders" (Moodle: <name>_<id>_assignsubmission_file_/<the student's own file name>): eve's
+    file named alice_ps1_ps1.ipynb is eve's, and alice's notebook is alice's."""
+    inbox = tmp_path / "inbox"
+    folders = {"alice": "alice_1001_assignsubmission_file_", "eve": "eve_1002_assignsubmission_file_"}
+    for folder in folders.values():
+        (inbox / folder).mkdir(parents=True)
+    (inbox / folders["alice"] / "ps1.ipynb").write_text(synthetic_submission(course, "solution"))
+    (inbox / folders["eve"] / "alice_ps1_ps1.ipynb").write_text(synthetic_submission(course, "mistake"))
+    (inbox / "bob").mkdir()
+    (inbox / "bob" / "ps1 (1).ipynb").write_text(synthetic_submission(course, "blank"))
+    report = collect(course, inbox)
+    assert report.problems == []
+    assert sorted((c.student, c.notebook) for c in report.collected) == [("alice", "ps1"), ("bob", "ps1"),
+                                                                         ("eve", "ps1")]
+    submitted = course / "submitted"
+    assert (submitted / "alice" / "ps1" / "ps1.ipynb").read_text() == synthetic_submission(course, "solution")
+    assert (submitted / "eve" / "ps1" / "ps1.ipynb").read_text() == synthetic_submission(course, "mistake")
+    assert (submitted / "bob" / "ps1" / "ps1.ipynb").read_text() == synthetic_submission(course, "blank")
+    eve = next(c for c in report.collected if c.student == "eve")
+    assert "names alice" in eve.note and "collected as eve's" in eve.note
+
+
+def test_a_flat_export_in_its_assignment_folder_keeps_the_lms_names(course, tmp_path):
+    """<assignment>/<student>_<assignment>_<file>.ipynb: the folder is the assignment, not a student."""
+    inbox = tmp_path / "inbox"
+    (inbox / "ps1").mkdir(parents=True)
+    (inbox / "ps1" / "amy_ps1_ps1.ipynb").write_text(synthetic_submission(course, "solution"))
+    (inbox / "ps1" / "ben_ps1_ps1.ipynb").write_text(synthetic_submission(course, "mistake"))
+    report = collect(course, inbox)
+    assert report.problems == []
+    assert sorted(c.student for c in report.collected) == ["amy", "ben"]
+
+
+@pytest.mark.parametrize("layout", ["folder", "zip"])
+def test_two_files_claiming_one_submission_are_kept_aside(course, tmp_path, layout):
+    """Never one silently replacing the other: both are reported, neither collected, the earlier collected
+    submission stays as it was; the honest classmates are collected."""
+    earlier = tmp_path / "earlier"
+    (earlier / "dan" / "ps1").mkdir(parents=True)
+    (earlier / "dan" / "ps1" / "ps1.ipynb").write_text(synthetic_submission(course, "blank"))
+    assert [c.student for c in collect(course, earlier).collected] == ["dan"]
+    kept = _hashes(course / "submitted" / "dan")
+    files = {"dan/ps1/ps1.ipynb": synthetic_submission(course, "solution"),
+             "dan_ps1_ps1.ipynb": synthetic_submission(course, "mistake"),
+             "hal/ps1/ps1.ipynb": synthetic_submission(course, "solution"),
+             "ivy_ps1_ps1.ipynb": synthetic_submission(course, "mistake"),
+             "ivy_ps1_ps1 (1).ipynb": synthetic_submission(course, "solution")}
+    if layout == "folder":
+        source = tmp_path / "inbox"
+        for name, text in files.items():
+            (source / name).parent.mkdir(parents=True, exist_ok=True)
+            (source / name).write_text(text)
+    else:
+        source = tmp_path / "class.zip"
+        with zipfile.ZipFile(source, "w") as zf:
+            for name, text in files.items():
+                zf.writestr(name, text)
+    report = collect(course, source)
+    reasons = _reasons(report)
+    for name in ("dan/ps1/ps1.ipynb", "dan_ps1_ps1.ipynb", "ivy_ps1_ps1.ipynb", "ivy_ps1_ps1 (1).ipynb"):
+        assert "two files claim" in reasons[name] and "kept aside" in reasons[name], name
+    assert "dan_ps1_ps1.ipynb" in reasons["dan/ps1/ps1.ipynb"]
+    assert [c.student for c in report.collected] == ["hal"]
+    assert _hashes(course / "submitted" / "dan") == kept
+    assert not (course / "submitted" / "ivy").exists()
+
+
+def test_a_name_the_filesystem_cannot_hold_is_refused_and_the_class_collected(course, tmp_path):
+    """One zip entry whose name is over the filesystem's limit (NAME_MAX, 255 bytes on Linux) once stopped collect
+    for the whole class (`OSError: File name too long`, raised inside the handler meant to report it)."""
+    long_notebook = "x" * 300 + "_ps1_ps1.ipynb"
+    long_file = "ann/ps1/" + "y" * 300 + ".csv"
+    long_folder = "z" * 300 + "/ps1/ps1.ipynb"
+    archive = tmp_path / "class.zip"
+    with zipfile.ZipFile(archive, "w") as zf:
+        zf.writestr("ann/ps1/ps1.ipynb", synthetic_submission(course, "solution"))
+        zf.writestr("ann/ps1/data.csv", "a,b\n")
+        zf.writestr(long_notebook, synthetic_submission(course, "solution"))
+        zf.writestr(long_file, "a,b\n")
+        zf.writestr(long_folder, synthetic_submission(course, "solution"))
+        zf.writestr("bob_ps1_ps1.ipynb", synthetic_submission(course, "mistake"))
+    report = collect(course, archive)
+    reasons = _reasons(report)
+    for name in (long_notebook, long_file, long_folder):
+        assert reasons[name].startswith("file name too long for the filesystem"), name
+    assert sorted(c.student for c in report.collected) == ["ann", "bob"]
+    assert (course / "submitted" / "ann" / "ps1" / "data.csv").read_text() == "a,b\n"
+
+
+def _capped_class(course, zero: bytes):
+    """ann: a notebook and a small file; eve: a notebook and 20 files of zeros, each under file_bytes."""
+    entries = {"ann/ps1/ps1.ipynb": synthetic_submission(course, "solution").encode(), "ann/ps1/data.csv": b"a,b\n",
+               "eve/ps1/ps1.ipynb": synthetic_submission(course, "blank").encode()}
+    entries.update({f"eve/ps1/data{index:02d}.bin": zero for index in range(20)})
+    return entries
+
+
+def _check_capped(report, course, cap: int, zero: bytes):
+    eve = course / "submitted" / "eve" / "ps1"
+    kept = sorted(p.name for p in eve.glob("data*.bin"))
+    notebook = (eve / "ps1.ipynb").stat().st_size
+    expected = (cap - notebook) // len(zero)  # the notebook first, then the files in name order while they fit
+    assert kept == [f"data{index:02d}.bin" for index in range(expected)]
+    assert sum(p.stat().st_size for p in eve.iterdir() if p.name != "timestamp.txt") <= cap
+    refused = {p.path: p.reason for p in report.problems}
+    for index in range(expected, 20):
+        assert "SubmissionLimits.submission_bytes" in refused[f"eve/ps1/data{index:02d}.bin"]
+    assert sorted(c.student for c in report.collected) == ["ann", "eve"]
+    assert (course / "submitted" / "ann" / "ps1" / "data.csv").read_bytes() == b"a,b\n"
+
+
+def test_one_submission_is_capped_in_a_zip_before_extraction(course, tmp_path):
+    """Issue #32, door 5: each file under file_bytes, the zip under archive_bytes, but together far over the
+    per-submission total: the files beyond it are refused and never extracted."""
+    from autograder.course.coursedir import nbgrader_config
+    from autograder.submissions.collect import UnzippedSource, _needed, assignment_notebooks
+
+    zero = b"\0" * 1_000_000
+    _configure(course, file_bytes=1_000_000, submission_bytes=3_500_000)
+    archive = tmp_path / "class.zip"
+    with zipfile.ZipFile(archive, "w", compression=zipfile.ZIP_DEFLATED) as zf:
+        for name, data in _capped_class(course, zero).items():
+            zf.writestr(name, data)
+    assert archive.stat().st_size < 1_000_000
+    limits = submission_files.submission_limits(nbgrader_config(course))
+    notebooks = assignment_notebooks(course)
+    with UnzippedSource(archive, limits, needed=lambda rel: _needed(rel, notebooks)) as root:
+        extracted = sum(p.stat().st_size for p in (root / "eve").rglob("*") if p.is_file())
+    assert extracted <= limits.submission_bytes
+    _check_capped(collect(course, archive), course, limits.submission_bytes, zero)
+
+
+def test_one_submission_is_capped_in_a_folder(course, tmp_path):
+    zero = b"\0" * 1_000_000
+    _configure(course, file_bytes=1_000_000, submission_bytes=3_500_000)
+    inbox = tmp_path / "inbox"
+    for name, data in _capped_class(course, zero).items():
+        (inbox / name).parent.mkdir(parents=True, exist_ok=True)
+        (inbox / name).write_bytes(data)
+    _check_capped(collect(course, inbox), course, 3_500_000, zero)
