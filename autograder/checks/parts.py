@@ -23,7 +23,8 @@ import functools
 from typing import NamedTuple
 
 from autograder.checks.remote import ProbeBroken, StudentError, define, unlend
-from autograder.checks.stand_ins import source_for
+from autograder.checks.stand_ins import source_for, with_needs
+from coursekit.api import snake_case
 from coursekit.checks.toolkit import CheckFailed
 
 
@@ -91,9 +92,35 @@ def verdicts_of(channel) -> dict[str, bool]:
 
 
 def failed_parts(check: str, channel) -> list[Part]:
-    """The parts of `check` that failed their own check in this notebook."""
+    """The parts of `check` that failed their own check in this notebook, when every stand-in the lending would
+    send is safe to send (`safe_to_lend`); else none: the object is judged as it is."""
     verdicts = verdicts_of(channel)
-    return [part for part in PARTS.get(check, ()) if verdicts.get(part.check) is False]
+    failed = [part for part in PARTS.get(check, ()) if verdicts.get(part.check) is False]
+    return failed if failed and safe_to_lend({part.name for part in failed}, channel) else []
+
+
+def safe_to_lend(names, channel) -> bool:
+    """Whether the kernel may receive the stand-ins `names` and everything they need (`stand_ins.with_needs`).
+
+    Whatever reaches the kernel can be kept by the student's code (an audit hook sees the source), so each stand-in
+    sent must be one whose exercise can no longer earn a point in this run: its check has already been recorded in
+    this notebook (a recorded verdict is final, `judge.verdict`), or no grade cell of this notebook judges it (an
+    earlier notebook's exercise). A notebook whose grade cells run a composite before its parts gets nothing lent.
+    Outside the judge (tests under `assume_verdicts`) the assumed verdicts are all there is: nothing to refuse.
+    """
+    verdicts = getattr(channel, "verdicts", None)
+    if verdicts is None:
+        return True
+    judged_here = getattr(channel, "judged_here", None)
+    for name in with_needs(names):
+        if name.startswith("_"):
+            continue  # a helper of the stand-ins, no exercise
+        check = snake_case(name)
+        if check in verdicts:
+            continue
+        if judged_here is None or check in judged_here:
+            return False
+    return True
 
 
 @contextlib.contextmanager

@@ -34,7 +34,7 @@ from autograder.course.coursedir import alembic_on_path
 from autograder.grade import tamper_scan
 from autograder.sandbox.execute import error_output
 from autograder.grade.jobs import SANITIZE, SCORE, GradingJob, GradingResult
-from autograder.grade.judge import JudgedExecute
+from autograder.grade.judge import JudgedExecute, handed_in
 from autograder.sandbox.scrub import scrub_notebook
 from autograder.sandbox.kernel import kernel_manager_class, kernel_spec
 from autograder.sandbox.limits import Limits
@@ -188,6 +188,34 @@ def run_steps(names, nb, resources: dict, config):
     return nb, resources
 
 
+def grade_cells_in_source_order(nb, assignment: str) -> list[str]:
+    """Put the notebook's hand-in grade cells (their content already restored by OverwriteCells) back in the
+    released notebook's order, which is the course API's order of the exercises (`coursekit.api.hand_in_names`;
+    tests/autograder/grade/test_grade_order.py holds every source notebook to it); returns the grade ids that had
+    moved. The grader owns the order its checks run in: the follow-through lending (autograder/checks/parts.py)
+    judges each part before the composites that use it. The student's own cells stay where they are; the grade
+    cells fill the places where hand-in grade cells stood. An assignment outside the course API is left as it is."""
+    from coursekit.api import hand_in_names
+
+    try:
+        rank = {name: index for index, name in enumerate(hand_in_names(assignment))}
+    except KeyError:
+        return []
+
+    def check_rank(cell):
+        calls = [rank[name] for name, *_ in handed_in(cell.source) if name in rank]
+        return min(calls) if calls else None
+
+    places = [index for index, cell in enumerate(nb.cells) if cell.cell_type == "code"
+              and cell.metadata.get("nbgrader", {}).get("grade") and check_rank(cell) is not None]
+    found = [nb.cells[index] for index in places]
+    wanted = sorted(found, key=check_rank)  # stable: a duplicated check keeps its cells' relative order
+    moved = [cell.metadata["nbgrader"].get("grade_id", "?") for cell, want in zip(found, wanted) if cell is not want]
+    for index, cell in zip(places, wanted):
+        nb.cells[index] = cell
+    return moved
+
+
 def _zero_result(job: GradingJob, status: str, message: str, started: float, flags=()) -> GradingResult:
     return GradingResult.zero(job, status, message, time.monotonic() - started, flags)
 
@@ -244,6 +272,10 @@ def grade_job(job: GradingJob) -> GradingResult:
                                       "notebook": job.notebook, "student": job.student},
                          "metadata": {"path": run_dir}}
             nb, resources = run_steps(SANITIZE, nb, resources, config)
+            moved = grade_cells_in_source_order(nb, job.assignment)
+            if moved:
+                flags.append(tamper_scan.Flag("reordered-grade-cells", "review", moved[0],
+                                              "grade cells were moved; they ran in the released notebook's order"))
             nb, notes, mistakes = run_notebook(nb, resources, limits, assigned_gpu(job.gpu), config=config)
             scrub_notebook(nb, {run_dir: "<submission>", db_dir: "<grader-tmp>"})
             nb, resources = run_steps(SCORE, nb, resources, config)
