@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import math
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -121,6 +123,24 @@ def test_the_jail_does_not_show_the_held_out_slice(data, tmp_path):
     bound = [argv[i + 1:i + 3] for i, a in enumerate(argv) if a == "--ro-bind"]
     over = bound.index([heldout.jail_text_file(os.path.realpath(target)), target])
     assert bound.index([data_dir, data_dir]) < over       # bound over the data folder's file, after the folder
+
+
+def test_a_jailed_kernel_reads_the_text_without_the_held_out_slice(tmp_path):
+    """Through bwrap itself: coursekit's loader in the jail gets the masked text, of the full length."""
+    text = load_shakespeare()
+    start, end = heldout.heldout_span(len(text))
+    code = ("from coursekit.shakespeare import load_shakespeare\n"
+            "text = load_shakespeare()\n"
+            f"print(len(text)); print(repr(text[{start}:{start} + 80]))")
+    ipc = tmp_path / "ipc"
+    ipc.mkdir()
+    argv = jail.bwrap_command(jail.bwrap_path(), kernel_cmd=[sys.executable, "-s", "-c", code], ipc_dir=str(ipc),
+                              notebook_src=str(tmp_path), disk_bytes=16 * 1024**2, env={})
+    out = subprocess.run(argv, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    length, shown = out.stdout.splitlines()
+    assert int(length) == len(text)
+    assert shown == repr(text[start - (end - start):start - (end - start) + 80]) != repr(text[start:start + 80])
 
 
 @pytest.mark.slow
