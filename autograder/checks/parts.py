@@ -2,14 +2,17 @@
 
 Some exercises use other exercises of the same notebook: `PositionalEncoding` calls
 `sinusoidal_positional_encoding`, `EncoderBlock` builds a `PositionwiseFeedForward`, `MultiHeadAttention` calls
-`split_heads` and `merge_heads`... (PARTS, below). Their grade cells come later in the notebook than their parts'.
-The judge (`autograder/grade/judge.py`) records, per notebook, whether each check passed (`channel.verdicts`).
+`split_heads` and `merge_heads`... (PARTS, below). Their grade cells come later in the released notebook than their
+parts', and the grader runs them in that order whatever order the submission has (`autograder/grade/worker.py`).
+The judge (`autograder/grade/judge.py`) records, per notebook, whether each check passed (`channel.verdicts`; a
+recorded verdict is final).
 When a part FAILED its own check, the composite's check lends the course's stand-in for it
 (`autograder/checks/stand_ins.py`): the stand-in's source is sent into the kernel and bound to the part's name in the
 namespace the student's code reads, for the time of the check only. So the composite is judged on its own work:
 with the student's own part when that part passed (follow-through credit), else with a working one, and an
-unfinished or wrong part costs its own points only. The part has been scored by then, so lending it cannot earn
-that part's points; the stand-ins stop working when the check is over.
+unfinished or wrong part costs its own points only. Whatever the kernel receives may be kept by the student's code,
+so a stand-in is sent only when every exercise it holds has already been judged in this run (`safe_to_lend`):
+lending cannot earn a point; the stand-ins also stop working when the check is over.
 
 Intended cascades (INTENDED_CASCADES) are results that need the student's own parts to have worked, such as the
 classifier the student trained in notebook 07: nothing is lent there; the notebook says so next to the exercise,

@@ -5,7 +5,8 @@ A hidden grade cell of the course contains only
     from coursekit.probe import hand_in
     hand_in("multi_head_attention", MultiHeadAttention)
 
-`JudgedExecute` runs every cell as nbgrader's Execute does (through `SandboxedExecute`: jail, limits, timeouts).
+`JudgedExecute` runs every cell as nbgrader's Execute does (the worker has put the grade cells back in the released
+notebook's order first) (through `SandboxedExecute`: jail, limits, timeouts).
 When it reaches a grade cell whose source (restored from the gradebook by nbgrader's OverwriteCells, so the
 instructor's, never the student's) calls `hand_in`, it runs the matching check of `autograder.checks` here, in
 the grader's process. The check probes the handed-in objects through a `KernelChannel`: each probe is one small
