@@ -118,3 +118,21 @@ def test_a_recorded_verdict_is_final():
     assert _judge(channel, "rmsnorm", _unfinished)[0] is not None
     assert _judge(channel, "rmsnorm", namespace.RMSNorm) == (None, None)   # a second cell passes...
     assert channel.verdicts == {"rmsnorm": False}                           # ...but the first verdict stands
+
+
+def test_in_the_released_order_every_lending_is_allowed():
+    """Follow-through credit keeps working for honest notebooks: whatever a composite's check may lend (its parts and
+    all they need) is an exercise of an earlier notebook or one judged before the composite in its own."""
+    from autograder.checks.parts import PARTS
+    from autograder.checks.stand_ins import with_needs
+    from coursekit.api import API, snake_case
+
+    notebook_of = {entry.snake_name: entry.notebook for entry in API}
+    late = []
+    for composite, parts in PARTS.items():
+        order = hand_in_names(notebook_of[composite])
+        for name in with_needs({part.name for part in parts}):
+            check = snake_case(name)
+            if not name.startswith("_") and check in order and order.index(check) >= order.index(composite):
+                late.append((composite, name))
+    assert late == []
