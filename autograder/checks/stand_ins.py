@@ -10,9 +10,11 @@ These are public implementations of the contract's formulas (`coursekit/api.py`)
 the contract's attribute and parameter names (so the grader's weights load into them); they are not code from
 `solutions/`. They live here, with the grader, and not in `coursekit`: `coursekit` is in every student's hands
 and kernel, and a working `PositionwiseFeedForward` there would be the answer of an open exercise. The grader
-sends the source of the parts one check needs into the kernel (`coursekit.probe` op `define`) only after those
-parts have been scored (their grade cells come earlier in the notebook), and switches them off when the check is
-over (`LENT = False`): a stand-in kept by the student's code stops working, so it cannot earn a later point.
+sends the source of the parts one check needs into the kernel (`coursekit.probe` op `define`) only after every
+exercise that source holds has been scored in this run (`parts.safe_to_lend`; the grader runs the grade cells in the
+released order), and switches them off when the check is over (`LENT = False`): a stand-in kept by the student's
+code stops working. Its text, kept by an audit hook and handed in later, is reported by the similarity check
+(`autograder/publish/similarity.py`).
 
 `source_for(names)` is the text sent: this module's header, then the named stand-ins and what they need, in order.
 """

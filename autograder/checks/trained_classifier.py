@@ -1,21 +1,24 @@
 """Hidden check of notebook 07's trained model: `check_trained_classifier(model, vocab, max_len=None)`.
 
-The held-out synthetic test split is tokenised here with `coursekit.tokenize` and the student's `vocab` (data),
-batched with coursekit's own padding collate and length-bucketed sampler (`coursekit.loaders`), and only the ids
-are sent to the kernel; the predictions come back and are counted here: the labels never enter the kernel.
+The trained weights come out of the kernel and are loaded into the contract's `TransformerClassifier` here
+(`trained_weights.py`); that model is evaluated here, on reviews the grader generates for this run with coursekit's
+synthetic generator and a seed drawn here (never the shipped test split, which the kernel can read). The reviews
+are tokenised with `coursekit.tokenize` and the student's `vocab` (data), batched with coursekit's own padding
+collate and length-bucketed sampler (`coursekit.loaders`): neither the reviews, nor their labels, nor the
+predictions ever pass through the student's code.
 """
 from __future__ import annotations
 
 import math
 import numbers
+import secrets
 
 import torch
 from torch.utils.data import DataLoader
 
-from autograder.checks.toolkit import (
-    call, describe, expected_got, fail, fetch, kind_of, start_check, type_name,
-)
-from autograder.checks.remote import ProbeBroken, RemoteObject, StudentError, probed
+from autograder.checks.toolkit import describe, expected_got, fail, fetch, kind_of, start_check, type_name
+from autograder.checks.remote import RemoteObject, probed
+from autograder.checks.trained_weights import count_layers, heads_of, load_into, size_of, trained_state
 
 # The notebook's grading-mode run of the reference (bench/yelp.py budget "grading": all 8,000 synthetic training
 # reviews, 6 epochs, d_model 64, 2 layers, dropout 0.1, AdamW 3e-3), with the contract's N(0, d_model^-1/2)
@@ -25,27 +28,33 @@ from autograder.checks.remote import ProbeBroken, RemoteObject, StudentError, pr
 # model (about 0.2) does not.
 TRAINED_MIN_ACCURACY = 0.44
 MAJORITY_ACCURACY = 0.20
-DEFAULT_MAX_LEN = 256  # when neither the notebook nor the model's positional table gives one
 
 
-def _model_max_len(described: dict) -> int | None:
-    """max_len of the model's positional table `encoder.pos_encoding.pe` (max_len, d_model), from `describe()`."""
-    for name, shape in described.get("buffers", []):
-        if name == "encoder.pos_encoding.pe" and isinstance(shape, list) and shape and isinstance(shape[0], int):
-            return shape[0] if shape[0] > 0 else None
-    return None
+HELDOUT_REVIEWS = 2000  # as many as the shipped test split
+NOTEBOOK_HEADS = 4  # the notebook's TransformerClassifier(..., num_heads=4, ...)
 
 
-def heldout_batches(vocab: dict[str, int], max_len: int, batch_size: int = 128, limit: int | None = None) -> DataLoader:
-    """(ids (B, T), labels (B,)) batches of the synthetic test split, shortest reviews first.
+def heldout_reviews(seed: int, count: int = HELDOUT_REVIEWS) -> tuple[list[str], list[int]]:
+    """`count` new synthetic reviews (texts, labels 0..4), none of them a training review: the same generator and
+    label distribution as the course's splits (coursekit/data/synth.py), a seed of the grader's choosing."""
+    from coursekit import load_yelp
+    from coursekit.data.synth import generate_reviews
+
+    train_texts, _ = load_yelp("synthetic", split="train")
+    reviews = generate_reviews(count, seed=seed, exclude=set(train_texts))
+    return [review.text for review in reviews], [review.label - 1 for review in reviews]
+
+
+def heldout_batches(vocab: dict[str, int], max_len: int, texts: list[str], labels: list[int],
+                    batch_size: int = 128) -> DataLoader:
+    """(ids (B, T), labels (B,)) batches of the reviews, shortest first.
 
     Each review is encoded with `vocab` (unknown tokens -> '<unk>'), cut to its first `max_len` tokens (an empty
     one becomes a single '<unk>'), and post-padded with '<pad>' to the longest of its batch.
     """
-    from coursekit import load_yelp, tokenize
+    from coursekit import tokenize
     from coursekit.loaders import BucketBatchSampler, pad_collate
 
-    texts, labels = load_yelp("synthetic", split="test", limit=limit)
     unk, pad = vocab.get("<unk>", 1), vocab.get("<pad>", 0)
     ids = [[vocab.get(token, unk) for token in tokenize(text)][:max_len] or [unk] for text in texts]
     # one chunk holding every review, not shuffled: the batches go from the shortest reviews to the longest
@@ -55,39 +64,51 @@ def heldout_batches(vocab: dict[str, int], max_len: int, batch_size: int = 128, 
                       collate_fn=lambda batch: pad_collate(batch, pad_id=pad))
 
 
+def contract_classifier(model: RemoteObject, state: dict[str, torch.Tensor]):
+    """The contract's TransformerClassifier with the sizes of the student's weights, holding them."""
+    import solutions
+
+    label = "your trained model"
+    vocab_size = size_of(state, "encoder.embedding.weight", 0, label)
+    d_model = size_of(state, "encoder.embedding.weight", 1, label)
+    d_ff = size_of(state, "encoder.layers.0.ffn.linear1.weight", 0, label)
+    num_classes = size_of(state, "classifier.weight", 0, label)
+    max_len = size_of(state, "encoder.pos_encoding.pe", 0, label)
+    heads = heads_of(model.attr("encoder", "layers", "0", "self_attn", "num_heads"), d_model, NOTEBOOK_HEADS)
+    with torch.device("cpu"):
+        reference = solutions.TransformerClassifier(vocab_size, num_classes=num_classes, d_model=d_model,
+                                                    num_heads=heads, d_ff=d_ff,
+                                                    num_layers=count_layers(state, "encoder.layers."),
+                                                    max_len=max_len, dropout=0.0, pad_id=0)
+    return load_into(reference, state, label)
+
+
 def trained_accuracy(model: RemoteObject, vocab: dict[str, int], max_len: int | None = None,
-                     batch_size: int = 128, limit: int | None = None) -> float:
-    """Accuracy of the handed-in `model` on the shipped synthetic test split (see the module docstring)."""
-    label = "evaluating your trained model on the synthetic test set"
+                     batch_size: int = 128, seed: int | None = None, count: int = HELDOUT_REVIEWS) -> float:
+    """Accuracy of the contract's classifier holding the handed-in model's weights, on `count` reviews generated
+    with `seed` (drawn here when None): see the module docstring."""
     device = start_check()
-    described = describe(model, "your trained model")
-    batches = heldout_batches(vocab, max_len or _model_max_len(described) or DEFAULT_MAX_LEN, batch_size, limit)
-    was_training = bool(described.get("training"))
-    call(label, model.attr("to"), device)
-    call(label, model.attr("eval"))
+    state = trained_state(model, "your trained model")
+    reference = contract_classifier(model, state).to(device)
+    rows = state["encoder.embedding.weight"].shape[0]
+    if min(vocab.values()) < 0 or max(vocab.values()) >= rows:
+        fail("check_trained_classifier needs the vocabulary the model was trained with.",
+             details=expected_got(f"ids 0 .. {rows - 1} (the rows of the model's embedding)",
+                                  f"ids {min(vocab.values())} .. {max(vocab.values())}"))
+    texts, labels = heldout_reviews(secrets.randbits(62) if seed is None else seed, count)
+    table = reference.encoder.pos_encoding.pe.shape[0]
     correct = total = 0
-    try:
-        for ids, truth in batches:
-            logits = call(label, model, ids.to(device), _no_grad=True)  # (B, num_classes)
-            if not isinstance(logits, torch.Tensor) or logits.dim() != 2 or logits.shape[0] != len(ids) \
-                    or logits.shape[1] < 1:
-                fail(f"{label}: the model must return logits of shape (B, num_classes).",
-                     details=expected_got(f"a tensor of shape ({len(ids)}, 5)",
-                                          str(tuple(logits.shape)) if isinstance(logits, torch.Tensor)
-                                          else type_name(logits)))
-            correct += int((logits.detach().argmax(dim=-1).cpu() == truth).sum())
+    with torch.no_grad():
+        for ids, truth in heldout_batches(vocab, min(max_len or table, table), texts, labels, batch_size):
+            logits = reference(ids.to(device))                                   # (B, num_classes)
+            correct += int((logits.argmax(dim=-1).cpu() == truth).sum())
             total += len(truth)
-    finally:
-        try:
-            model.attr("train")(was_training)
-        except (StudentError, ProbeBroken):
-            pass
     return correct / total
 
 
 @probed
 def check_trained_classifier(model, vocab, max_len=None) -> None:
-    """The notebook's trained model must beat the bar on the held-out synthetic test set."""
+    """The notebook's trained model must beat the bar on new synthetic reviews (see the module docstring)."""
     start_check()
     info = kind_of(model, "model")
     if not info.get("module"):
@@ -107,7 +128,7 @@ def check_trained_classifier(model, vocab, max_len=None) -> None:
              details=expected_got("a TransformerClassifier", str(info.get("type", "?"))))
     accuracy = trained_accuracy(model, vocab, int(max_len) if max_len else None)
     if accuracy < TRAINED_MIN_ACCURACY:
-        fail("Your trained classifier is not accurate enough on the held-out synthetic test set.",
+        fail("Your trained classifier is not accurate enough on new synthetic reviews it has never seen.",
              details=expected_got(f"accuracy >= {TRAINED_MIN_ACCURACY:.2f} (always guessing one class gives "
                                   f"{MAJORITY_ACCURACY:.2f})", f"{accuracy:.3f}"),
              hint="run the training cells again after the checks of the exercises above pass; "

@@ -1,8 +1,9 @@
 """Hidden check of notebook 08's trained model: `check_trained_gpt(model, chars, block_size)`.
 
-The validation split of tinyshakespeare (the contract's `text[n:]`) is encoded here with the student's character
-list, cut into non-overlapping windows of `block_size` tokens, and only the input ids go to the kernel; the logits
-come back and the next-token loss is computed here, so the targets never enter the kernel.
+The trained weights come out of the kernel and are loaded into the contract's `GPT` here (`trained_weights.py`);
+that model's next-character loss is computed here, on the first characters of the validation split (the
+contract's `text[n:]`), a slice the jail does not show the kernel (`autograder/sandbox/heldout.py`): the student's
+code neither sees the text scored nor computes the predictions.
 """
 from __future__ import annotations
 
@@ -11,10 +12,10 @@ import math
 import torch
 import torch.nn.functional as F
 
-from autograder.checks.toolkit import (
-    call, describe, expected_got, fail, fetch, is_integer, kind_of, start_check, type_name,
-)
-from autograder.checks.remote import ProbeBroken, StudentError, probed
+from autograder.checks.toolkit import expected_got, fail, fetch, is_integer, kind_of, start_check, type_name
+from autograder.checks.remote import probed
+from autograder.checks.trained_weights import count_layers, heads_of, load_into, size_of, trained_state
+from autograder.sandbox.heldout import HELDOUT_CHARS, heldout_text
 
 # The notebook's grading-mode run of the reference (coursekit.lm_training.BUDGETS["grading"]: a GPT of width 64 and
 # 2 layers, 600 AdamW steps at 3e-3, block 64, batch 12) reached the validation losses recorded in
@@ -24,18 +25,35 @@ from autograder.checks.remote import ProbeBroken, StudentError, probed
 # character pairs (or nothing: ln 65 = 4.17) fails.
 TRAINED_MAX_LOSS = 2.30
 BIGRAM_LOSS = 2.49
-EVAL_CHARS = 20_000          # the first characters of the validation split (about 310 windows of 64)
+EVAL_CHARS = HELDOUT_CHARS  # the first characters of the validation split (about 310 windows of 64)
 WINDOWS_PER_CALL = 32
+NOTEBOOK_HEADS = 4  # the notebook's GPT(..., num_heads=4, ...)
 
 
 def validation_text() -> str:
-    from coursekit.shakespeare import load_shakespeare, split_text
+    return heldout_text()
 
-    return split_text(load_shakespeare())[1][:EVAL_CHARS]
+
+def contract_gpt(model, state: dict[str, torch.Tensor]):
+    """The contract's GPT with the sizes of the student's weights, holding them."""
+    import solutions
+
+    label = "your trained model"
+    vocab_size = size_of(state, "token_embedding.weight", 0, label)
+    d_model = size_of(state, "token_embedding.weight", 1, label)
+    heads = heads_of(model.attr("blocks", "0", "self_attn", "num_heads"), d_model, NOTEBOOK_HEADS)
+    with torch.device("cpu"):
+        reference = solutions.GPT(vocab_size, d_model=d_model, num_heads=heads,
+                                  d_ff=size_of(state, "blocks.0.ffn.linear1.weight", 0, label),
+                                  num_layers=count_layers(state, "blocks."),
+                                  max_len=size_of(state, "position_embedding.embedding.weight", 0, label),
+                                  dropout=0.0)
+    return load_into(reference, state, label)
 
 
 def trained_loss(model, chars: list[str], block_size: int) -> float:
-    """Mean next-character loss of the handed-in `model` on the first EVAL_CHARS characters of validation."""
+    """Mean next-character loss of the contract's GPT holding the handed-in model's weights, on the first
+    EVAL_CHARS characters of validation."""
     label = "evaluating your trained model on the validation text"
     device = start_check()
     text = validation_text()
@@ -45,34 +63,28 @@ def trained_loss(model, chars: list[str], block_size: int) -> float:
         fail("check_trained_gpt: the character list misses characters of the validation text.",
              details=[f"missing: {''.join(unknown)[:40]!r}"],
              hint="hand in the character list of the whole text (CharVocabulary(text).chars)")
+    state = trained_state(model, "your trained model")
+    reference = contract_gpt(model, state).to(device)
+    if reference.lm_head.weight.shape[0] != len(chars):
+        fail(f"{label}: the model's vocabulary does not match the character list.",
+             details=expected_got(f"{len(chars)} rows in token_embedding.weight",
+                                  str(reference.lm_head.weight.shape[0])))
+    if block_size > reference.max_len:
+        fail(f"{label}: the block size is longer than the model's positional table.",
+             details=expected_got(f"block_size <= {reference.max_len}", str(block_size)))
     ids = torch.tensor([index[ch] for ch in text])
     starts = list(range(0, len(ids) - block_size, block_size))
-    was_training = bool(describe(model, "your trained model").get("training"))
-    call(label, model.attr("to"), device)
-    call(label, model.attr("eval"))
     total, count = 0.0, 0
-    try:
+    with torch.no_grad():
         for i in range(0, len(starts), WINDOWS_PER_CALL):
             chunk = torch.tensor(starts[i:i + WINDOWS_PER_CALL])
             window = chunk[:, None] + torch.arange(block_size)[None, :]                # (b, T)
-            logits = call(label, model, ids[window].to(device), _no_grad=True)          # (b, T, V)
-            if not isinstance(logits, torch.Tensor) or logits.dim() != 3 or \
-                    tuple(logits.shape[:2]) != tuple(window.shape) or logits.shape[2] != len(chars):
-                fail(f"{label}: the model must return logits of shape (B, T, vocab_size).",
-                     details=expected_got(f"a tensor of shape ({len(window)}, {block_size}, {len(chars)})",
-                                          str(tuple(logits.shape)) if isinstance(logits, torch.Tensor)
-                                          else type_name(logits)))
-            logits = logits.detach().double().cpu()
+            logits = reference(ids[window].to(device)).double().cpu()                  # (b, T, V)
             if not bool(torch.isfinite(logits).all()):
                 fail(f"{label}: the model returned NaN or inf logits.")
             total += float(F.cross_entropy(logits.reshape(-1, len(chars)), ids[window + 1].reshape(-1),
                                            reduction="sum"))
             count += window.numel()
-    finally:
-        try:
-            model.attr("train")(was_training)
-        except (StudentError, ProbeBroken):
-            pass
     return total / count
 
 

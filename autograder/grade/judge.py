@@ -5,7 +5,8 @@ A hidden grade cell of the course contains only
     from coursekit.probe import hand_in
     hand_in("multi_head_attention", MultiHeadAttention)
 
-`JudgedExecute` runs every cell as nbgrader's Execute does (through `SandboxedExecute`: jail, limits, timeouts).
+`JudgedExecute` runs every cell as nbgrader's Execute does (the worker has put the grade cells back in the released
+notebook's order first) (through `SandboxedExecute`: jail, limits, timeouts).
 When it reaches a grade cell whose source (restored from the gradebook by nbgrader's OverwriteCells, so the
 instructor's, never the student's) calls `hand_in`, it runs the matching check of `autograder.checks` here, in
 the grader's process. The check probes the handed-in objects through a `KernelChannel`: each probe is one small
@@ -79,11 +80,12 @@ def verdict(channel: Channel, calls) -> tuple[str | None, str | None]:
     check passed goes into `channel.verdicts` (when it has them), which later checks of the notebook read to judge
     their exercise given working parts (`autograder/checks/parts.py`)."""
     verdicts = getattr(channel, "verdicts", {})
-    for name, *_ in calls:
+    first = [name for name, *_ in calls if name not in verdicts]  # a recorded verdict is final: never judged again
+    for name in first:
         verdicts[name] = False  # until its check has passed
     message, mistake = _verdict(channel, calls)
     if message is None:
-        for name, *_ in calls:
+        for name in first:
             verdicts[name] = True
     return message, mistake
 
@@ -129,6 +131,7 @@ class KernelChannel(Channel):
     def __init__(self, executor: "JudgedExecute", index: int, deadline: float):
         self.executor = executor
         self.verdicts = executor.verdicts  # the notebook's checks so far: {check name: passed}
+        self.judged_here = executor.judged_here  # every check a grade cell of this notebook hands in
         self.index = index
         self.deadline = deadline
 
@@ -152,6 +155,13 @@ class JudgedExecute(SandboxedExecute):
         self._probe_refused: str | None = None  # why a message of the current probe was not decoded
         self.verdicts: dict[str, bool] = {}  # {check name: passed}, in notebook order (see verdict)
         self.mistakes: dict[str, str] = {}  # {grade_id: catalogue id of the mistake its check diagnosed}
+        self.judged_here: frozenset[str] = frozenset()  # the checks this notebook's grade cells hand in (preprocess)
+
+    def preprocess(self, nb, resources=None, km=None):
+        self.judged_here = frozenset(name for cell in nb.cells if cell.cell_type == "code"
+                                     and cell.metadata.get("nbgrader", {}).get("grade")
+                                     for name, *_ in handed_in(cell.source))
+        return super().preprocess(nb, resources, km)
 
     def preprocess_cell(self, cell, resources, index):
         cell, resources = super().preprocess_cell(cell, resources, index)

@@ -33,7 +33,7 @@ from autograder.grade import tamper_scan
 from autograder.sandbox.execute import error_output
 from autograder.grade.jobs import SANITIZE, SCORE, GradingJob, GradingResult
 from autograder.gradebook.store import open_gradebook
-from autograder.grade.judge import JudgedExecute
+from autograder.grade.judge import JudgedExecute, handed_in
 from autograder.grade.sanitize_outputs import make_inert
 from autograder.sandbox import scratch
 from autograder.sandbox.scrub import scrub_notebook
@@ -194,6 +194,34 @@ def run_steps(names, nb, resources: dict, config):
     return nb, resources
 
 
+def grade_cells_in_source_order(nb, assignment: str) -> list[str]:
+    """Put the notebook's hand-in grade cells (their content already restored by OverwriteCells) back in the
+    released notebook's order, which is the course API's order of the exercises (`coursekit.api.hand_in_names`;
+    tests/autograder/grade/test_grade_order.py holds every source notebook to it); returns the grade ids that had
+    moved. The grader owns the order its checks run in: the follow-through lending (autograder/checks/parts.py)
+    judges each part before the composites that use it. The student's own cells stay where they are; the grade
+    cells fill the places where hand-in grade cells stood. An assignment outside the course API is left as it is."""
+    from coursekit.api import hand_in_names
+
+    try:
+        rank = {name: index for index, name in enumerate(hand_in_names(assignment))}
+    except KeyError:
+        return []
+
+    def check_rank(cell):
+        calls = [rank[name] for name, *_ in handed_in(cell.source) if name in rank]
+        return min(calls) if calls else None
+
+    places = [index for index, cell in enumerate(nb.cells) if cell.cell_type == "code"
+              and cells.is_grade(cell) and check_rank(cell) is not None]
+    found = [nb.cells[index] for index in places]
+    wanted = sorted(found, key=check_rank)  # stable: a duplicated check keeps its cells' relative order
+    moved = [cells.grade_id(cell) or "?" for cell, want in zip(found, wanted) if cell is not want]
+    for index, cell in zip(places, wanted):
+        nb.cells[index] = cell
+    return moved
+
+
 def _zero_result(job: GradingJob, status: str, message: str, started: float, flags=()) -> GradingResult:
     return GradingResult.zero(job, status, message, time.monotonic() - started, flags)
 
@@ -250,6 +278,10 @@ def grade_job(job: GradingJob) -> GradingResult:
                                       "notebook": job.notebook, "student": job.student},
                          "metadata": {"path": run_dir}}
             nb, resources = run_steps(SANITIZE, nb, resources, config)
+            moved = grade_cells_in_source_order(nb, job.assignment)
+            if moved:
+                flags.append(tamper_scan.Flag("reordered-grade-cells", "review", moved[0],
+                                              "grade cells were moved; they ran in the released notebook's order"))
             nb, notes, mistakes = run_notebook(nb, resources, limits, assigned_gpu(job.gpu), config=config)
             scrub_notebook(nb, {run_dir: "<submission>", db_dir: "<grader-tmp>"})
             nb, resources = run_steps(SCORE, nb, resources, config)

@@ -15,6 +15,10 @@ the release (e.g. `provided.py`, the earlier notebooks' components). `include_re
 solution (the source notebook's solution cells) to it, for exercises with essentially one way to write them
 (and for the demo, whose students are all edits of the reference).
 
+The grader's stand-ins of the assignment's exercises (autograder/checks/stand_ins.py: working parts it lends to a
+check, issue #31) take part as one more "student", `(the grader's stand-ins)`: a submission that holds them is
+reported beside it.
+
 A pair's similarity is measured on each student's own code: the filtered characters outside every k-gram of the
 starter code. The share of a student's own code that lies in fingerprints (winnowed k-grams) found in the other's
 is computed for both; the pair's similarity is the higher share, and a pair is reported when it reaches
@@ -321,9 +325,25 @@ def similarity(course_dir, assignment: str, *, threshold: float = THRESHOLD, min
     course_dir = Path(course_dir).resolve()
     if not (course_dir / "release" / assignment).is_dir():
         raise FileNotFoundError(f"no release of {assignment} in {course_dir / 'release'}: run autograder release")
-    return compare_documents(student_documents(course_dir, assignment),
-                             starter_code(course_dir, assignment, include_reference), assignment=assignment,
-                             threshold=threshold, min_overlap=min_overlap)
+    documents = student_documents(course_dir, assignment)
+    lent = stand_in_code(assignment)
+    if lent and documents:  # compared like a student: a submission holding the grader's stand-ins is reported
+        documents[STAND_INS] = lent
+    return compare_documents(documents, starter_code(course_dir, assignment, include_reference),
+                             assignment=assignment, threshold=threshold, min_overlap=min_overlap)
+
+
+STAND_INS = "(the grader's stand-ins)"  # not a student id: nbgrader ids have no spaces or parentheses
+
+
+def stand_in_code(assignment: str) -> str:
+    """The source of the grader's stand-ins (autograder/checks/stand_ins.py) of this assignment's exercises, as a
+    student would paste them: a student's code that contains them kept what the grader lent to a check."""
+    from autograder.checks.stand_ins import STAND_INS as NAMES, source_for
+    from coursekit.api import by_name
+
+    names = sorted(name for name in NAMES if by_name(name).notebook == assignment)
+    return source_for(names) if names else ""
 
 
 # --------------------------------------------------------------------------------------------------- outputs

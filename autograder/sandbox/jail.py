@@ -5,7 +5,8 @@ it works from any clone and for non-editable installs such as the Docker images)
 
 - read-only: /usr (and the /bin, /lib... links), a few files of /etc (loader cache, passwd, timezone), the
   Python installation and the virtual environment, `coursekit` and the shipped data set (`data/`, or
-  $COURSE_DATA_DIR) when they live outside the environment;
+  $COURSE_DATA_DIR) when they live outside the environment, its tinyshakespeare text without the slice 08's
+  trained-GPT check scores on (`heldout.py`);
 - hidden: `solutions` and `autograder`. In an editable install they are simply not bound (their folders sit
   next to `coursekit` in the clone, whose root is not bound); in a normal install, an empty tmpfs is mounted
   over their folders inside site-packages. The course folder, the gradebook, other submissions and the
@@ -43,6 +44,8 @@ import os
 import shutil
 import subprocess
 import sys
+
+from autograder.sandbox import heldout
 
 log = logging.getLogger("autograder.grade")
 
@@ -167,6 +170,9 @@ def bwrap_command(bwrap: str, *, kernel_cmd: list[str], ipc_dir: str, notebook_s
         argv += ["--ro-bind-try", f"/etc/{name}", f"/etc/{name}"]
     for path in ro:
         argv += ["--ro-bind", path, path]
+    text = os.path.join(data_dir, "tinyshakespeare", "input.txt") if data_dir else ""
+    if os.path.isfile(text):  # 08's held-out slice stays out of the jail (heldout.py)
+        argv += ["--ro-bind", heldout.jail_text_file(os.path.realpath(text)), text]
     for path in hide:  # an empty, read-only folder over each hidden package
         argv += ["--tmpfs", path, "--remount-ro", path]
     if gpu:

@@ -18,7 +18,8 @@ import solutions
 from autograder.checks import remote as _remote
 from autograder.checks import classifier as checks
 from autograder.checks import trained_classifier as trained
-from coursekit import probe
+from autograder.checks import trained_weights
+from coursekit import load_yelp, probe, tokenize
 from coursekit.mistakes import MISTAKES
 from solutions.attention import make_padding_mask
 from solutions.encoder import Encoder
@@ -444,25 +445,85 @@ def sent_values(request):
     return flat
 
 
-def test_trained_check_sends_only_ids_never_labels(recorded):
+def test_trained_check_sends_nothing_of_the_reviews(recorded):
+    """The weights come out (one "state" request); no review, id or label goes in, no call runs student code."""
     vocab = small_vocab()
     torch.manual_seed(0)
     model = solutions.TransformerClassifier(len(vocab), d_model=16, num_heads=2, d_ff=32, num_layers=1, max_len=32)
     channel, (remote_model, remote_vocab), _ = recorded(model, vocab)  # no max_len: the model's table decides
     with pytest.raises(AssertionError, match="not accurate enough"):
         trained.check_trained_classifier(remote_model, remote_vocab)
-    assert {r["op"] for r in channel.requests} <= {"describe", "get", "call"}
-    rows, widths = 0, []
-    for request in channel.requests:
-        for value in sent_values(request):
-            if isinstance(value, torch.Tensor):  # only (B, T) ids: a label tensor would be 1-D
-                assert value.dim() == 2 and value.dtype == torch.long, (request["op"], value.shape, value.dtype)
-                assert int(value.max()) < len(vocab)
-                rows += value.shape[0]
-                widths.append(value.shape[1])
-            assert not (isinstance(value, list) and len(value) > 1 and all(isinstance(v, int) for v in value))
-    assert rows == 2000  # the whole test split, as ids
-    assert max(widths) <= 32  # truncated to the model's max_len, read from describe()
+    assert {r["op"] for r in channel.requests} <= {"describe", "get", "state"}
+    assert [r["op"] for r in channel.requests].count("state") == 1
+    assert not any(isinstance(value, torch.Tensor) for request in channel.requests for value in sent_values(request))
+
+
+class LookupClassifier(solutions.TransformerClassifier):
+    """No training: it answers the shipped test split from its labels (readable in the kernel), by the ids."""
+
+    def __init__(self, vocab, max_len):
+        super().__init__(len(vocab), d_model=16, num_heads=2, d_ff=32, num_layers=1, max_len=max_len)
+        texts, labels = load_yelp("synthetic", split="test")
+        unk = vocab["<unk>"]
+        self.answers = {tuple([vocab.get(t, unk) for t in tokenize(text)][:max_len] or [unk]): label
+                        for text, label in zip(texts, labels)}
+
+    def forward(self, ids):
+        rows = [tuple(int(i) for i in row if i != 0) for row in ids]
+        return torch.nn.functional.one_hot(torch.tensor([self.answers.get(r, 0) for r in rows]), 5).float() * 10
+
+
+def test_a_lookup_model_of_the_shipped_test_labels_earns_nothing():
+    """Issue #31 door 3: the predictions scored are the contract's model's with these (untrained) weights, on
+    reviews generated for the run, not the lookup's answers on the shipped test split."""
+    vocab = small_vocab()
+    torch.manual_seed(0)
+    lookup = LookupClassifier(vocab, max_len=64)
+    texts, labels = load_yelp("synthetic", split="test")
+    unk = vocab["<unk>"]
+    hits = sum(int(lookup(torch.tensor([[vocab.get(t, unk) for t in tokenize(text)][:64] or [unk]])).argmax(-1)[0])
+               == label for text, label in zip(texts[:200], labels[:200]))
+    assert hits >= 190                         # it does know the shipped test labels
+    with pytest.raises(AssertionError, match="not accurate enough"):
+        trained.check_trained_classifier(lookup, vocab, max_len=64)
+
+
+def test_the_accuracy_is_the_contract_models_on_new_reviews():
+    """The accuracy reported is the reference classifier's, with the handed-in weights, on the generated reviews
+    (recomputed here from the reference); each seed gives other reviews, none from the training split."""
+    vocab = small_vocab()
+    torch.manual_seed(1)
+    model = solutions.TransformerClassifier(len(vocab), d_model=16, num_heads=2, d_ff=32, num_layers=1,
+                                            max_len=48).eval()
+    texts, labels = trained.heldout_reviews(seed=5, count=300)
+    assert texts != trained.heldout_reviews(seed=6, count=300)[0]
+    assert not set(texts) & set(load_yelp("synthetic", split="train")[0])
+    correct = 0
+    with torch.no_grad():
+        for ids, truth in trained.heldout_batches(vocab, 48, texts, labels):
+            correct += int((model(ids).argmax(-1) == truth).sum())
+    (remote,), _ = _remote.hand_in_locally((model,), {}, "accuracy_test")
+    try:
+        assert trained.trained_accuracy(remote, vocab, seed=5, count=300) == correct / 300
+    finally:
+        probe._State.subjects.pop("accuracy_test", None)
+
+
+def test_weights_that_do_not_fit_the_contract_fail_readably():
+    vocab = small_vocab()
+
+    class Renamed(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.table = torch.nn.Embedding(len(vocab), 8)
+
+        def forward(self, ids):
+            return self.table(ids).mean(1)[:, :5]
+
+    fails_with(lambda m: trained.check_trained_classifier(m, vocab), Renamed(), "contract's names")
+    big = solutions.TransformerClassifier(len(vocab), d_model=16, num_heads=2, d_ff=32, num_layers=1, max_len=32)
+    big.extra = torch.nn.Parameter(torch.zeros(trained_weights.MAX_TRAINED_NUMBERS + 1))
+    fails_with(lambda m: trained.check_trained_classifier(m, vocab), big, "too large")
 
 
 def test_train_and_evaluate_lend_only_public_objects(recorded):

@@ -1,0 +1,205 @@
+"""Issue #31, doors 1 and 3, on the real notebooks, each attacker graded in a class with honest classmates.
+
+Door 1, the stand-in harvest (05): a blank notebook whose grade cells were reordered (the composites' first) and
+an audit hook that records every source text the kernel compiles; a cell after the moved grade cells defines what
+it caught as its own answers. The grader restores the released order (and flags the move), and lends a stand-in
+only once every exercise it holds has been judged: the harvester earns what the blank notebook earns, nothing.
+A classmate who pastes the stand-ins into the solution cells is reported by the similarity check.
+
+Door 3, held-out data (07, 08): a lookup 'model' with no training answers the shipped test labels (07) or the
+validation text (08) from what the kernel can read. The trained-model checks evaluate the contract's architecture
+with the handed-in weights, on data the kernel cannot read: the lookups earn nothing; the honest classmates'
+trained models keep their points.
+
+Scores are the automatic ones (`auto_score`): a hold for review (the audit hook may be flagged) must not be what
+stops an attack. The classes go through `autograder collect` and `autograder grade` (Dask workers, jailed
+kernels, the judge).
+"""
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import nbformat
+import pytest
+from nbformat.v4 import new_code_cell
+
+from autograder.checks.stand_ins import source_for
+
+pytestmark = [pytest.mark.slow, pytest.mark.pipeline]
+
+HOOK = """\
+import sys
+_caught = []
+def _catch(event, args):
+    if event == "compile" and args and isinstance(args[0], (str, bytes)):
+        text = args[0] if isinstance(args[0], str) else args[0].decode(errors="replace")
+        if "LENT = True" in text:
+            _caught.append(text)
+sys.addaudithook(_catch)
+"""
+USE_CAUGHT = """\
+for _text in _caught:
+    exec(_text, globals())
+print(len(_caught), "stand-in texts caught")
+"""
+
+LOOKUP_07 = """\
+import torch
+from torch import nn
+from coursekit import load_yelp, tokenize
+_texts, _labels = load_yelp("synthetic", split="test")
+vocab = {"<pad>": 0, "<unk>": 1}
+for _text in load_yelp("synthetic", split="train")[0] + _texts:
+    for _word in tokenize(_text):
+        vocab.setdefault(_word, len(vocab))
+MAX_LEN = 256
+_answers = {tuple(vocab[w] for w in tokenize(t))[:MAX_LEN]: y for t, y in zip(_texts, _labels)}
+
+class Lookup(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.weight = nn.Parameter(torch.zeros(1))
+
+    def forward(self, ids):
+        rows = [tuple(int(i) for i in row if int(i) != 0) for row in ids]
+        return nn.functional.one_hot(torch.tensor([_answers.get(r, 0) for r in rows]), 5).float() * 10
+
+model = Lookup()
+"""
+
+LOOKUP_08 = """\
+import torch
+from torch import nn
+from coursekit.lm_training import BUDGETS
+from coursekit.shakespeare import CharVocabulary, load_shakespeare, split_text
+_text = load_shakespeare()
+chars = CharVocabulary(_text)
+BUDGET = BUDGETS["grading"]
+_val = chars.encode(split_text(_text)[1])
+_next = {}
+for _i in range(3, len(_val)):
+    _next[tuple(_val[_i - 3:_i])] = _val[_i]
+
+class Lookup(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.max_len = 256
+        self.weight = nn.Parameter(torch.zeros(1))
+
+    def forward(self, ids):
+        out = torch.zeros(*ids.shape, len(chars))
+        for b, row in enumerate(ids.tolist()):
+            for t in range(len(row)):
+                out[b, t, _next.get(tuple(row[max(0, t - 2):t + 1]), 0)] = 20.0
+        return out
+
+model = Lookup()
+"""
+
+
+def _grade_cell(nb, check: str):
+    """The grade cell of `check` (in the release its hidden `hand_in` is stripped: found by its grade id)."""
+    return next(c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") in (f"test_{check}",)
+                and c.metadata["nbgrader"].get("grade"))
+
+
+def _harvester(released):
+    """The composites' grade cells first, under the hook; what was caught is defined right before the first part's
+    grade cell (after the released stubs, which would redefine the names)."""
+    nb = nbformat.from_dict(released)
+    moved = [_grade_cell(nb, "encoder_block"), _grade_cell(nb, "encoder")]
+    for cell in moved:
+        nb.cells.remove(cell)
+    nb.cells[0:0] = [new_code_cell(HOOK), *moved]
+    nb.cells.insert(nb.cells.index(_grade_cell(nb, "positionwise_feed_forward")), new_code_cell(USE_CAUGHT))
+    return nb
+
+
+def _resubmitter(released):
+    nb = nbformat.from_dict(released)
+    first = next(c for c in nb.cells if c.metadata.get("nbgrader", {}).get("solution"))
+    first.source += "\n\n" + source_for(["EncoderBlock"])
+    return nb
+
+
+def _lookup(released, check: str, code: str):
+    nb = nbformat.from_dict(released)
+    cell = _grade_cell(nb, check)
+    nb.cells.insert(nb.cells.index(cell), new_code_cell(code))
+    return nb
+
+
+def _grade_class(tmp: Path, assignment: str, students) -> dict:
+    from nbgrader.api import Gradebook
+
+    from autograder.course.release import release
+    from autograder.demo.run import prepare_course
+    from autograder.grade.engine import grade
+    from autograder.sandbox.limits import Limits
+    from autograder.submissions.collect import collect
+
+    course = prepare_course(tmp, [assignment])
+    release([assignment], course_root=course, exercises_dir=tmp / "exercises")
+    source = nbformat.read(course / "source" / assignment / f"{assignment}.ipynb", as_version=4)
+    released = nbformat.read(course / "release" / assignment / f"{assignment}.ipynb", as_version=4)
+    for student, make in students.items():
+        target = tmp / "inbox" / student / assignment / f"{assignment}.ipynb"
+        target.parent.mkdir(parents=True)
+        nbformat.write(make(source, released), target)
+    collect(course, tmp / "inbox")
+    summary = grade(course, assignment, workers=2, limits=dataclasses.replace(Limits(), notebook_timeout=900),
+                    progress=False)
+    with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:
+        scores = {sub.student.id: {g.name: g.auto_score or 0.0 for nb in sub.notebooks for g in nb.grades
+                                   if not g.name.startswith("written_")}
+                  for sub in gb.assignment_submissions(assignment)}
+    flags = {row["student"]: {f["code"] for f in row["flags"]} for row in summary.graded}
+    return {"course": course, "scores": scores, "flags": flags}
+
+
+# ------------------------------------------------------------------------------------------- door 1: harvest
+@pytest.fixture(scope="module")
+def harvest(tmp_path_factory):
+    return _grade_class(tmp_path_factory.mktemp("harvest"), "05_encoder", {
+        "honest": lambda source, released: source,
+        "blank": lambda source, released: released,
+        "harvester": lambda source, released: _harvester(released),
+        "resubmitter": lambda source, released: _resubmitter(released),
+    })
+
+
+def test_the_harvest_earns_what_a_blank_notebook_earns(harvest):
+    scores = harvest["scores"]
+    assert sum(scores["blank"].values()) == 0
+    assert sum(scores["harvester"].values()) == 0, scores["harvester"]
+    assert "reordered-grade-cells" in harvest["flags"]["harvester"], harvest["flags"]
+    assert "reordered-grade-cells" not in harvest["flags"]["honest"] | harvest["flags"]["blank"]
+
+
+def test_honest_classmates_keep_their_points(harvest):
+    assert sum(harvest["scores"]["honest"].values()) == 100   # 20 + 45 + 35: every hidden check of 05
+
+
+def test_a_resubmitted_stand_in_is_reported(harvest):
+    from autograder.publish.similarity import STAND_INS, similarity
+
+    result = similarity(harvest["course"], "05_encoder")
+    reported = {frozenset((p.a, p.b)) for p in result.reported}
+    assert frozenset(("resubmitter", STAND_INS)) in reported
+    assert not any(student in pair for pair in reported for student in ("honest", "blank", "harvester"))
+
+
+# ---------------------------------------------------------------------------------- door 3: held-out data
+@pytest.mark.parametrize("assignment, check, code", [
+    ("07_yelp_classifier", "trained_classifier", LOOKUP_07),
+    ("08_gpt_language_model", "trained_gpt", LOOKUP_08),
+])
+def test_a_lookup_model_earns_nothing_and_a_trained_one_passes(tmp_path, assignment, check, code):
+    graded = _grade_class(tmp_path, assignment, {
+        "honest": lambda source, released: source,
+        "lookup": lambda source, released: _lookup(released, check, code),
+    })
+    trained_cell = f"test_{check}"
+    assert graded["scores"]["lookup"][trained_cell] == 0, graded["scores"]["lookup"]
+    assert graded["scores"]["honest"][trained_cell] == 10, graded["scores"]["honest"]
