@@ -217,9 +217,10 @@ def cmd_report(args, course_dir: Path) -> int:
 
 
 def cmd_similarity(args, course_dir: Path) -> int:
+    from autograder.checks import stand_ins
     from autograder.publish import similarity as sim
 
-    out = sim.write_similarity(course_dir, args.assignment,
+    out = sim.write_similarity(course_dir, args.assignment, lent_code=stand_ins.code_for(args.assignment),
                                threshold=sim.THRESHOLD if args.threshold is None else args.threshold,
                                min_overlap=sim.MIN_OVERLAP if args.min_overlap is None else args.min_overlap,
                                include_reference=args.include_reference)

@@ -16,6 +16,7 @@ are imported lazily, on first use of one of their checks. Beside them:
 - `tolerance.py`     the grading device and the tolerances (the only place they are set).
 - `parts.py`         follow-through credit: a composite is judged given working parts (the parts graph's use).
 - `stand_ins.py`     the course's stand-ins for parts that failed their own check (lent only after that check).
+- `trained_weights.py` a trained model's weights taken out of the kernel and judged in the reference architecture.
 - `known_mistakes/`  the reference recomputed with one typical mistake switched on, per topic.
 """
 from __future__ import annotations

@@ -435,3 +435,12 @@ def source_for(names) -> str:
     pieces = [inspect.getsource(_in_use)]
     pieces += [inspect.getsource(globals()[name]) for name in with_needs(names)]
     return header + "\n\n".join(pieces)
+
+
+def code_for(assignment: str) -> str:
+    """The source of the stand-ins of this assignment's exercises, as a student would paste them: what the
+    similarity check compares submissions with (a student's code that contains them kept what a check lent)."""
+    from coursekit.api import by_name
+
+    names = sorted(name for name in STAND_INS if by_name(name).notebook == assignment)
+    return source_for(names) if names else ""

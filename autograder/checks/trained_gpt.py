@@ -2,7 +2,7 @@
 
 The trained weights come out of the kernel and are loaded into the contract's `GPT` here (`trained_weights.py`);
 that model's next-character loss is computed here, on the first characters of the validation split (the
-contract's `text[n:]`), a slice the jail does not show the kernel (`autograder/sandbox/heldout.py`): the student's
+contract's `text[n:]`), a slice the jail does not show the kernel (`autograder/course/heldout.py`): the student's
 code neither sees the text scored nor computes the predictions.
 """
 from __future__ import annotations
@@ -15,7 +15,7 @@ import torch.nn.functional as F
 from autograder.checks.toolkit import expected_got, fail, fetch, is_integer, kind_of, start_check, type_name
 from autograder.checks.remote import probed
 from autograder.checks.trained_weights import count_layers, heads_of, load_into, size_of, trained_state
-from autograder.sandbox.heldout import HELDOUT_CHARS, heldout_text
+from autograder.course.heldout import HELDOUT_CHARS, heldout_text
 
 # The notebook's grading-mode run of the reference (coursekit.lm_training.BUDGETS["grading"]: a GPT of width 64 and
 # 2 layers, 600 AdamW steps at 3e-3, block 64, batch 12) reached the validation losses recorded in

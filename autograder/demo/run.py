@@ -50,6 +50,7 @@ def run_demo(assignments=None, students: int = 6, output: Path | None = None, wo
     from autograder.grade.engine import grade_many
     from autograder.publish.release import release
     from autograder.publish.report import write_report
+    from autograder.checks import stand_ins
     from autograder.publish.similarity import write_similarity
     from autograder.demo.students import demo_class
 
@@ -93,7 +94,7 @@ def run_demo(assignments=None, students: int = 6, output: Path | None = None, wo
 
     print("[6/6] copied work and report")
     for assignment in assignments:  # the similarity pages, which the report pages link to
-        write_similarity(course, assignment, include_reference=True)
+        write_similarity(course, assignment, include_reference=True, lent_code=stand_ins.code_for(assignment))
     course_page = write_report(course)
     pages = [write_report(course, a) for a in assignments]
 

@@ -37,7 +37,7 @@ from nbclient import NotebookClient
 from nbclient.exceptions import CellTimeoutError, DeadKernelError
 
 from autograder.checks.remote import Channel, ProbeBroken, RemoteObject
-from autograder.course.cells import grade_id, is_tests
+from autograder.course.cells import grade_id, is_grade, is_tests
 from autograder.sandbox.execute import DROPPED_KEY, OUTPUT_TYPES, SandboxedExecute, _size, error_output
 from coursekit.probe import MIME
 
@@ -159,7 +159,7 @@ class JudgedExecute(SandboxedExecute):
 
     def preprocess(self, nb, resources=None, km=None):
         self.judged_here = frozenset(name for cell in nb.cells if cell.cell_type == "code"
-                                     and cell.metadata.get("nbgrader", {}).get("grade")
+                                     and is_grade(cell)
                                      for name, *_ in handed_in(cell.source))
         return super().preprocess(nb, resources, km)
 

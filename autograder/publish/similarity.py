@@ -321,12 +321,15 @@ def starter_code(course_dir: Path, assignment: str, include_reference: bool = Fa
 
 
 def similarity(course_dir, assignment: str, *, threshold: float = THRESHOLD, min_overlap: int = MIN_OVERLAP,
-               include_reference: bool = False) -> Result:
+               include_reference: bool = False, lent_code: str = "") -> Result:
+    """Every pair of the assignment's submissions compared. `lent_code`: the source of what the grader lends to its
+    checks (autograder/checks/stand_ins.py `code_for`, passed in by the CLI and the demo), compared like one more
+    student: a submission holding the grader's stand-ins is reported next to it."""
     course_dir = Path(course_dir).resolve()
     if not (course_dir / "release" / assignment).is_dir():
         raise FileNotFoundError(f"no release of {assignment} in {course_dir / 'release'}: run autograder release")
     documents = student_documents(course_dir, assignment)
-    lent = stand_in_code(assignment)
+    lent = lent_code
     if lent and documents:  # compared like a student: a submission holding the grader's stand-ins is reported
         documents[STAND_INS] = lent
     return compare_documents(documents, starter_code(course_dir, assignment, include_reference),
@@ -334,16 +337,6 @@ def similarity(course_dir, assignment: str, *, threshold: float = THRESHOLD, min
 
 
 STAND_INS = "(the grader's stand-ins)"  # not a student id: nbgrader ids have no spaces or parentheses
-
-
-def stand_in_code(assignment: str) -> str:
-    """The source of the grader's stand-ins (autograder/checks/stand_ins.py) of this assignment's exercises, as a
-    student would paste them: a student's code that contains them kept what the grader lent to a check."""
-    from autograder.checks.stand_ins import STAND_INS as NAMES, source_for
-    from coursekit.api import by_name
-
-    names = sorted(name for name in NAMES if by_name(name).notebook == assignment)
-    return source_for(names) if names else ""
 
 
 # --------------------------------------------------------------------------------------------------- outputs
@@ -440,11 +433,12 @@ def render(result: Result, png: bytes | None) -> str:
 
 
 def write_similarity(course_dir, assignment: str, *, threshold: float = THRESHOLD, min_overlap: int = MIN_OVERLAP,
-                     include_reference: bool = False, result: Result | None = None) -> dict[str, Path]:
+                     include_reference: bool = False, result: Result | None = None,
+                     lent_code: str = "") -> dict[str, Path]:
     """Compare, then write reports/<assignment>/similarity.{html,csv,png}; returns their paths and the result."""
     course_dir = Path(course_dir).resolve()
     result = result or similarity(course_dir, assignment, threshold=threshold, min_overlap=min_overlap,
-                                  include_reference=include_reference)
+                                  include_reference=include_reference, lent_code=lent_code)
     folder = course_dir / "reports" / assignment
     folder.mkdir(parents=True, exist_ok=True)
     png = heatmap_png(result)

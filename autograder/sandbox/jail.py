@@ -45,7 +45,7 @@ import shutil
 import subprocess
 import sys
 
-from autograder.sandbox import heldout
+from autograder.course import heldout
 
 log = logging.getLogger("autograder.grade")
 

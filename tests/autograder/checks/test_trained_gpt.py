@@ -16,7 +16,8 @@ from torch import nn
 import solutions
 from autograder.checks import remote as _remote
 from autograder.checks import trained_gpt as checks
-from autograder.sandbox import heldout, jail
+from autograder.course import heldout
+from autograder.sandbox import jail
 from coursekit import probe
 from coursekit.lm_training import BUDGETS, bigram_loss, model_config, train_language_model
 from coursekit.shakespeare import CharVocabulary, load_shakespeare, split_text

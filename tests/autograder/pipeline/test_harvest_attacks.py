@@ -182,9 +182,10 @@ def test_honest_classmates_keep_their_points(harvest):
 
 
 def test_a_resubmitted_stand_in_is_reported(harvest):
+    from autograder.checks.stand_ins import code_for
     from autograder.publish.similarity import STAND_INS, similarity
 
-    result = similarity(harvest["course"], "05_encoder")
+    result = similarity(harvest["course"], "05_encoder", lent_code=code_for("05_encoder"))
     reported = {frozenset((p.a, p.b)) for p in result.reported}
     assert frozenset(("resubmitter", STAND_INS)) in reported
     assert not any(student in pair for pair in reported for student in ("honest", "blank", "harvester"))

@@ -9,7 +9,8 @@ import nbformat
 import pytest
 
 from autograder.checks.stand_ins import STAND_INS as NAMES, source_for
-from autograder.publish.similarity import STAND_INS, compare_documents, similarity, solution_code, stand_in_code
+from autograder.checks.stand_ins import code_for as stand_in_code
+from autograder.publish.similarity import STAND_INS, compare_documents, similarity, solution_code
 from coursekit.api import ASSIGNMENTS, by_name
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -44,6 +45,6 @@ def test_a_resubmitted_stand_in_is_reported(tmp_path):
         folder = tmp_path / "submitted" / student / assignment
         folder.mkdir(parents=True)
         nbformat.write(nb, folder / f"{assignment}.ipynb")
-    result = similarity(tmp_path, assignment)
+    result = similarity(tmp_path, assignment, lent_code=stand_in_code(assignment))
     assert STAND_INS in result.students
     assert [sorted((p.a, p.b)) for p in result.reported] == [sorted(("harvester", STAND_INS))]
