@@ -12,7 +12,7 @@
 #   /srv/nbgrader/exchange         nbgrader's exchange, writable by all (1777)
 #   /srv/jupyterhub                the hub's state: its database and cookie secret (0700, root)
 #   /etc/jupyter/transformers101-{student,instructor}   Jupyter and nbgrader configuration of each role
-#   /etc/jupyterhub/               jupyterhub_config.py and transformers101.env (the settings of the hub process)
+#   /etc/jupyterhub/               jupyterhub_config.py, roster_sync.py and transformers101.env (the hub's settings)
 #   /etc/profile.d/transformers101-grader.sh            the grader environment on PATH for graders' shells
 #   /opt/hub/bin/transformers101-hub                    starts the hub with those settings (as root)
 # Everything of the grader side is owned by the group of the grader account (GRADER_USER, made here when it is
@@ -125,6 +125,7 @@ rm -rf "$JUPYTER_ETC/$COURSE_ID-student" "$JUPYTER_ETC/$COURSE_ID-instructor"
 cp -r "$SRC/deploy/jupyter/student" "$JUPYTER_ETC/$COURSE_ID-student"
 cp -r "$SRC/deploy/jupyter/instructor" "$JUPYTER_ETC/$COURSE_ID-instructor"
 install -m 0644 "$SRC/deploy/jupyterhub/jupyterhub_config.py" "$HUB_ETC/jupyterhub_config.py"
+install -m 0644 "$SRC/deploy/jupyterhub/roster_sync.py" "$HUB_ETC/roster_sync.py"  # the config's roster service
 cat > "$HUB_ETC/$COURSE_ID.env" <<EOF
 # Settings of the hub process (read by $HUB_ENV/bin/$COURSE_ID-hub; written by deploy/one-machine/install.sh)
 COURSE_ID=$COURSE_ID

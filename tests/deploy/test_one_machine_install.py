@@ -132,8 +132,8 @@ def test_hub_settings_name_the_installed_paths(install):
     if FULL:
         for key in ("STUDENT_SINGLEUSER_CMD", "INSTRUCTOR_SINGLEUSER_CMD"):
             assert Path(settings[key]).is_file(), key
-    assert (prefix / "etc" / "jupyterhub" / "jupyterhub_config.py").read_text() == \
-        (REPO / "deploy" / "jupyterhub" / "jupyterhub_config.py").read_text()
+    for name in ("jupyterhub_config.py", "roster_sync.py"):  # the config runs roster_sync.py from its own folder
+        assert (prefix / "etc" / "jupyterhub" / name).read_text() == (REPO / "deploy" / "jupyterhub" / name).read_text()
     assert (prefix / "srv" / "jupyterhub").stat().st_mode & 0o077 == 0
 
 
