@@ -84,13 +84,18 @@ course_service = {
 if SERVICE_RUN_AS:
     course_service["user"] = SERVICE_RUN_AS  # the hub runs as root and switches to this system account
 services = [course_service]
+# the grader environment's tools (autograder, nbgrader, alembic for nbgrader's gradebook migrations) on the PATH of
+# the course service and its terminals, when the service command names that environment (login shells get it back
+# from /etc/profile.d/transformers101-grader.sh of deploy/one-machine/install.sh)
+_service_bin = os.path.dirname(SERVICE_COMMAND[0]) if os.path.isabs(SERVICE_COMMAND[0]) else ""
+if _service_bin:
+    service_env["PATH"] = os.pathsep.join([_service_bin, os.environ.get("PATH") or "/usr/local/bin:/usr/bin:/bin"])
 
 # --- the roster lets students in -------------------------------------------------------------------
 # roster_sync.py (next to this file) creates a hub user for each student of the gradebook and puts it into the
 # students group, whenever the instructor adds them; allow_existing_users then lets those users log in. It runs in
 # the grader environment (the Python beside the course service's command) as the grader account.
 ROSTER_SERVICE = f"{COURSE_ID}-roster"
-_service_bin = os.path.dirname(SERVICE_COMMAND[0]) if os.path.isabs(SERVICE_COMMAND[0]) else ""
 ROSTER_PYTHON = os.path.join(_service_bin, "python") if _service_bin else sys.executable
 roster_service = {
     "name": ROSTER_SERVICE,

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import re
 import shlex
 import sys
@@ -409,3 +410,16 @@ def test_student_image_lets_notebook_08_find_tinyshakespeare():
     ignored = (DOCKER / "Dockerfile.student.dockerignore").read_text().split()
     assert not any(pattern.strip("/*").startswith(("data", "tinyshakespeare")) for pattern in ignored)
     assert (ROOT / "data" / "tinyshakespeare" / "input.txt").is_file()
+
+
+def test_course_service_has_the_grader_environment_on_path(monkeypatch):
+    """`autograder`, `nbgrader` and `alembic` (nbgrader's gradebook migrations) of the grader environment are found
+    by the course service and its terminals; the roster service runs that environment's Python."""
+    c, _ = load_hub_config(monkeypatch, COURSE_SERVICE_COMMAND="/opt/grader/bin/jupyterhub-singleuser --debug")
+    services = {s["name"]: s for s in c.JupyterHub.services}
+    assert services[COURSE_ID]["environment"]["PATH"].split(os.pathsep)[0] == "/opt/grader/bin"
+    roster = services[f"{COURSE_ID}-roster"]
+    assert roster["command"][0] == "/opt/grader/bin/python" and roster["command"][1].endswith("roster_sync.py")
+    assert (ROOT / "deploy" / "jupyterhub" / "roster_sync.py").is_file()
+    c, _ = load_hub_config(monkeypatch, COURSE_SERVICE_COMMAND="jupyterhub-singleuser")
+    assert "PATH" not in {s["name"]: s for s in c.JupyterHub.services}[COURSE_ID]["environment"]
