@@ -52,6 +52,10 @@ def install():
            "PYTHON": SYSTEM_PYTHON, "INSTALL_DEPS": "1" if FULL else "0"}
     for name in ("VIRTUAL_ENV", "PYTHONPATH", "COURSE_PROFILE"):
         env.pop(name, None)
+    if FULL:  # the project's own proxy on PATH: the script then leaves the machine's npm alone
+        from hubkit import find_or_install_chp
+
+        env["PATH"] = f"{find_or_install_chp().parent}:{env['PATH']}"
     try:
         first = subprocess.run(["bash", str(SCRIPT)], env=env, capture_output=True, text=True,
                                timeout=3000 if FULL else 900)
