@@ -54,9 +54,13 @@ clean-course:
 STUDENT_VENV ?= .venv-student
 STUDENT_DIST ?= dist/student
 SPY = $(abspath $(STUDENT_VENV))/bin/python
+# the data the notebooks read, carried by the wheel (coursekit/bundled_data.py); never a downloaded real set
+STUDENT_DATA = data/README.md data/tinyshakespeare data/yelp_synthetic data/modern_vs_gpt.json
 student:
 	rm -rf build/student-src $(STUDENT_DIST) && mkdir -p build/student-src $(STUDENT_DIST)
 	cp -r pyproject.toml setup.py README.md coursekit build/student-src/
+	mkdir -p build/student-src/coursekit/_bundled_data
+	cp -r $(STUDENT_DATA) build/student-src/coursekit/_bundled_data/
 	test -x $(SPY) || $(PYTHON) -m venv $(STUDENT_VENV)
 	$(SPY) -m pip install -q --disable-pip-version-check -c constraints.txt pip setuptools
 	cd build/student-src && COURSE_PROFILE=student $(SPY) -m pip wheel -q --no-deps --no-build-isolation -w $(abspath $(STUDENT_DIST)) .
@@ -80,3 +84,10 @@ jail-deps:
 	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap >/dev/null; \
 	else echo "bubblewrap is missing and cannot be installed here (needs root and apt-get): grading will refuse to run"; fi
+
+# The student repository (what students clone or download): exercises, coursekit, the notebooks' data, the student
+# README and `make student`; nothing of solutions/, autograder/ or course/ (tools/student_repo.py; scanned by
+# tests/course/test_leaks.py).
+.PHONY: student-repo
+student-repo:
+	$(PYTHON) -m tools.student_repo --out dist/student-repo

@@ -21,6 +21,9 @@ packages = find_packages(include=top + [name + ".*" for name in top])
 
 setup(
     packages=packages,
+    # the course's data/ as `make student` copies it into the wheel's sources (coursekit/bundled_data.py);
+    # an instructor checkout has no such folder, so nothing is added there
+    package_data={"coursekit": ["_bundled_data/**/*"]},
     # one build folder per profile: a leftover instructor build must never end up in a student wheel
     options={"build": {"build_base": f"build/{profile}"}},
     # the `autograder` command ships only with the autograder package

@@ -13,6 +13,8 @@ import json
 import os
 from pathlib import Path
 
+from .bundled_data import BUNDLED_DATA
+
 __all__ = ["RESULTS_FILE", "parameter_count", "gpt_parameters", "modern_parameters", "matched_d_ff",
            "results_path", "load_results"]
 
@@ -49,11 +51,12 @@ def matched_d_ff(target: int, vocab_size: int, d_model: int, num_heads: int, num
 
 
 def results_path() -> Path:
-    """$COURSE_DATA_DIR/modern_vs_gpt.json, else the repository's data/, else a data/ folder in the working
+    """$COURSE_DATA_DIR/modern_vs_gpt.json, else the student wheel's copy, else the repository's data/, else a data/ folder in the working
     directory or one of its parents (where coursekit.shakespeare looks for the text too)."""
     candidates = []
     if os.environ.get(_DATA_DIR_ENV):
         candidates.append(Path(os.environ[_DATA_DIR_ENV]) / RESULTS_FILE)
+    candidates.append(BUNDLED_DATA / RESULTS_FILE)  # the student wheel's copy
     candidates.append(Path(__file__).resolve().parents[1] / "data" / RESULTS_FILE)
     here = Path.cwd().resolve()
     candidates += [folder / "data" / RESULTS_FILE for folder in (here, *here.parents)]

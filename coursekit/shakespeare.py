@@ -16,6 +16,8 @@ import math
 import os
 from pathlib import Path
 
+from .bundled_data import BUNDLED_DATA
+
 __all__ = ["SHAKESPEARE_CHARS", "TRAIN_FRACTION", "shakespeare_path", "load_shakespeare", "split_text",
            "CharVocabulary", "bits_per_char"]
 
@@ -26,12 +28,13 @@ _DATA_DIR_ENV = "COURSE_DATA_DIR"
 
 
 def shakespeare_path() -> Path:
-    """Where input.txt is: $COURSE_DATA_DIR/tinyshakespeare/, else the data/ folder of the repository this package
+    """Where input.txt is: $COURSE_DATA_DIR/tinyshakespeare/, else the copy the student wheel carries, else the data/ folder of the repository this package
     lives in, else a data/ folder in the working directory or one of its parents (a student's copy of the course,
     with the notebook open in exercises/08_.../, and a coursekit installed from a wheel)."""
     candidates = []
     if os.environ.get(_DATA_DIR_ENV):
         candidates.append(Path(os.environ[_DATA_DIR_ENV]) / _RELATIVE)
+    candidates.append(BUNDLED_DATA / _RELATIVE)  # the student wheel's copy
     candidates.append(Path(__file__).resolve().parents[1] / "data" / _RELATIVE)
     here = Path.cwd().resolve()
     candidates += [folder / "data" / _RELATIVE for folder in (here, *here.parents)]

@@ -23,6 +23,7 @@ import warnings
 from pathlib import Path
 from typing import Iterable
 
+from ..bundled_data import BUNDLED_DATA
 from ..progress import progress
 from .synth import generate_splits
 from .yelp_format import SkippedRow, YelpFormatError, decode_yelp_escapes, encode_yelp_text, read_yelp_csv, \
@@ -109,10 +110,12 @@ def _tarball_rows(path: Path, split: str, skip_bad_rows: bool, skipped: list[Ski
 
 
 def synthetic_dir() -> Path | None:
-    """Where the shipped synthetic set lives: $COURSE_DATA_DIR/yelp_synthetic, else the repository's data/."""
+    """Where the shipped synthetic set lives: $COURSE_DATA_DIR/yelp_synthetic, else the student wheel's copy, else
+    the repository's data/."""
     candidates = []
     if os.environ.get(DATA_DIR_ENV):
         candidates.append(Path(os.environ[DATA_DIR_ENV]) / "yelp_synthetic")
+    candidates.append(BUNDLED_DATA / "yelp_synthetic")  # the student wheel's copy
     candidates.append(Path(__file__).resolve().parents[2] / "data" / "yelp_synthetic")
     for folder in candidates:
         if (folder / "train.csv").is_file() and (folder / "test.csv").is_file():

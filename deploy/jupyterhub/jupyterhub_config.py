@@ -23,6 +23,8 @@ Every site-specific value comes from an environment variable of the hub process:
     NBGRADER_EXCHANGE         the shared exchange folder                (/srv/nbgrader/exchange)
     HUB_SUBDOMAIN_HOST        e.g. https://hub.example.edu: per-user subdomains (lets the formgrader iframe work)
     IDLE_CULL_TIMEOUT         seconds of inactivity before a server is stopped (3600; 0 = no culling)
+    ROSTER_DB_URL             the gradebook the roster service reads    (sqlite:///$COURSE_ROOT/gradebook.db)
+    ROSTER_SYNC_INTERVAL      seconds between two reads of the roster   (10)
   Local-process spawners only (one machine, two Python environments; containers choose an image instead):
     STUDENT_SINGLEUSER_CMD    single-user command for students          ("" = the spawner's default)
     INSTRUCTOR_SINGLEUSER_CMD single-user command for graders           ("" = the spawner's default)
@@ -82,6 +84,33 @@ course_service = {
 if SERVICE_RUN_AS:
     course_service["user"] = SERVICE_RUN_AS  # the hub runs as root and switches to this system account
 services = [course_service]
+# the grader environment's tools (autograder, nbgrader, alembic for nbgrader's gradebook migrations) on the PATH of
+# the course service and its terminals, when the service command names that environment (login shells get it back
+# from /etc/profile.d/transformers101-grader.sh of deploy/one-machine/install.sh)
+_service_bin = os.path.dirname(SERVICE_COMMAND[0]) if os.path.isabs(SERVICE_COMMAND[0]) else ""
+if _service_bin:
+    service_env["PATH"] = os.pathsep.join([_service_bin, os.environ.get("PATH") or "/usr/local/bin:/usr/bin:/bin"])
+
+# --- the roster lets students in -------------------------------------------------------------------
+# roster_sync.py (next to this file) creates a hub user for each student of the gradebook and puts it into the
+# students group, whenever the instructor adds them; allow_existing_users then lets those users log in. It runs in
+# the grader environment (the Python beside the course service's command) as the grader account.
+ROSTER_SERVICE = f"{COURSE_ID}-roster"
+ROSTER_PYTHON = os.path.join(_service_bin, "python") if _service_bin else sys.executable
+roster_service = {
+    "name": ROSTER_SERVICE,
+    "command": [ROSTER_PYTHON, os.path.join(os.path.dirname(os.path.abspath(__file__)), "roster_sync.py")],
+    "cwd": COURSE_ROOT,
+    "environment": {
+        "COURSE_ID": COURSE_ID,
+        "ROSTER_DB_URL": os.environ.get("ROSTER_DB_URL", f"sqlite:///{COURSE_ROOT}/gradebook.db"),
+        "ROSTER_SYNC_INTERVAL": os.environ.get("ROSTER_SYNC_INTERVAL", "10"),
+    },
+}
+if SERVICE_RUN_AS:
+    roster_service["user"] = SERVICE_RUN_AS
+services.append(roster_service)
+c.Authenticator.allow_existing_users = True  # hub users made by the roster service (and by an admin) may log in
 
 # --- idle culler -----------------------------------------------------------------------------------
 CULLER_INSTALLED = importlib.util.find_spec("jupyterhub_idle_culler") is not None
@@ -116,6 +145,12 @@ roles = [
         "groups": [GRADERS_GROUP],
     },
 ]
+roles.append({
+    "name": ROSTER_SERVICE,
+    "description": "create the hub users of the course roster and put them into the students group",
+    "scopes": ["admin:users", "list:users", "read:users", "groups", "read:groups", "list:groups"],
+    "services": [ROSTER_SERVICE],
+})
 if IDLE_CULL_TIMEOUT > 0 and CULLER_INSTALLED:
     roles.append({
         "name": "idle-culler",
@@ -174,3 +209,25 @@ if INSTRUCTOR_CONFIG:
     # notebook inert as it is rendered (deploy/jupyter/instructor/jupyter_server_config.py; the instructor image
     # sets the same path itself)
     service_env["JUPYTER_CONFIG_PATH"] = INSTRUCTOR_CONFIG
+
+
+# --- a refused login says why ----------------------------------------------------------------------
+# JupyterHub shows "Invalid username or password" for a user who authenticated but is not allowed; a student not
+# (yet) on the roster would take that for a typo. Authenticator.check_allowed may raise an HTTPError with the text
+# to show instead; wrapping the base class's method keeps whichever authenticator the site configures below.
+from jupyterhub.auth import Authenticator  # noqa: E402
+from tornado import web  # noqa: E402
+
+_check_allowed = getattr(Authenticator.check_allowed, "__wrapped__", Authenticator.check_allowed)
+
+
+def _check_allowed_saying_why(self, username, authentication=None):
+    if _check_allowed(self, username, authentication):
+        return True
+    raise web.HTTPError(403, f"{username} is not on the roster of {COURSE_ID} yet. Ask your instructor to add you "
+                             f"(students who were just added get in within {os.environ.get('ROSTER_SYNC_INTERVAL', '10')} "
+                             "seconds).")
+
+
+_check_allowed_saying_why.__wrapped__ = _check_allowed
+Authenticator.check_allowed = _check_allowed_saying_why

@@ -1,20 +1,25 @@
-"""The student environment of the tests, built the way the README tells students (`make student`), and the
-notebooks a student runs in it.
+"""The student environment of the tests, built the way the student repository's README tells students (`make
+student` in a copy of the student repository, outside the course repository), and the notebooks a student runs in it.
 
 Used by tests/course/test_student_env.py (notebooks executed top to bottom by a kernel of the student environment)
 and tests/browser/ (JupyterLab of the student environment in Chromium). Load it with `load_helpers()` of either.
 
-* `student_env()`: `make student` into `.venv-student-test/<hash>/venv` (git-ignored), one venv per hash of what
-  decides its packages (constraints.txt, the student requirements in pyproject.toml); `make student` runs again
-  into it whenever coursekit or the build files changed (it then only rebuilds and reinstalls the coursekit wheel),
-  so the tests always see the current coursekit. A file lock makes parallel sessions wait for one build.
-* `prepare_assignment()`: copies the released exercise (exercises/<a>/) into a folder outside the repository, writes
-  its provided.py with the instructor-side generator, and optionally fills every stub with the solution of the
-  source notebook (course/source/<a>/<a>.ipynb) and shortens 07's training.
+* `student_repo()`: the student repository (tools/student_repo.py, what `make student-repo` writes), built once per
+  test session into a temporary folder outside the course repository.
+* `student_env()`: `make student` of that student repository into `.venv-student-test/<hash>/venv` (git-ignored),
+  one venv per hash of what decides its packages (constraints.txt, the student requirements in pyproject.toml);
+  `make student` runs again into it whenever the student repository's coursekit, data or build files changed (it
+  then only rebuilds and reinstalls the coursekit wheel), so the tests always see the current coursekit. A file lock
+  makes parallel sessions wait for one build.
+* `prepare_assignment()`: copies the released exercise from the student repository into a folder of the student's
+  own (no data/ beside or above it: the wheel carries the data), writes its provided.py with the instructor-side
+  generator, and optionally fills every stub with the solution of the source notebook (course/source/<a>/<a>.ipynb)
+  and shortens 07's training.
 * `drawing_cells()`: the code cells that must show a figure.
 """
 from __future__ import annotations
 
+import atexit
 import fcntl
 import hashlib
 import os
@@ -22,6 +27,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -92,17 +98,37 @@ def _key() -> str:
     return digest.hexdigest()[:16]
 
 
-def _sources_digest() -> str:
-    """What the wheel and the set-up are made of: coursekit's files, the build files, the Makefile."""
+def _sources_digest(repo: Path) -> str:
+    """What the wheel and the set-up are made of: every file of the student repository but its exercises."""
     digest = hashlib.sha256()
-    files = sorted(p for p in (REPO / "coursekit").rglob("*") if p.is_file() and "__pycache__" not in p.parts)
-    for path in [*files, REPO / "pyproject.toml", REPO / "setup.py", REPO / "Makefile", REPO / "README.md"]:
-        digest.update(str(path.relative_to(REPO)).encode() + b"\0" + path.read_bytes())
+    files = sorted(p for p in repo.rglob("*") if p.is_file()
+                   and not {"__pycache__", ".git", "exercises", "build", "dist"} & set(p.relative_to(repo).parts))
+    for path in files:
+        digest.update(str(path.relative_to(repo)).encode() + b"\0" + path.read_bytes())
     return digest.hexdigest()
 
 
+_REPOS: list[Path] = []
+
+
+def student_repo() -> Path:
+    """The student repository, written by tools/student_repo.py into a temporary folder outside the course
+    repository (once per test session; removed when the session ends)."""
+    if not _REPOS:
+        sys.path.insert(0, str(REPO))
+        try:
+            from tools.student_repo import build
+        finally:
+            sys.path.remove(str(REPO))
+        scratch = Path(tempfile.mkdtemp(prefix="transformers101-student-"))
+        atexit.register(shutil.rmtree, scratch, True)
+        _REPOS.append(build(scratch / "transformers101"))
+    return _REPOS[0]
+
+
 def student_env() -> StudentEnv:
-    """Build (or refresh) the cached student environment with the README's `make student`."""
+    """Build (or refresh) the cached student environment with the student README's `make student`."""
+    repo = student_repo()
     root = CACHE / _key()
     root.mkdir(parents=True, exist_ok=True)
     with open(CACHE / "build.lock", "w") as lock:
@@ -110,7 +136,7 @@ def student_env() -> StudentEnv:
         for stale in CACHE.iterdir():  # environments of older constraints/pyproject: gigabytes each
             if stale.is_dir() and stale != root:
                 shutil.rmtree(stale, ignore_errors=True)
-        stamp, sources = root / "sources.sha256", _sources_digest()
+        stamp, sources = root / "sources.sha256", _sources_digest(repo)
         if not (stamp.is_file() and stamp.read_text() == sources and (root / "venv" / "bin" / "jupyter").exists()):
             # (re)build only when coursekit or the build changed: a rebuild reinstalls coursekit, which would pull it
             # from under a kernel or JupyterLab that another test session is running from this environment
@@ -118,7 +144,7 @@ def student_env() -> StudentEnv:
             env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
             command = ["make", "-s", "student", f"STUDENT_VENV={root / 'venv'}", f"STUDENT_DIST={root / 'dist'}",
                        f"PYTHON={sys.base_prefix}/bin/python3"]
-            result = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True, timeout=1500)
+            result = subprocess.run(command, cwd=repo, env=env, capture_output=True, text=True, timeout=1500)
             if result.returncode != 0:
                 raise RuntimeError(f"`{' '.join(command)}` failed:\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}")
             stamp.write_text(sources)
@@ -149,7 +175,7 @@ def _solution_code(source: str) -> str:
 
 def filled_notebook(assignment: str, quick: bool = True) -> nbformat.NotebookNode:
     """The released notebook with every stub replaced by the source notebook's solution (as a student would)."""
-    released = nbformat.read(EXERCISES / assignment / f"{assignment}.ipynb", as_version=4)
+    released = nbformat.read(student_repo() / "exercises" / assignment / f"{assignment}.ipynb", as_version=4)
     source = nbformat.read(SOURCE / assignment / f"{assignment}.ipynb", as_version=4)
     solutions = {c.metadata["nbgrader"]["grade_id"]: c.source for c in source.cells
                  if c.cell_type == "code" and c.metadata.get("nbgrader", {}).get("solution")}
@@ -169,18 +195,14 @@ def filled_notebook(assignment: str, quick: bool = True) -> nbformat.NotebookNod
 
 
 def prepare_assignment(assignment: str, dest: Path, filled: bool = True) -> Path:
-    """dest/<assignment>/ with the released notebook (stubs, or filled), data it needs and provided.py; returns it."""
+    """dest/<assignment>/ with the released notebook of the student repository (stubs, or filled) and provided.py;
+    returns it. No data is copied: the student wheel carries what the notebooks read."""
     from autograder.course.provided import write_provided_module  # instructor-side, test set-up only
 
     folder = dest / assignment
-    shutil.copytree(EXERCISES / assignment, folder,
+    shutil.copytree(student_repo() / "exercises" / assignment, folder,
                     ignore=shutil.ignore_patterns("provided.py", "__pycache__", ".ipynb_checkpoints"))
     write_provided_module(assignment, folder)  # nothing for 01-03
-    if assignment in ("08_gpt_language_model", "09_modern_block"):  # beside the notebook's folder, as in a
-        # student's copy of the course
-        shutil.copytree(REPO / "data" / "tinyshakespeare", dest / "data" / "tinyshakespeare", dirs_exist_ok=True)
-    if assignment == "09_modern_block":  # the recorded GPT-vs-ModernGPT runs the notebook shows
-        shutil.copy2(REPO / "data" / "modern_vs_gpt.json", dest / "data" / "modern_vs_gpt.json")
     if filled:
         nbformat.write(filled_notebook(assignment), folder / f"{assignment}.ipynb")
     return folder

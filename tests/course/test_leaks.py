@@ -251,15 +251,18 @@ def test_student_image_context_holds_no_provided_module_and_no_reference():
     assert len(fingerprints) >= 10
     files = student_image_context()
     assert not [p for p in files if p.name == PROVIDED_FILENAME]
-    for path in files:
-        if path.suffix == ".ipynb":
-            text = "\n".join(cell.source for cell in nbformat.read(path, as_version=4).cells)
-        elif path.suffix in {".py", ".md", ".txt", ".json", ".toml", ".cfg", ".yaml", ".yml", ".sh", ""}:
-            text = path.read_text(encoding="utf-8", errors="replace")
-        else:
-            continue
+    for path, text in _readable_texts(files):
         found = reference_found_in(text, fingerprints)
         assert not found, f"{path.relative_to(REPO)} holds reference code of {found}"
+
+
+def _readable_texts(files):
+    """(path, text) of each notebook (its cells' sources) and text file among `files`."""
+    for path in files:
+        if path.suffix == ".ipynb":
+            yield path, "\n".join(cell.source for cell in nbformat.read(path, as_version=4).cells)
+        elif path.suffix in {".py", ".md", ".txt", ".json", ".toml", ".cfg", ".yaml", ".yml", ".sh", ".csv", ""}:
+            yield path, path.read_text(encoding="utf-8", errors="replace")
 
 
 def test_reference_detector_finds_a_provided_module(tmp_path):
@@ -268,3 +271,86 @@ def test_reference_detector_finds_a_provided_module(tmp_path):
     found = reference_found_in(text)
     assert "solutions/attention.py:scaled_dot_product_attention" in found
     assert not [name for name in found if name.startswith("solutions/multi_head.py")]
+
+
+# --- the student repository (make student-repo, tools/student_repo.py): what students clone ---------------------
+
+STUDENT_REPO_TOP = {".git", ".gitignore", "README.md", "Makefile", "pyproject.toml", "setup.py", "constraints.txt",
+                    "coursekit", "data", "exercises"}
+INSTRUCTOR_PARTS = {"solutions", "autograder", "course", "source", "tests", "deploy", "docs", "bench", "tools",
+                    "release", "submitted", "autograded", "feedback", "gradebook.db", PROVIDED_FILENAME}
+
+
+@pytest.fixture(scope="module")
+def student_repo(tmp_path_factory):
+    import sys
+
+    sys.path.insert(0, str(REPO))
+    try:
+        from tools.student_repo import build
+    finally:
+        sys.path.remove(str(REPO))
+    return build(tmp_path_factory.mktemp("student-repo") / "transformers101")
+
+
+def _student_repo_files(repo: Path) -> list[Path]:
+    return sorted(p for p in repo.rglob("*") if p.is_file() and ".git" not in p.relative_to(repo).parts)
+
+
+def test_student_repo_holds_only_student_files(student_repo):
+    assert {p.name for p in student_repo.iterdir()} == STUDENT_REPO_TOP
+    tracked = subprocess.run(["git", "ls-files"], cwd=student_repo, capture_output=True, text=True, check=True).stdout
+    assert sorted(tracked.split()) == sorted(p.relative_to(student_repo).as_posix()
+                                             for p in _student_repo_files(student_repo)), "one commit holds it all"
+    for path in _student_repo_files(student_repo):
+        rel = path.relative_to(student_repo)
+        assert not INSTRUCTOR_PARTS & set(rel.parts), f"the student repository holds {rel}"
+    released = sorted(p.name for p in (student_repo / "exercises").iterdir())
+    assert released == ASSIGNMENTS
+    for assignment in ASSIGNMENTS:  # the released notebook as exercises/ holds it, byte for byte
+        name = f"{assignment}/{assignment}.ipynb"
+        assert (student_repo / "exercises" / name).read_bytes() == (EXERCISES / name).read_bytes()
+    assert _importable_from(student_repo) == "[]"
+
+
+def _importable_from(folder: Path) -> str:
+    """Which of solutions/autograder a Python started in `folder` imports (the system Python: no course install)."""
+    import sys
+
+    probe = "import importlib.util as u; print([n for n in ('solutions', 'autograder') if u.find_spec(n)])"
+    python = getattr(sys, "_base_executable", sys.executable)
+    return subprocess.run([python, "-c", probe], cwd=folder, env={"PATH": "/usr/bin:/bin", "HOME": str(folder)},
+                          capture_output=True, text=True, check=True, timeout=60).stdout.strip()
+
+
+def test_student_repo_holds_no_reference_and_no_hidden_check(student_repo):
+    fingerprints = reference_fingerprints()
+    keys = {a: [p for found in _answer_key_passages(a).values() for p in found] for a in ASSIGNMENTS}
+    scanned = 0
+    for path, text in _readable_texts(_student_repo_files(student_repo)):
+        rel = path.relative_to(student_repo)
+        scanned += 1
+        found = reference_found_in(text, fingerprints)
+        assert not found, f"student repository: {rel} holds reference code of {found}"
+        if rel.parts[0] == "exercises":  # coursekit names the markers it strips; a released notebook never holds one
+            for marker in FORBIDDEN_TEXT:
+                assert marker not in text, f"student repository: {rel} contains {marker!r}"
+        assert not IMPORTS_SOLUTIONS.search(text), f"student repository: {rel} imports `solutions`"
+        flat = " ".join(text.split())
+        assert MODEL_HEADING not in flat and "**Rubric (" not in flat, f"student repository: {rel}"
+        leaked = [p for passages in keys.values() for p in passages if p in flat]
+        assert not leaked, f"student repository: {rel} holds an answer key: {leaked[:2]}"
+    assert scanned >= len(ASSIGNMENTS) + 20, scanned
+
+
+def test_student_repo_scan_has_teeth(student_repo, tmp_path):
+    """A reference module or a hidden-test marker planted in a copy of the student repository is found."""
+    import shutil
+
+    planted = tmp_path / "planted"
+    shutil.copytree(student_repo, planted)
+    (planted / "coursekit" / "attention_ref.py").write_text((REPO / "solutions" / "attention.py").read_text())
+    found = [reference_found_in(text) for _, text in _readable_texts(_student_repo_files(planted))]
+    assert any("solutions/attention.py:scaled_dot_product_attention" in f for f in found)
+    shutil.copytree(REPO / "solutions", planted / "solutions", ignore=shutil.ignore_patterns("__pycache__"))
+    assert _importable_from(planted) == "['solutions']"

@@ -1,8 +1,11 @@
-"""The course as a student gets it: the environment of the README's `make student`, and every notebook run in it.
+"""The course as a student gets it: the student repository (`make student-repo`), the environment its README's
+`make student` builds, and every notebook run in it.
 
-The environment is the real one (a wheel of coursekit alone, its pinned dependencies, the student JupyterLab
-configuration), cached between sessions (tests/browser/student_env.py). Each notebook is copied out of the
-repository, its stubs filled with the source solutions, and executed top to bottom by a kernel of that environment.
+The environment is the real one (a wheel of coursekit and the course data alone, its pinned dependencies, the student
+JupyterLab configuration), built by `make student` in a copy of the student repository outside the course repository
+and cached between sessions (tests/browser/student_env.py). Each notebook is copied out of that student repository
+into a folder of the student's own (no data/ anywhere above it), its stubs filled with the source solutions, and
+executed top to bottom by a kernel of that environment.
 The suite fails on any error, on any cell that draws but shows no picture, and on anything written to stderr (a
 warning printed to a student). The released stubs are run too: the first self-check must fail with its short hint.
 """
@@ -11,6 +14,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import re
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -77,6 +81,7 @@ def test_student_wheel_and_env_hold_no_reference(student, tmp_path):
     names = zipfile.ZipFile(student.wheel).namelist()
     packages = {n.split("/")[0] for n in names if not n.startswith("transformers101-")}
     assert packages == {"coursekit"}, packages
+    assert not [n for n in names if n.endswith("provided.py") or n.endswith(".ipynb")], names
     probe = ("import importlib.util as u, json, coursekit; print(json.dumps({'found': [n for n in "
              "('solutions', 'autograder') if u.find_spec(n)], 'coursekit': coursekit.__file__}))")
     result = subprocess.run([student.python, "-c", probe], cwd=tmp_path, capture_output=True, text=True,
@@ -110,6 +115,41 @@ def test_student_jupyter_has_no_instructor_tools(student, tmp_path):
     bundles = (student.venv / "share/jupyter/labextensions/@jupyter/nbgrader/static").glob("*.js")
     text = "".join(b.read_text(encoding="utf-8") for b in bundles)
     assert "passes all the tests" not in text and "public self-checks" in text
+
+
+def test_student_wheel_carries_the_course_data(student):
+    """The wheel holds the student repository's data/ byte for byte (what the notebooks read), and nothing else of
+    data/ (never a downloaded real set)."""
+    repo = H.student_repo()
+    wheel = zipfile.ZipFile(student.wheel)
+    prefix = "coursekit/_bundled_data/"
+    carried = {n[len(prefix):]: wheel.read(n) for n in wheel.namelist() if n.startswith(prefix)}
+    shipped = {p.relative_to(repo / "data").as_posix(): p.read_bytes() for p in (repo / "data").rglob("*") if p.is_file()}
+    assert set(carried) == set(shipped), (sorted(carried), sorted(shipped))
+    assert carried == shipped
+    assert {"tinyshakespeare/input.txt", "yelp_synthetic/train.csv", "modern_vs_gpt.json"} <= set(carried)
+
+
+def test_data_found_from_the_students_own_folder(student, tmp_path):
+    """From a folder with no data/ above it and no COURSE_DATA_DIR, coursekit finds every shipped data file in its
+    wheel; with COURSE_DATA_DIR set, that folder still wins."""
+    probe = ("import json; from coursekit.shakespeare import shakespeare_path; "
+             "from coursekit.modern_comparison import results_path; from coursekit.data.yelp import synthetic_dir; "
+             "print(json.dumps([str(shakespeare_path()), str(results_path()), str(synthetic_dir())]))")
+    work = tmp_path / "my-work" / "08_gpt_language_model"
+    work.mkdir(parents=True)
+    assert not [f for f in (work, *work.parents) if (f / "data").exists()]
+    env = H.student_process_env(tmp_path / "home")
+    found = json.loads(subprocess.run([student.python, "-c", probe], cwd=work, env=env, capture_output=True,
+                                      text=True, timeout=120, check=True).stdout)
+    bundled = student.venv.resolve()
+    for path in map(Path, found):
+        assert bundled in path.parents and "_bundled_data" in path.parts, found
+    own = tmp_path / "own-data"
+    shutil.copytree(H.student_repo() / "data", own)
+    found = json.loads(subprocess.run([student.python, "-c", probe], cwd=work, env={**env, "COURSE_DATA_DIR": str(own)},
+                                      capture_output=True, text=True, timeout=120, check=True).stdout)
+    assert all(Path(path).is_relative_to(own) for path in found), found
 
 
 # ------------------------------------------------------------------------------------------ the notebooks
@@ -169,10 +209,19 @@ def test_student_deployments_use_one_cpu_thread():
 
 
 def test_readme_student_steps_are_the_tested_ones():
-    """The README's student section uses the commands these tests run (make student, jupyter lab of its venv)."""
+    """The course README sends students to the student repository, whose README has the two commands these tests
+    run (its Makefile's `make student`, then JupyterLab of .venv-student on exercises/)."""
     readme = (H.REPO / "README.md").read_text()
     section = readme[readme.index("## For students"):readme.index("## For instructors")]
-    assert "make student" in section and '.venv-student/bin/jupyter" lab' in section
+    assert "make student-repo" in section and "student repository" in section
     assert "COURSE_PROFILE=student pip install" not in section  # the old instructor-install-in-disguise
-    makefile = (H.REPO / "Makefile").read_text()
+    assert "git clone <the course repository>" not in section  # the course repository holds solutions/
+    repo = H.student_repo()
+    student_readme = (repo / "README.md").read_text()
+    commands = re.search(r"```bash\n(.*?)```", student_readme, re.S).group(1)
+    assert [line.split("#")[0].strip() for line in commands.strip().splitlines()] == [
+        "make student", ".venv-student/bin/jupyter lab exercises/"]
+    makefile = (repo / "Makefile").read_text()
     assert "\nstudent:" in makefile and "coursekit.jupyter_setup" in makefile
+    dry = subprocess.run(["make", "-n", "student"], cwd=repo, capture_output=True, text=True, timeout=60, check=True)
+    assert "COURSE_PROFILE=student" in dry.stdout and "_bundled_data" in dry.stdout

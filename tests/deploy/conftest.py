@@ -110,6 +110,12 @@ c.JupyterHub.load_roles.append({{"name": "admin", "services": ["e2e-admin"]}})
 
 @pytest.fixture(scope="module")
 def hub(tmp_path_factory, student_env) -> Hub:
+    yield from start_hub(tmp_path_factory, student_env)
+
+
+def start_hub(tmp_path_factory, student_env, extra_config: str = "", **settings: str):
+    """Runs the hub of the `hub` fixture (yields its Hub, stops it afterwards); `extra_config` lines are appended to
+    the overlay and `settings` to the hub's environment (e.g. c.Authenticator.allow_all = False)."""
     chp = find_or_install_chp()
     workdir = tmp_path_factory.mktemp("hub")
     exchange, course_root, grader_home = workdir / "exchange", workdir / "grader" / "course", workdir / "grader"
@@ -123,7 +129,7 @@ def hub(tmp_path_factory, student_env) -> Hub:
         hub_config=str(HUB_CONFIG), public_port=public_port, hub_port=hub_port, proxy_api_port=proxy_api_port,
         chp=str(chp), workdir=workdir, spawner_args=allow_root, service_token=service_token,
         grader_home=grader_home, admin_token=admin_token,
-    ))
+    ) + extra_config)
     env = dict(
         os.environ,
         PATH=f"{VENV / 'bin'}:{os.environ.get('PATH', '')}",
@@ -140,6 +146,7 @@ def hub(tmp_path_factory, student_env) -> Hub:
         INSTRUCTOR_SINGLEUSER_CMD=str(VENV / "bin" / "jupyterhub-singleuser"),
         STUDENT_JUPYTER_CONFIG=str(STUDENT_CONFIG),
         INSTRUCTOR_JUPYTER_CONFIG=str(INSTRUCTOR_CONFIG),
+        **settings,
     )
     for leak in ("JUPYTER_CONFIG_PATH", "JUPYTER_CONFIG_DIR", "JUPYTER_PATH", "JUPYTERHUB_API_TOKEN"):
         env.pop(leak, None)
@@ -157,3 +164,10 @@ def hub(tmp_path_factory, student_env) -> Hub:
                   api_url=f"http://127.0.0.1:{hub_port}/hub/api")
     finally:
         kill_tree(proc.pid)
+
+
+@pytest.fixture(scope="module")
+def roster_hub(tmp_path_factory, student_env) -> Hub:
+    """The hub with the shipped login rules (allow_all off): the instructors, and students once on the roster."""
+    yield from start_hub(tmp_path_factory, student_env, "\nc.Authenticator.allow_all = False\n",
+                         ROSTER_SYNC_INTERVAL="1")

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import re
 import shlex
 import sys
@@ -97,7 +98,7 @@ def test_idle_culler_follows_its_installation(monkeypatch):
         assert "--timeout=900" in culler["command"]
         assert any(r.get("services") == ["idle-culler"] for r in c.JupyterHub.load_roles)
     c, _ = load_hub_config(monkeypatch, IDLE_CULL_TIMEOUT="0")
-    assert [s["name"] for s in c.JupyterHub.services] == [COURSE_ID]
+    assert [s["name"] for s in c.JupyterHub.services] == [COURSE_ID, f"{COURSE_ID}-roster"]
 
 
 def fake_spawner(groups):
@@ -374,6 +375,8 @@ def test_k8s_groups_roles_and_service_match_the_hub_config(values, resources, mo
     for role in c.JupyterHub.load_roles:
         if role["name"] == "idle-culler":
             continue  # the chart's `cull` section runs the culler on Kubernetes
+        if role["name"] == f"{COURSE_ID}-roster":
+            continue  # the roster service runs on one machine only so far (deploy/README.md)
         assert sorted(hub["loadRoles"][role["name"]]["scopes"]) == sorted(role["scopes"]), role["name"]
     assert sorted(hub["loadRoles"]["server"]["scopes"]) == sorted(c.Spawner.server_token_scopes)
     url = hub["services"][COURSE_ID]["url"]
@@ -408,3 +411,16 @@ def test_student_image_lets_notebook_08_find_tinyshakespeare():
     ignored = (DOCKER / "Dockerfile.student.dockerignore").read_text().split()
     assert not any(pattern.strip("/*").startswith(("data", "tinyshakespeare")) for pattern in ignored)
     assert (ROOT / "data" / "tinyshakespeare" / "input.txt").is_file()
+
+
+def test_course_service_has_the_grader_environment_on_path(monkeypatch):
+    """`autograder`, `nbgrader` and `alembic` (nbgrader's gradebook migrations) of the grader environment are found
+    by the course service and its terminals; the roster service runs that environment's Python."""
+    c, _ = load_hub_config(monkeypatch, COURSE_SERVICE_COMMAND="/opt/grader/bin/jupyterhub-singleuser --debug")
+    services = {s["name"]: s for s in c.JupyterHub.services}
+    assert services[COURSE_ID]["environment"]["PATH"].split(os.pathsep)[0] == "/opt/grader/bin"
+    roster = services[f"{COURSE_ID}-roster"]
+    assert roster["command"][0] == "/opt/grader/bin/python" and roster["command"][1].endswith("roster_sync.py")
+    assert (ROOT / "deploy" / "jupyterhub" / "roster_sync.py").is_file()
+    c, _ = load_hub_config(monkeypatch, COURSE_SERVICE_COMMAND="jupyterhub-singleuser")
+    assert "PATH" not in {s["name"]: s for s in c.JupyterHub.services}[COURSE_ID]["environment"]

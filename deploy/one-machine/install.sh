@@ -1,0 +1,181 @@
+#!/usr/bin/env bash
+# One-machine install of the course transformers101 on JupyterHub (deploy/README.md, "One machine").
+#
+# Run as root from anywhere: `sudo deploy/one-machine/install.sh`. Running it again changes nothing that is already
+# in place (environments are updated from the same pins, the course folder and gradebook are kept as they are).
+#
+# What it makes (every path below lies under $PREFIX, empty by default; tests point it at a scratch folder):
+#   /opt/hub                       the hub's environment (jupyterhub, the idle culler), readable by all
+#   /opt/grader                    the grader environment: coursekit, solutions, autograder, nbgrader (0750)
+#   /opt/student                   the student environment: coursekit and its data only, readable by all
+#   /srv/transformers101           the grader account's home and the course folder course/ (0750)
+#   /srv/nbgrader/exchange         nbgrader's exchange, writable by all (1777)
+#   /srv/jupyterhub                the hub's state: its database and cookie secret (0700, root)
+#   /etc/jupyter/transformers101-{student,instructor}   Jupyter and nbgrader configuration of each role
+#   /etc/jupyterhub/               jupyterhub_config.py, roster_sync.py and transformers101.env (the hub's settings)
+#   /etc/profile.d/transformers101-grader.sh            the grader environment on PATH for graders' shells
+#   /opt/hub/bin/transformers101-hub                    starts the hub with those settings (as root)
+# Everything of the grader side is owned by the group of the grader account (GRADER_USER, made here when it is
+# missing); instructors listed in COURSE_INSTRUCTORS that exist as accounts join that group. Nobody else can read
+# the grader environment, the reference solutions, the hidden checks, the course folder or the gradebook.
+#
+# Settings (environment variables):
+#   PREFIX              root of every path above                            ("")
+#   COURSE_ID           nbgrader course id = hub service name               (transformers101)
+#   GRADER_USER         system account of the course service and group of the graders (grader-$COURSE_ID)
+#   COURSE_INSTRUCTORS  comma-separated accounts that grade                  ("")
+#   PYTHON              Python 3.11 that builds the environments             (python3.11)
+#   INSTALL_DEPS        1: the full stack from constraints.txt; 0: the course's own packages only, no third-party
+#                       dependencies and no proxy (a quick check of the layout and permissions; the hub cannot run)
+set -euo pipefail
+umask 077
+
+SRC="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+PREFIX="${PREFIX:-}"
+COURSE_ID="${COURSE_ID:-transformers101}"
+GRADER_USER="${GRADER_USER:-grader-$COURSE_ID}"
+COURSE_INSTRUCTORS="${COURSE_INSTRUCTORS:-}"
+PYTHON="${PYTHON:-python3.11}"
+INSTALL_DEPS="${INSTALL_DEPS:-1}"
+
+HUB_ENV="$PREFIX/opt/hub"
+GRADER_ENV="$PREFIX/opt/grader"
+STUDENT_ENV="$PREFIX/opt/student"
+COURSE_HOME="$PREFIX/srv/$COURSE_ID"
+COURSE_ROOT="$COURSE_HOME/course"
+EXCHANGE="$PREFIX/srv/nbgrader/exchange"
+HUB_STATE="$PREFIX/srv/jupyterhub"
+JUPYTER_ETC="$PREFIX/etc/jupyter"
+HUB_ETC="$PREFIX/etc/jupyterhub"
+PROFILE_D="$PREFIX/etc/profile.d"
+# the course's data the student wheel carries (the course Makefile's STUDENT_DATA)
+STUDENT_DATA="$(sed -n 's/^STUDENT_DATA *= *//p' "$SRC/Makefile")"
+
+say() { printf 'install.sh: %s\n' "$*"; }
+die() { printf 'install.sh: %s\n' "$*" >&2; exit 1; }
+
+[ "$(id -u)" = 0 ] || die "run me as root (I create accounts and set owners)"
+command -v "$PYTHON" >/dev/null || die "$PYTHON not found: set PYTHON to a Python 3.11"
+[ -n "$STUDENT_DATA" ] || die "$SRC/Makefile has no STUDENT_DATA line"
+case "$INSTALL_DEPS" in 0|1) ;; *) die "INSTALL_DEPS must be 0 or 1, not $INSTALL_DEPS" ;; esac
+
+install -d -m 0755 "$PREFIX/opt" "$PREFIX/srv" "$PREFIX/etc"  # (exist on a real machine)
+
+# --- the grader account and its group -------------------------------------------------------------------------
+if ! id "$GRADER_USER" >/dev/null 2>&1; then
+  useradd --system --user-group --home-dir "$COURSE_HOME" --no-create-home --shell /bin/bash "$GRADER_USER"
+  say "created the account $GRADER_USER"
+fi
+GROUP="$(id -gn "$GRADER_USER")"
+IFS=, read -r -a instructors <<< "$COURSE_INSTRUCTORS"
+for name in "${instructors[@]}"; do
+  name="${name// /}"
+  [ -n "$name" ] || continue
+  if id "$name" >/dev/null 2>&1; then usermod -a -G "$GROUP" "$name"
+  else say "instructor $name has no account yet: run this script again once it exists (or usermod -aG $GROUP $name)"; fi
+done
+
+# --- the environments, each from the constrained pip and setuptools first --------------------------------------
+pip_args=(--disable-pip-version-check -q -c "$SRC/constraints.txt")
+deps=()
+[ "$INSTALL_DEPS" = 1 ] || deps=(--no-deps)
+
+new_env() {  # new_env DIR: a venv whose pip and setuptools are the pinned ones (older ones reject license = "MIT")
+  [ -x "$1/bin/python" ] || "$PYTHON" -m venv "$1"
+  "$1/bin/python" -m pip install "${pip_args[@]}" pip setuptools
+}
+
+# build from a copy of the sources: a build/ folder of the checkout never reaches an environment, and the student
+# copy holds coursekit and the data only
+scratch="$(mktemp -d)"
+trap 'rm -rf "$scratch"' EXIT
+mkdir -p "$scratch/grader" "$scratch/student/coursekit/_bundled_data"
+cp -r "$SRC/pyproject.toml" "$SRC/setup.py" "$SRC/README.md" "$SRC/coursekit" "$SRC/solutions" "$SRC/autograder" \
+      "$scratch/grader/"
+cp -r "$SRC/pyproject.toml" "$SRC/setup.py" "$SRC/README.md" "$SRC/coursekit" "$scratch/student/"
+(cd "$SRC" && cp -r $STUDENT_DATA "$scratch/student/coursekit/_bundled_data/")
+find "$scratch" -name __pycache__ -prune -exec rm -rf {} +
+
+new_env "$HUB_ENV"
+if [ "$INSTALL_DEPS" = 1 ]; then
+  "$HUB_ENV/bin/python" -m pip install "${pip_args[@]}" jupyterhub jupyterhub-idle-culler
+fi
+new_env "$GRADER_ENV"
+(cd "$scratch/grader" && COURSE_PROFILE=instructor "$GRADER_ENV/bin/python" -m pip install "${pip_args[@]}" \
+   --no-build-isolation --upgrade --force-reinstall --no-deps . \
+ && COURSE_PROFILE=instructor "$GRADER_ENV/bin/python" -m pip install "${pip_args[@]}" --no-build-isolation \
+   "${deps[@]}" ".[instructor]")
+new_env "$STUDENT_ENV"
+(cd "$scratch/student" && COURSE_PROFILE=student "$STUDENT_ENV/bin/python" -m pip install "${pip_args[@]}" \
+   --no-build-isolation --upgrade --force-reinstall --no-deps . \
+ && if [ "$INSTALL_DEPS" = 1 ]; then
+      COURSE_PROFILE=student "$STUDENT_ENV/bin/python" -m pip install "${pip_args[@]}" --no-build-isolation \
+        ".[student]" jupyterhub
+    fi)
+(cd / && "$STUDENT_ENV/bin/python" -c "import importlib.util as u; bad = [n for n in ('solutions', 'autograder') \
+if u.find_spec(n)]; assert not bad, f'the student environment holds {bad}'")
+if [ "$INSTALL_DEPS" = 1 ]; then
+  (cd / && "$STUDENT_ENV/bin/python" -m coursekit.jupyter_setup --hub)
+  command -v configurable-http-proxy >/dev/null || npm install -g configurable-http-proxy@5.3.0
+fi
+
+# --- configuration --------------------------------------------------------------------------------------------
+install -d -m 0755 "$JUPYTER_ETC" "$HUB_ETC" "$PROFILE_D"
+rm -rf "$JUPYTER_ETC/$COURSE_ID-student" "$JUPYTER_ETC/$COURSE_ID-instructor"
+cp -r "$SRC/deploy/jupyter/student" "$JUPYTER_ETC/$COURSE_ID-student"
+cp -r "$SRC/deploy/jupyter/instructor" "$JUPYTER_ETC/$COURSE_ID-instructor"
+install -m 0644 "$SRC/deploy/jupyterhub/jupyterhub_config.py" "$HUB_ETC/jupyterhub_config.py"
+install -m 0644 "$SRC/deploy/jupyterhub/roster_sync.py" "$HUB_ETC/roster_sync.py"  # the config's roster service
+cat > "$HUB_ETC/$COURSE_ID.env" <<EOF
+# Settings of the hub process (read by $HUB_ENV/bin/$COURSE_ID-hub; written by deploy/one-machine/install.sh)
+COURSE_ID=$COURSE_ID
+COURSE_ROOT=$COURSE_ROOT
+COURSE_GRADER_USER=$GRADER_USER
+COURSE_INSTRUCTORS=$COURSE_INSTRUCTORS
+NBGRADER_EXCHANGE=$EXCHANGE
+STUDENT_SINGLEUSER_CMD=$STUDENT_ENV/bin/jupyterhub-singleuser
+INSTRUCTOR_SINGLEUSER_CMD=$GRADER_ENV/bin/jupyterhub-singleuser
+COURSE_SERVICE_COMMAND=$GRADER_ENV/bin/jupyterhub-singleuser
+STUDENT_JUPYTER_CONFIG=$JUPYTER_ETC/$COURSE_ID-student
+INSTRUCTOR_JUPYTER_CONFIG=$JUPYTER_ETC/$COURSE_ID-instructor
+EOF
+cat > "$HUB_ENV/bin/$COURSE_ID-hub" <<EOF
+#!/bin/sh
+# Starts the hub of $COURSE_ID with its settings (run as root: the hub switches to each user's account).
+set -a
+. "$HUB_ETC/$COURSE_ID.env"
+set +a
+cd "$HUB_STATE" && exec "$HUB_ENV/bin/jupyterhub" -f "$HUB_ETC/jupyterhub_config.py" "\$@"
+EOF
+cat > "$PROFILE_D/$COURSE_ID-grader.sh" <<EOF
+# The grader environment (autograder, nbgrader) on PATH for members of $GROUP, login shells included
+case " \$(id -Gn 2>/dev/null) " in *" $GROUP "*) PATH="$GRADER_ENV/bin:\$PATH"; export PATH ;; esac
+EOF
+chmod 0755 "$HUB_ENV/bin/$COURSE_ID-hub"
+chmod 0644 "$HUB_ETC/$COURSE_ID.env" "$PROFILE_D/$COURSE_ID-grader.sh"
+
+# --- folders --------------------------------------------------------------------------------------------------
+install -d -m 0700 "$HUB_STATE"
+install -d -m 0755 "$(dirname "$EXCHANGE")"
+install -d -m 1777 "$EXCHANGE"
+install -d -m 0750 -o "$GRADER_USER" -g "$GROUP" "$COURSE_HOME"
+if [ ! -e "$COURSE_ROOT" ]; then  # a new course folder: the sources and settings, none of the checkout's grading state
+  tar -C "$SRC" --exclude=course/gradebook.db --exclude=course/submitted --exclude=course/autograded \
+      --exclude=course/feedback --exclude=course/reports --exclude=course/release --exclude=course/.exchange \
+      --exclude=__pycache__ -cf - course | tar -C "$COURSE_HOME" -xf -
+  say "course folder: $COURSE_ROOT"
+else
+  say "course folder kept as it is: $COURSE_ROOT"
+fi
+
+# --- who may read what ----------------------------------------------------------------------------------------
+# grader side: the grader account writes its home and course folder; its group reads; others nothing
+chown -R "$GRADER_USER:$GROUP" "$COURSE_HOME"
+chmod -R u+rwX,g+rX,g-w,o-rwx "$COURSE_HOME"
+chown -R root:"$GROUP" "$GRADER_ENV" "$JUPYTER_ETC/$COURSE_ID-instructor"
+chmod -R u+rwX,g+rX,g-w,o-rwx "$GRADER_ENV" "$JUPYTER_ETC/$COURSE_ID-instructor"
+# everybody's side: the hub's and students' environments and the student configuration, read-only
+chown -R root:root "$HUB_ENV" "$STUDENT_ENV" "$JUPYTER_ETC/$COURSE_ID-student"
+chmod -R u+rwX,go+rX,go-w "$HUB_ENV" "$STUDENT_ENV" "$JUPYTER_ETC/$COURSE_ID-student"
+
+say "done. Start the hub as root with $HUB_ENV/bin/$COURSE_ID-hub (settings in $HUB_ETC/$COURSE_ID.env)"
