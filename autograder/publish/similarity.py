@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import csv
 import html
+import hashlib
 import io
 import itertools
 import json
@@ -104,11 +105,31 @@ class Result:
 
 
 # ------------------------------------------------------------------------------------------------- fingerprints
+def stable_kgram_hashes(string: str, k: int) -> np.ndarray:
+    """The hash of every k-gram of `string` (as copydetect's `utils.hashed_kgrams`), the same in every process.
+
+    copydetect hashes k-grams with Python's `hash()`, which is salted per process (PYTHONHASHSEED): the same class
+    gave 120-124 shared characters over four runs and pairs moved across the threshold. Similarity is a report an
+    instructor acts on, and a regrade must not change it: these hashes are the first 8 bytes of BLAKE2b."""
+    digest = hashlib.blake2b
+    return np.array([int.from_bytes(digest(string[i:i + k].encode("utf-8", "surrogatepass"), digest_size=8).digest(),
+                                    "little", signed=True) for i in range(len(string) - k + 1)], dtype=np.int64)
+
+
+def _copydetect_with_stable_hashes():
+    """copydetect, its k-gram hash replaced by `stable_kgram_hashes` (its fingerprinting looks the function up in
+    `copydetect.utils` at each call, so this is the one place to set it)."""
+    import copydetect.utils
+
+    copydetect.utils.hashed_kgrams = stable_kgram_hashes
+    return copydetect
+
+
 def _fingerprint(text: str, window: int, noise: int = NOISE, boilerplate: set | None = None):
     """copydetect's CodeFingerprint of `text`, plus `own`: which filtered characters are the student's own (not
     inside any k-gram of the boilerplate). Fingerprints of the boilerplate are dropped."""
-    from copydetect import CodeFingerprint
-    from copydetect.utils import hashed_kgrams
+    CodeFingerprint = _copydetect_with_stable_hashes().CodeFingerprint
+    hashed_kgrams = stable_kgram_hashes
 
     logging.getLogger().disabled, was = True, logging.getLogger().disabled  # "not tokenized" chatter on empty text
     try:

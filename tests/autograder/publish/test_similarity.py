@@ -265,3 +265,19 @@ def test_submitted_notebooks_are_read_as_submissions_are(tmp_path):
     (tmp_path / "nbgrader_config.py").write_text("c = get_config()\nc.SubmissionLimits.notebook_bytes = 1024\n")
     documents = student_documents(tmp_path, "ps1")
     assert documents == {"ann": code, "ben": "", "dan": ""}
+
+
+def test_the_same_class_gives_the_same_numbers_in_every_process():
+    """copydetect's own k-gram hash is Python's salted hash(): the report moved between runs. Ours is stable."""
+    import subprocess
+    import sys
+
+    code = ("from autograder.publish.similarity import compare_documents as c\n"
+            "a = 'def f(x):\\n    total = 0\\n    for i in range(x):\\n        total += i * i - 3\\n    return total\\n'\n"
+            "b = a.replace('total', 'acc') + 'def g(y):\\n    return [f(v) for v in range(y) if v % 2]\\n'\n"
+            "r = c({'ann': a * 3, 'bob': b * 3, 'cat': 'print(1)\\n' * 40})\n"
+            "print([(p.a, p.b, p.overlap, round(p.similarity, 9)) for p in r.pairs])")
+    outputs = {subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                              env={**__import__("os").environ, "PYTHONHASHSEED": str(seed)}).stdout
+               for seed in (1, 2, 3)}
+    assert len(outputs) == 1 and "ann" in outputs.pop()
