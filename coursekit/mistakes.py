@@ -187,6 +187,9 @@ _CATALOGUE = [
     ("bpe.no_early_stop", "train_bpe", "merging goes on when the most frequent pair occurs only once"),
     ("bpe.new_id", "train_bpe", "the new token ids are not 256 + k for the k-th merge"),
     ("bpe.encode_order", "bpe_encode", "the merges are not applied in the order they were learned"),
+    ("bpe.encode_most_frequent", "bpe_encode",
+     "the present merge whose pair occurs most often is applied first; apply the merges in the order they were "
+     "learned (the earliest-learned present pair first)"),
     ("bpe.encode_characters", "bpe_encode",
      "the text is split into characters (ord) instead of its UTF-8 bytes, so non-ASCII text goes wrong"),
     ("bpe.decode_per_token", "bpe_decode",
@@ -211,6 +214,9 @@ _CATALOGUE = [
      "a softmax is applied before F.cross_entropy, which already includes log-softmax"),
     ("lm_loss.shifted_again", "lm_loss",
      "logits and targets are shifted again inside lm_loss; get_batch already aligned them"),
+    ("lm_loss.python_float", "lm_loss",
+     "the loss is returned as a Python float (.item()), so training cannot back-propagate through it; return the "
+     "scalar tensor"),
     ("estimate_loss.train_mode", "estimate_loss",
      "the model stays in training mode while the loss is estimated (dropout left on); call model.eval()"),
     ("estimate_loss.last_window", "estimate_loss",
@@ -230,6 +236,8 @@ _CATALOGUE = [
     ("sample.top_k_drops_ties", "sample_next_token",
      "top-k keeps exactly k tokens and drops logits equal to the k-th largest; keep every tie"),
     ("generate.first_position", "generate", "the next token is taken from the first position's logits, not the last"),
+    ("generate.keeps_first_tokens", "generate",
+     "the context keeps the first max_len tokens (ids[:, :max_len]); feed the last ones, ids[:, -model.max_len:]"),
     ("generate.train_mode", "generate", "the model generates in training mode (dropout on); call model.eval()"),
     ("generate.mode_not_restored", "generate", "generate leaves the model in eval mode; restore the training mode it had"),
     # ------------------------------------------------------------------------------------------ 09 the modern block
