@@ -68,6 +68,8 @@ _CATALOGUE = [
     ("attention.scale_multiplied", "scaled_dot_product_attention",
      "the scores are multiplied by sqrt(d_k) instead of divided"),
     ("attention.scale_by_d", "scaled_dot_product_attention", "the scores are divided by d_k instead of sqrt(d_k)"),
+    ("attention.scale_by_length", "scaled_dot_product_attention",
+     "the scores are divided by the square root of the sequence length instead of sqrt(d_k), the width of the keys"),
     ("attention.softmax_dim", "scaled_dot_product_attention",
      "softmax is taken over the wrong dimension (it must run over the keys, the last dim)"),
     ("attention.mask_inverted", "scaled_dot_product_attention",
@@ -89,6 +91,8 @@ _CATALOGUE = [
      "(key and value are different tensors in general)"),
     # ------------------------------------------------------------------------------------------------- 05 encoder
     ("encoder.no_relu", "PositionwiseFeedForward", "the ReLU between linear1 and linear2 is missing"),
+    ("encoder.gelu", "PositionwiseFeedForward",
+     "a GELU (or another activation) sits between linear1 and linear2: notebook 05's feed-forward uses ReLU"),
     ("encoder.relu_after_linear2", "PositionwiseFeedForward", "a ReLU is applied after linear2 as well"),
     ("encoder.norm_swapped", "EncoderBlock",
      "pre-norm and post-norm are swapped (norm_first=False means x = norm(x + sublayer(x)))"),
@@ -262,6 +266,8 @@ _CATALOGUE = [
     ("gqa.rotates_values", "GroupedQueryAttention",
      "the values are rotated too: rotary angles go on the queries and keys only"),
     ("gqa.no_rotary", "GroupedQueryAttention", "the rotary angles are not applied to the queries and keys"),
+    ("gqa.rotary_queries_only", "GroupedQueryAttention",
+     "only the queries are rotated: rotate the keys too, so that the score depends on the offset between positions"),
     ("gqa.kv_heads_tiled", "GroupedQueryAttention",
      "the key/value heads are repeated in the wrong order (.repeat tiles them, so query head h gets key/value "
      "head h % num_kv_heads): use repeat_interleave, so that it gets h // (num_heads // num_kv_heads)"),
