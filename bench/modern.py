@@ -61,7 +61,14 @@ def run(model_kind: str, seed: int, budget_name: str, threads: int, steps: int |
             longer[str(length)] = estimate_loss(model, val_ids[:40_000], length, "cpu")
         longer[str(budget.block_size)] = estimate_loss(model, val_ids[:40_000], budget.block_size, "cpu")
     prompt = torch.tensor([chars.encode("\n")])
-    sample = chars.decode(generate(model, prompt, 300, temperature=0.8,
+    sampler = model
+    if model_kind == "modern":
+        # generate feeds the last model.max_len tokens: sample with the context the model was trained on (block_size),
+        # not the longer max_len built for the evaluation above (the rotary tables are not in the state_dict)
+        sampler = ModernGPT(len(chars), budget.d_model, budget.num_heads, max(1, budget.num_heads // 2), d_ff,
+                            budget.num_layers, max_len=budget.block_size)
+        sampler.load_state_dict(model.state_dict())
+    sample = chars.decode(generate(sampler, prompt, 300, temperature=0.8,
                                    generator=torch.Generator().manual_seed(seed))[0, 1:])
     return {"model": "GPT" if model_kind == "gpt" else "ModernGPT", "seed": seed, "budget": budget_name,
             "parameters": parameter_count(model),

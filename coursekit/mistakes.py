@@ -68,6 +68,8 @@ _CATALOGUE = [
     ("attention.scale_multiplied", "scaled_dot_product_attention",
      "the scores are multiplied by sqrt(d_k) instead of divided"),
     ("attention.scale_by_d", "scaled_dot_product_attention", "the scores are divided by d_k instead of sqrt(d_k)"),
+    ("attention.scale_by_length", "scaled_dot_product_attention",
+     "the scores are divided by the square root of the sequence length instead of sqrt(d_k), the width of the keys"),
     ("attention.softmax_dim", "scaled_dot_product_attention",
      "softmax is taken over the wrong dimension (it must run over the keys, the last dim)"),
     ("attention.mask_inverted", "scaled_dot_product_attention",
@@ -89,6 +91,8 @@ _CATALOGUE = [
      "(key and value are different tensors in general)"),
     # ------------------------------------------------------------------------------------------------- 05 encoder
     ("encoder.no_relu", "PositionwiseFeedForward", "the ReLU between linear1 and linear2 is missing"),
+    ("encoder.gelu", "PositionwiseFeedForward",
+     "a GELU (or another activation) sits between linear1 and linear2: notebook 05's feed-forward uses ReLU"),
     ("encoder.relu_after_linear2", "PositionwiseFeedForward", "a ReLU is applied after linear2 as well"),
     ("encoder.norm_swapped", "EncoderBlock",
      "pre-norm and post-norm are swapped (norm_first=False means x = norm(x + sublayer(x)))"),
@@ -187,6 +191,9 @@ _CATALOGUE = [
     ("bpe.no_early_stop", "train_bpe", "merging goes on when the most frequent pair occurs only once"),
     ("bpe.new_id", "train_bpe", "the new token ids are not 256 + k for the k-th merge"),
     ("bpe.encode_order", "bpe_encode", "the merges are not applied in the order they were learned"),
+    ("bpe.encode_most_frequent", "bpe_encode",
+     "the present merge whose pair occurs most often is applied first; apply the merges in the order they were "
+     "learned (the earliest-learned present pair first)"),
     ("bpe.encode_characters", "bpe_encode",
      "the text is split into characters (ord) instead of its UTF-8 bytes, so non-ASCII text goes wrong"),
     ("bpe.decode_per_token", "bpe_decode",
@@ -211,6 +218,9 @@ _CATALOGUE = [
      "a softmax is applied before F.cross_entropy, which already includes log-softmax"),
     ("lm_loss.shifted_again", "lm_loss",
      "logits and targets are shifted again inside lm_loss; get_batch already aligned them"),
+    ("lm_loss.python_float", "lm_loss",
+     "the loss is returned as a Python float (.item()), so training cannot back-propagate through it; return the "
+     "scalar tensor"),
     ("estimate_loss.train_mode", "estimate_loss",
      "the model stays in training mode while the loss is estimated (dropout left on); call model.eval()"),
     ("estimate_loss.last_window", "estimate_loss",
@@ -230,6 +240,8 @@ _CATALOGUE = [
     ("sample.top_k_drops_ties", "sample_next_token",
      "top-k keeps exactly k tokens and drops logits equal to the k-th largest; keep every tie"),
     ("generate.first_position", "generate", "the next token is taken from the first position's logits, not the last"),
+    ("generate.keeps_first_tokens", "generate",
+     "the context keeps the first max_len tokens (ids[:, :max_len]); feed the last ones, ids[:, -model.max_len:]"),
     ("generate.train_mode", "generate", "the model generates in training mode (dropout on); call model.eval()"),
     ("generate.mode_not_restored", "generate", "generate leaves the model in eval mode; restore the training mode it had"),
     # ------------------------------------------------------------------------------------------ 09 the modern block
@@ -254,6 +266,8 @@ _CATALOGUE = [
     ("gqa.rotates_values", "GroupedQueryAttention",
      "the values are rotated too: rotary angles go on the queries and keys only"),
     ("gqa.no_rotary", "GroupedQueryAttention", "the rotary angles are not applied to the queries and keys"),
+    ("gqa.rotary_queries_only", "GroupedQueryAttention",
+     "only the queries are rotated: rotate the keys too, so that the score depends on the offset between positions"),
     ("gqa.kv_heads_tiled", "GroupedQueryAttention",
      "the key/value heads are repeated in the wrong order (.repeat tiles them, so query head h gets key/value "
      "head h % num_kv_heads): use repeat_interleave, so that it gets h // (num_heads // num_kv_heads)"),

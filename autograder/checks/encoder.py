@@ -51,6 +51,7 @@ def check_positionwise_feed_forward(PositionwiseFeedForward) -> None:
     expect_tensor(got, expected, "PositionwiseFeedForward output", device, tested=tested, mistakes=lambda: [
         ("encoder.no_relu", lambda: M.feed_forward(ref, x, relu=False)),
         ("encoder.relu_after_linear2", lambda: M.feed_forward(ref, x, relu_after=True)),
+        ("encoder.gelu", lambda: M.feed_forward(ref, x, activation="gelu")),
     ])
 
 

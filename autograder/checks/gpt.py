@@ -34,6 +34,11 @@ BPE_TRAIN = ("abab cdcd aaaa-bcbc the theme then there; naïve café, naïve caf
              "To be, or not to be: that is the question. ") * 3
 BPE_TEXTS = ("aaabdaaabac", "cdcd abab", "aaa-bcbc", "the theme of the thesis", "naïve café — 日本語 🤖", "", "é",
              "To be, or not to be")
+# bpe_encode with merges learned in an order that the pairs' frequencies in the text contradict: merge 0 is (b, c),
+# merge 1 is (a, b); in "abcabab" (a, b) occurs 3 times and (b, c) once, so applying the most frequent pair first
+# gives other ids than the order learned
+ENCODE_ORDER_MERGES = [(98, 99), (97, 98), (99, 97)]
+ENCODE_ORDER_TEXTS = ("abcabab", "ababcab abcbc")
 
 
 def _reference():
@@ -109,19 +114,23 @@ def check_bpe_encode(bpe_encode) -> None:
     start_check()
     reference = _reference()
     merges = reference.train_bpe(BPE_TRAIN, 40)
-    for text in BPE_TEXTS + (BPE_TRAIN[:80],):
-        for used in (merges, merges[:5], []):
-            tested = f"bpe_encode(text of {len(text)} characters, {len(used)} merges)"
-            got = _as_id_list(call("bpe_encode", bpe_encode, text, [list(m) for m in used], tested=tested),
-                              "bpe_encode's result", tested)
-            expected = reference.bpe_encode(text, used)
-            if got != expected:
-                fail("bpe_encode: the token ids differ from the reference solution.", tested=tested,
-                     details=expected_got(f"{len(expected)} ids", f"{len(got)} ids"),
-                     mistake=_first_matching(got, [
-                         ("bpe.encode_order", lambda: M.bpe_encode_variant(text, used, order="reversed")),
-                         ("bpe.encode_characters", lambda: M.bpe_encode_variant(text, used, units="characters")),
-                     ]))
+    cases = [(text, used) for text in BPE_TEXTS + (BPE_TRAIN[:80],) for used in (merges, merges[:5], [])]
+    # merges whose order matters: (b, c) was learned before (a, b), but (a, b) is the more frequent pair here
+    cases += [(text, ENCODE_ORDER_MERGES) for text in ENCODE_ORDER_TEXTS]
+    for text, used in cases:
+        tested = f"bpe_encode(text of {len(text)} characters, {len(used)} merges)"
+        got = _as_id_list(call("bpe_encode", bpe_encode, text, [list(m) for m in used], tested=tested),
+                          "bpe_encode's result", tested)
+        expected = reference.bpe_encode(text, used)
+        if got != expected:
+            fail("bpe_encode: the token ids differ from the reference solution.", tested=tested,
+                 details=expected_got(f"{len(expected)} ids", f"{len(got)} ids"),
+                 mistake=_first_matching(got, [
+                     ("bpe.encode_order", lambda: M.bpe_encode_variant(text, used, order="reversed")),
+                     ("bpe.encode_most_frequent",
+                      lambda: M.bpe_encode_variant(text, used, order="most_frequent")),
+                     ("bpe.encode_characters", lambda: M.bpe_encode_variant(text, used, units="characters")),
+                 ]))
 
 
 @probed
@@ -313,8 +322,9 @@ def check_lm_loss(lm_loss) -> None:
         targets = randint(0, v, (b, t), seed=seed + 50, device=device)
         tested = f"lm_loss(logits {shape_of(logits)}, targets {shape_of(targets)})"
         got = call("lm_loss", lm_loss, logits.clone(), targets.clone(), tested=tested, _no_grad=True)
-        if isinstance(got, float):
-            got = torch.tensor(got)
+        if isinstance(got, numbers.Real) and not isinstance(got, bool):
+            fail("lm_loss must return a scalar tensor, not a Python number: the training loop calls .backward() "
+                 "on it.", tested=tested, details=[f"got a {type(got).__name__}"], mistake="lm_loss.python_float")
         got = as_tensor(got, "lm_loss's result", tested)
         if got.numel() != 1 or got.dim() != 0:
             fail("lm_loss must return a scalar tensor (the mean over all positions).", tested=tested,
@@ -523,12 +533,23 @@ def check_generate(generate) -> None:
     expected = reference.generate(local, prompt, 20, 0.0)
     expect_tensor(got, expected, "generate's output", "cpu", tested=tested, exact=True, mistakes=lambda: [
         ("generate.first_position", lambda: M.generate_variant(local, prompt, 20, position=0)),
+        ("generate.keeps_first_tokens", lambda: M.generate_variant(local, prompt, 20, crop="first")),
         ("generate.train_mode", lambda: M.generate_variant(local, prompt, 20, training=True)),
     ], note="each step feeds ids[:, -model.max_len:] and appends the argmax of the LAST position's logits")
     local.eval()
     if _training_flag(model, "the lent model") is not True:
         fail("generate does not restore the model's training mode.", tested=tested,
              mistake="generate.mode_not_restored")
+    # a prompt longer than max_len: the context is its LAST max_len tokens from the first step on
+    long_prompt = randint(0, 13, (2, 24), seed=137, device="cpu")
+    tested = f"generate(a small model with max_len=16, ids {shape_of(long_prompt)}, 6, temperature=0)"
+    got = call("generate", generate, _remote_lm(channel, state, "cpu", False), long_prompt.clone(), 6, 0.0,
+               tested=tested)
+    expect_tensor(got, reference.generate(local, long_prompt, 6, 0.0), "generate's output", "cpu", tested=tested,
+                  exact=True, mistakes=lambda: [
+                      ("generate.keeps_first_tokens", lambda: M.generate_variant(local, long_prompt, 6, crop="first")),
+                  ], note="each step feeds ids[:, -model.max_len:], the last max_len tokens")
+    local.eval()
     # sampling with a generator: every argument reaches sample_next_token
     model = _remote_lm(channel, state, "cpu", False)
     for args, seed in (((6, 0.8, 4), 132), ((5,), 133), ((4, 1.0, 1), 134), ((7, 1.7), 135)):

@@ -182,7 +182,7 @@ def gqa_mistakes(attn, x, mask):
                ("gqa.head_mod_groups", lambda: M.gqa(attn, x, mask, kv_map="mod_groups")),
                ("gqa.rotates_values", lambda: M.gqa(attn, x, mask, rotary="qkv")),
                ("gqa.no_rotary", lambda: M.gqa(attn, x, mask, rotary="none")),
-               ("gqa.no_rotary", lambda: M.gqa(attn, x, mask, rotary="q")),
+               ("gqa.rotary_queries_only", lambda: M.gqa(attn, x, mask, rotary="q")),
                ("rotary.halves", lambda: M.gqa(attn, x, mask, halves=True)),
                ("rotary.exponent_no_two", lambda: M.gqa(attn, x, mask, exponent="no_two")),
                ("multi_head.scale_d_model", lambda: M.gqa(attn, x, mask, d_scale=d_model)),

@@ -53,9 +53,22 @@ def _edits(student: str) -> list[tuple[str, str]]:
     return [edit for mistake in STUDENT_MISTAKES[student] for edit in CODE_EDITS[mistake]]
 
 
-def _label(student: str) -> str:
-    """What the student did, in the catalogue's words (their first mistake)."""
-    return MISTAKES[STUDENT_MISTAKES[student][0]].text
+def _label(applied: list[tuple[str, str, str, str]]) -> str:
+    """What the student did in this notebook, one phrase per exercise changed: the catalogue's words where the edit
+    makes that mistake in the exercise the mistake belongs to, else the edit itself (the same regex can change
+    another exercise, e.g. remove a division by sqrt(d_model) in notebook 01 that is no attention scale)."""
+    from coursekit.checks.toolkit import snake_case
+
+    phrases = []
+    for mistake_id, grade_id, old, new in applied:
+        api = snake_case(MISTAKES[mistake_id].api).replace("_", "")
+        if api == grade_id.replace("_", ""):
+            phrase = f"`{grade_id}`: {MISTAKES[mistake_id].text}"
+        else:
+            phrase = f"`{grade_id}`: `{' '.join(old.split())}` edited to `{' '.join(new.split()) or '(removed)'}`"
+        if phrase not in phrases:
+            phrases.append(phrase)
+    return "; ".join(phrases)
 
 
 HOSTILE_DEMO_CELL = ("# (hostile) make every comparison pass, and peek at the reference\n"
@@ -75,14 +88,16 @@ def apply_mistake(source_nb, student: str):
     (which one depends on the student), so every demo student still loses some points somewhere.
     """
     nb = nbformat.from_dict(source_nb)
-    changed = False
+    applied = []   # (mistake id, grade_id, text before, text after) of every edit that changed something
     for cell in _solution_cells(nb):
-        for pattern, replacement in _edits(student):
-            new = re.sub(pattern, replacement, cell.source)
-            changed = changed or new != cell.source
-            cell.source = new
-    if changed:
-        return nb, _label(student)
+        for mistake_id in STUDENT_MISTAKES[student]:
+            for pattern, replacement in CODE_EDITS[mistake_id]:
+                for match in re.finditer(pattern, cell.source):
+                    applied.append((mistake_id, cell.metadata["nbgrader"]["grade_id"], match.group(0).strip(),
+                                    match.expand(replacement).strip()))
+                cell.source = re.sub(pattern, replacement, cell.source)
+    if applied:
+        return nb, _label(applied)
     cells = _solution_cells(nb)
     if not cells:
         return nb, "no solution cells"

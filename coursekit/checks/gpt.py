@@ -63,7 +63,12 @@ def check_train_bpe(train_bpe) -> None:
     if run("train_bpe", train_bpe, "abcdef", 3) != []:
         fail("train_bpe('abcdef', 3) should give [] (no pair occurs twice).",
              mistake_hint("bpe.no_early_stop", "stop when the highest count is below 2."))
-    passed("train_bpe", "(a worked example, ties, overlapping pairs, early stop)")
+    for text in ("", "a"):
+        got = run("train_bpe", train_bpe, text, 3)
+        if got != []:
+            fail(f"train_bpe({text!r}, 3) should give [] (a text of fewer than two bytes has no pair), got {got}.",
+                 "stop as soon as there is no pair to count (an empty Counter has no max).")
+    passed("train_bpe", "(a worked example, ties, overlapping pairs, early stop, a text without pairs)")
 
 
 def _lowest_rank_encode(text, merges):
@@ -102,7 +107,15 @@ def check_bpe_encode(bpe_encode) -> None:
             elif text == "aaabdaaabac":
                 hint = mistake_hint("bpe.encode_order", "apply merge 0 first, then merge 1, ...")
             fail(f"bpe_encode({text!r}, merges) should give {expected}, got {got}.", hint)
-    passed("bpe_encode", "(ASCII and non-ASCII texts)")
+    # the order learned, not the frequency in the text: (b, c) was learned before (a, b), which is commoner here
+    merges = [(_B, _C), (_A, _B), (_C, _A)]
+    got = run("bpe_encode", bpe_encode, "abcabab", merges)
+    expected = _lowest_rank_encode("abcabab", merges)                     # [97, 256, 257, 257]
+    if got != expected:
+        fail(f"bpe_encode('abcabab', {merges}) should give {expected}, got {got}.",
+             mistake_hint("bpe.encode_most_frequent", "merge 0 first wherever it occurs, then merge 1, ...")
+             if got == [257, 99, 257, 257] else None)
+    passed("bpe_encode", "(ASCII and non-ASCII texts, merges applied in the order learned)")
 
 
 def check_bpe_decode(bpe_decode) -> None:
@@ -227,6 +240,9 @@ def check_lm_loss(lm_loss) -> None:
     generator = torch.Generator().manual_seed(2)
     logits, targets = torch.randn(2, 3, 5, generator=generator), torch.randint(5, (2, 3), generator=generator)
     got = run("lm_loss", lm_loss, logits, targets)
+    if isinstance(got, (int, float)):
+        fail(f"lm_loss should return a scalar tensor, got a Python {type(got).__name__}.",
+             mistake_hint("lm_loss.python_float", "return F.cross_entropy(...) itself, without .item()."))
     expect_type(got, torch.Tensor, "lm_loss's result")
     log_probs = logits.log_softmax(-1)
     expected = -torch.stack([log_probs[b, t, targets[b, t]] for b in range(2) for t in range(3)]).mean()
@@ -359,7 +375,14 @@ def check_sample_next_token(sample_next_token) -> None:
     if not torch.equal(draws, torch.multinomial(probs, 1, generator=torch.Generator().manual_seed(6)).squeeze(-1)):
         fail("with a generator the draws should be torch.multinomial(probs, 1, generator=generator).squeeze(-1).",
              "pass the generator on to torch.multinomial.")
-    passed("sample_next_token", "(argmax at temperature 0, frequencies with temperature and top-k)")
+    # top_k at or above the vocabulary size keeps every token (torch.topk would raise for k > V)
+    for top_k in (4, 9):
+        draws = run("sample_next_token", sample_next_token, logits, 0.8, top_k, torch.Generator().manual_seed(7))
+        expected = torch.multinomial(probs, 1, generator=torch.Generator().manual_seed(7)).squeeze(-1)
+        if not isinstance(draws, torch.Tensor) or not torch.equal(draws, expected):
+            fail(f"with top_k={top_k} on {logits.size(-1)} tokens every token must stay possible (top_k >= V keeps "
+                 f"all): the draws should equal those without top_k.", "apply top-k only when top_k < V.")
+    passed("sample_next_token", "(argmax at temperature 0, frequencies with temperature and top-k, top_k >= V)")
 
 
 @uses_parts("generate")
@@ -385,7 +408,12 @@ def check_generate(generate) -> None:
         with torch.no_grad():
             for _ in range(10):
                 wrong = torch.cat([wrong, model(wrong[:, -model.max_len:])[:, 0].argmax(-1, keepdim=True)], dim=1)
+        first = prompt
+        with torch.no_grad():
+            for _ in range(10):
+                first = torch.cat([first, model(first[:, :model.max_len])[:, -1].argmax(-1, keepdim=True)], dim=1)
         fail(f"generate(model, prompt, 10, temperature=0) should give {ids.tolist()}, got {out.tolist()}.",
              mistake_hint("generate.first_position", "use logits[:, -1, :].") if torch.equal(out, wrong) else
+             mistake_hint("generate.keeps_first_tokens") if torch.equal(out, first) else
              "feed ids[:, -model.max_len:] each step and append the argmax of the last position.")
     passed("generate", "(greedy, longer than max_len, training mode restored)")

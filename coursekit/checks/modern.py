@@ -350,6 +350,9 @@ def check_llama_block(LlamaBlock) -> None:
         (answer("no_ffn_residual"), mistake_hint("llama.missing_residual", "around the feed-forward.")),
     ], atol=_ROTARY_ATOL)
     expect_close(out, answer(), "LlamaBlock(x, causal mask)", hint, atol=_ROTARY_ATOL)
+    short = run("LlamaBlock", LlamaBlock, d_model, num_heads, num_kv_heads, d_ff, max_len=T - 1)
+    _expect_raises(f"LlamaBlock(..., max_len={T - 1}) on a sequence of {T}", lambda: short(x),
+                   "pass max_len on to GroupedQueryAttention, whose forward raises ValueError when T > max_len.")
     passed("LlamaBlock")
 
 

@@ -10,7 +10,8 @@ def sdpa(query, key, value, mask=None, *, scale="sqrt", softmax_dim=-1, invert_m
          mask_after_softmax=False, d_scale=None):
     """Scaled dot-product attention with switches. `d_scale` overrides the width used in the scale."""
     d = query.size(-1) if d_scale is None else d_scale
-    factor = {"sqrt": 1 / math.sqrt(d), "none": 1.0, "mul_sqrt": math.sqrt(d), "d": 1 / d}[scale]
+    factor = {"sqrt": 1 / math.sqrt(d), "none": 1.0, "mul_sqrt": math.sqrt(d), "d": 1 / d,
+              "length": 1 / math.sqrt(key.size(-2))}[scale]                  # "length": sqrt of the sequence length
     scores = query @ key.transpose(-2, -1) * factor                                         # (..., T_q, T_k)
     keep = None
     if mask is not None and not ignore_mask:
@@ -30,6 +31,7 @@ ATTENTION_MISTAKES = {
     "multi_head.scale_d_model": {"scale_width": "d_model"},
     "attention.scale_multiplied": {"scale": "mul_sqrt"},
     "attention.scale_by_d": {"scale": "d"},
+    "attention.scale_by_length": {"scale": "length"},
     "attention.softmax_dim": {"softmax_dim": -2},
     "attention.mask_inverted": {"invert_mask": True},
     "attention.mask_ignored": {"ignore_mask": True},

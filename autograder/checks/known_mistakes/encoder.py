@@ -9,9 +9,9 @@ from torch import nn
 from autograder.checks.known_mistakes.multi_head import mha
 
 
-def feed_forward(ffn, x, *, relu=True, relu_after=False):
+def feed_forward(ffn, x, *, relu=True, relu_after=False, activation="relu"):
     h = ffn.linear1(x)                                                                      # (B, T, d_ff)
-    h = torch.relu(h) if relu else h
+    h = getattr(torch.nn.functional, activation)(h) if relu else h
     out = ffn.linear2(h)                                                                    # (B, T, d_model)
     return torch.relu(out) if relu_after else out
 

@@ -63,8 +63,17 @@ def bpe_train_variant(text, num_merges, ties="first", count="overlapping", merge
 
 
 def bpe_encode_variant(text, merges, order="learned", units="bytes"):
-    """bpe_encode with the merges applied in another order ("reversed") or on characters instead of bytes."""
+    """bpe_encode with the merges applied in another order ("reversed"; "most_frequent": repeatedly the present merge
+    whose pair is the most frequent, ties to the earliest learned) or on characters instead of bytes."""
     ids = list(text.encode("utf-8")) if units == "bytes" else [ord(c) for c in text]
+    if order == "most_frequent":
+        rank = {tuple(pair): k for k, pair in enumerate(merges)}
+        while True:
+            counts = Counter(pair for pair in zip(ids, ids[1:]) if pair in rank)
+            if not counts:
+                return ids
+            pair = max(counts, key=lambda p: (counts[p], -rank[p]))
+            ids = _merge(ids, pair, 256 + rank[pair])
     ranked = list(enumerate(merges))
     if order == "reversed":
         ranked = ranked[::-1]
@@ -146,11 +155,12 @@ def tempered(logits: torch.Tensor, temperature: float, top_k, how="right") -> to
 
 
 def generate_variant(model, ids, max_new_tokens, crop=True, position=-1, training=False):
-    """Greedy generation with one mistake: no cropping to max_len, the logits of another position, training mode."""
+    """Greedy generation with one mistake: no cropping to max_len (crop=False) or the first max_len tokens kept
+    (crop="first"), the logits of another position, training mode."""
     model.train(training)
     with torch.no_grad():
         for _ in range(max_new_tokens):
-            context = ids[:, -model.max_len:] if crop else ids
+            context = ids[:, :model.max_len] if crop == "first" else ids[:, -model.max_len:] if crop else ids
             next_id = model(context)[:, position].argmax(-1)
             ids = torch.cat([ids, next_id[:, None]], dim=1)
     return ids

@@ -39,6 +39,7 @@ def test_sdpa_correct_answers_pass(fn):
 
 @pytest.mark.parametrize("kind, diagnosis", [
     ("none", "attention.missing_scale"), ("mul", "attention.scale_multiplied"), ("by_d", "attention.scale_by_d"),
+    ("by_length", "attention.scale_by_length"),
     ("dim", "attention.softmax_dim"),
     ("inverted", "attention.mask_inverted"), ("ignore", "attention.mask_ignored"),
     ("after", "attention.mask_after_softmax")])

@@ -14,7 +14,7 @@ def test_feed_forward_correct_answers_pass(cls):
 
 
 @pytest.mark.parametrize("kind, diagnosis", [
-    ("no_relu", "encoder.no_relu"), ("relu_after", "encoder.relu_after_linear2")])
+    ("no_relu", "encoder.no_relu"), ("relu_after", "encoder.relu_after_linear2"), ("gelu", "encoder.gelu")])
 def test_feed_forward_mistakes(kind, diagnosis):
     V.fails_with(checks.check_positionwise_feed_forward, V.mistake(V.FeedForwardWrong, kind), diagnosis)
 

@@ -76,6 +76,7 @@ def test_gqa_correct_answers_pass(cls):
 @pytest.mark.parametrize("kind, fragments", [
     ("tile", ["gqa.kv_heads_tiled"]), ("mod_groups", ["gqa.head_mod_groups"]),
     ("rotates_values", ["gqa.rotates_values"]), ("no_rotary", ["gqa.no_rotary"]),
+    ("queries_only", ["gqa.rotary_queries_only"]),
     ("persistent", ["state_dict", "persistent=False"]), ("no_length_check", ["max_len=6", "should raise ValueError for a sequence longer than max_len"])])
 def test_gqa_mistakes(kind, fragments):
     V.fails_with(checks.check_grouped_query_attention, V.mistake(W.GQAStudent, kind), *fragments)

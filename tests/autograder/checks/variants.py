@@ -423,7 +423,8 @@ def sdpa_wrong(kind, fill=-1e9):
     def scaled_dot_product_attention(query, key, value, mask=None):
         d_k = query.size(-1)
         scores = query @ key.transpose(-2, -1)
-        scores = {"none": scores, "mul": scores * math.sqrt(d_k), "by_d": scores / d_k}.get(kind, scores / d_k ** 0.5)
+        scores = {"none": scores, "mul": scores * math.sqrt(d_k), "by_d": scores / d_k,
+                  "by_length": scores / math.sqrt(key.size(-2))}.get(kind, scores / d_k ** 0.5)
         if mask is not None and kind not in ("ignore", "after"):
             blocked = mask if kind == "inverted" else ~mask
             scores = scores.masked_fill(blocked, fill)
@@ -604,7 +605,9 @@ class FeedForwardWrong(nn.Module):
 
     def forward(self, x):
         h = self.linear1(x)
-        if self.MISTAKE != "no_relu":
+        if self.MISTAKE == "gelu":
+            h = F.gelu(h)
+        elif self.MISTAKE != "no_relu":
             h = h.relu()
         out = self.linear2(h)
         return out.relu() if self.MISTAKE == "relu_after" else out

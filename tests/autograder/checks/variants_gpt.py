@@ -88,6 +88,13 @@ def bpe_encode_lowest_rank(text, merges):
 def make_bpe_encode(order="learned", units="bytes"):
     def bpe_encode(text, merges):
         ids = list(text.encode("utf-8")) if units == "bytes" else [ord(c) for c in text]
+        if order == "most_frequent":     # a student's loop: merge the commonest known pair until none is left
+            while True:
+                known = [p for p in zip(ids, ids[1:]) if p in [tuple(m) for m in merges]]
+                if not known:
+                    return ids
+                pair = max(known, key=known.count)
+                ids = _replace(ids, pair, 256 + [tuple(m) for m in merges].index(pair))
         ranked = list(enumerate(merges))
         for k, pair in (ranked[::-1] if order == "reversed" else ranked):
             ids = _replace(ids, tuple(pair), 256 + k)
@@ -183,6 +190,8 @@ def make_lm_loss(mistake=None):
         if mistake == "softmax_first":
             return F.cross_entropy(logits.reshape(-1, V).softmax(-1), targets.reshape(-1))
         nll = F.nll_loss(F.log_softmax(logits.reshape(-1, V), dim=-1), targets.reshape(-1), reduction="none")
+        if mistake == "python_float":
+            return nll.mean().item()
         return nll.sum() if mistake == "sum" else nll.mean()
 
     return lm_loss
@@ -259,7 +268,7 @@ def make_generate(mistake=None):
             model.eval()
         for _ in range(max_new_tokens):
             with torch.no_grad():
-                logits = model(ids[:, -model.max_len:])
+                logits = model(ids[:, :model.max_len] if mistake == "keeps_first" else ids[:, -model.max_len:])
             position = 0 if mistake == "first_position" else -1
             nxt = solutions.sample_next_token(logits[:, position, :], temperature, top_k, generator)
             ids = torch.cat((ids, nxt.unsqueeze(1)), dim=1)
@@ -291,6 +300,7 @@ WRONG = [
     ("train_bpe", make_train_bpe(stop=False), "bpe.no_early_stop"),
     ("train_bpe", make_train_bpe(first_id=257), "bpe.new_id"),
     ("bpe_encode", make_bpe_encode(order="reversed"), "bpe.encode_order"),
+    ("bpe_encode", make_bpe_encode(order="most_frequent"), "bpe.encode_most_frequent"),
     ("bpe_encode", make_bpe_encode(units="characters"), "bpe.encode_characters"),
     ("bpe_decode", make_bpe_decode("per_token"), "bpe.decode_per_token"),
     ("bpe_decode", make_bpe_decode("latin1"), "bpe.decode_latin1"),
@@ -308,6 +318,7 @@ WRONG = [
     ("lm_loss", make_lm_loss("sum"), "lm_loss.sum"),
     ("lm_loss", make_lm_loss("softmax_first"), "lm_loss.softmax_first"),
     ("lm_loss", make_lm_loss("shifted_again"), "lm_loss.shifted_again"),
+    ("lm_loss", make_lm_loss("python_float"), "lm_loss.python_float"),
     ("estimate_loss", make_estimate_loss("train_mode"), "estimate_loss.train_mode"),
     ("estimate_loss", make_estimate_loss("last_window"), "estimate_loss.last_window"),
     ("estimate_loss", make_estimate_loss("overlapping"), "estimate_loss.overlapping"),
@@ -320,6 +331,7 @@ WRONG = [
     ("sample_next_token", make_sample_next_token("k_minus_one"), "sample.top_k_minus_one"),
     ("sample_next_token", make_sample_next_token("no_ties"), "sample.top_k_drops_ties"),
     ("generate", make_generate("first_position"), "generate.first_position"),
+    ("generate", make_generate("keeps_first"), "generate.keeps_first_tokens"),
     ("generate", make_generate("train_mode"), "generate.train_mode"),
     ("generate", make_generate("mode_not_restored"), "generate.mode_not_restored"),
 ]

@@ -193,7 +193,9 @@ class GQAStudent(nn.Module):
         q = self.w_q(x).view(B, T, self.h, self.d_head).transpose(1, 2)
         k = self.w_k(x).view(B, T, self.kv, self.d_head).transpose(1, 2)
         v = self.w_v(x).view(B, T, self.kv, self.d_head).transpose(1, 2)
-        if self.MISTAKE != "no_rotary":
+        if self.MISTAKE == "queries_only":
+            q = apply_rotary_unbind(q, cos, sin)
+        elif self.MISTAKE != "no_rotary":
             q, k = apply_rotary_unbind(q, cos, sin), apply_rotary_unbind(k, cos, sin)
         if self.MISTAKE == "rotates_values":
             v = apply_rotary_unbind(v, cos, sin)
