@@ -14,7 +14,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from autograder.course.release import find_assignments
+from autograder.publish.release import find_assignments
 
 COURSE = Path(__file__).resolve().parents[2] / "course"
 ASSIGNMENTS = find_assignments(COURSE)

@@ -133,7 +133,7 @@ def _lookup(released, check: str, code: str):
 def _grade_class(tmp: Path, assignment: str, students) -> dict:
     from nbgrader.api import Gradebook
 
-    from autograder.course.release import release
+    from autograder.publish.release import release
     from autograder.demo.run import prepare_course
     from autograder.grade.engine import grade
     from autograder.sandbox.limits import Limits
