@@ -93,7 +93,7 @@ def apply_mistake(source_nb, student: str):
         for mistake_id in STUDENT_MISTAKES[student]:
             for pattern, replacement in CODE_EDITS[mistake_id]:
                 for match in re.finditer(pattern, cell.source):
-                    applied.append((mistake_id, cell.metadata["nbgrader"]["grade_id"], match.group(0).strip(),
+                    applied.append((mistake_id, grade_id(cell), match.group(0).strip(),
                                     match.expand(replacement).strip()))
                 cell.source = re.sub(pattern, replacement, cell.source)
     if applied:
