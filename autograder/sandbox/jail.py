@@ -41,6 +41,8 @@ import shutil
 import subprocess
 import sys
 
+from autograder.errors import AutograderError
+
 log = logging.getLogger("autograder.grade")
 
 UNSAFE_ENV = "AUTOGRADER_UNSAFE_NO_JAIL"
@@ -54,7 +56,7 @@ PASSED_ENV = ("LANG", "LC_ALL", "LC_CTYPE", "TZ")  # besides the kernel spec's v
 INSTALL_HINT = ("install bubblewrap (Debian/Ubuntu: `apt-get install bubblewrap`; Fedora: `dnf install bubblewrap`)")
 
 
-class JailUnavailable(RuntimeError):
+class JailUnavailable(AutograderError, RuntimeError):
     """Student code cannot be jailed here; grading must not start."""
 
 
