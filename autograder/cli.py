@@ -2,7 +2,7 @@
 
     release [ASSIGNMENT ... | --all] [--provided gated|force|none]
                                           autograder.publish.release.release (nbgrader generate_assignment + exercises/;
-                                          provided.py of 04-07 only once the notebooks it covers are past due)
+                                          provided.py of 04 on only once the notebooks it covers are past due)
     collect PATH                          autograder.submissions.collect     (folder or zip -> submitted/)
     grade ASSIGNMENT [--student S ...]    autograder.grade.engine (Dask; --workers N | --scheduler ADDRESS; --force)
     feedback [ASSIGNMENT]                 autograder.publish.feedback    (nbgrader generate_feedback, HTML)
@@ -16,7 +16,9 @@ nbgrader_config.py, else the repository's course/), --db (SQLAlchemy URL; defaul
 course config's CourseDirectory.db_url, else sqlite gradebook.db in the course root).
 
 Exit status: 0 when done, 1 when the instructor must act (files skipped by collect, submissions held for review
-or failed, students refused by `Autograde.create_student = False`, a step failed), 2 for a usage error.
+or failed, students refused by `Autograde.create_student = False`, a step failed), 2 for a usage error or when
+the autograder refuses the command before it does anything (an `AutograderError`: unknown assignment, no jail
+...); either way the reason is one line on stderr, `autograder <command>: <message>`.
 """
 from __future__ import annotations
 
@@ -25,8 +27,16 @@ import sys
 from pathlib import Path
 
 from autograder.course.coursedir import alembic_on_path, assignments_in_source, command_course_dir
+from autograder.errors import AutograderError
 
 OK, ACT, USAGE = 0, 1, 2
+
+
+def _provided_range() -> str:
+    """The assignments that have a provided.py, e.g. "04-09" (from the course API, never written by hand)."""
+    from autograder.course.provided import FIRST_WITH_PROVIDED, TOPICS
+
+    return f"{FIRST_WITH_PROVIDED:02d}-{len(TOPICS):02d}"
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -44,7 +54,7 @@ def _parser() -> argparse.ArgumentParser:
         "release", parents=[common], help="generate the student version of assignments",
         formatter_class=argparse.RawDescriptionHelpFormatter,
         description="nbgrader generate_assignment into <course>/release/ and a copy into exercises/.",
-        epilog="provided.py (04-07: the reference of every earlier notebook) is gated: with --provided gated (the\n"
+        epilog=f"provided.py ({_provided_range()}: the reference of every earlier notebook) is gated: with --provided gated (the\n"
                "default) it reaches the release only once EVERY assignment it covers is past its due date in the\n"
                "gradebook (nbgrader db assignment add NAME --duedate ...; no due date counts as open); until then\n"
                "the release has no provided.py and says when to release again. --provided force releases it now\n"
@@ -53,7 +63,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("assignment", nargs="*", help="assignment name(s), or --all")
     p.add_argument("--all", action="store_true", help="every assignment in source/")
     p.add_argument("--provided", choices=("gated", "force", "none"), default="gated",
-                   help="provided.py of 04-07: gated (default), force (reveal now), none (never)")
+                   help=f"provided.py of {_provided_range()}: gated (default), force (reveal now), none (never)")
 
     p = sub.add_parser("collect", parents=[common], help="import submissions from a folder or a zip")
     p.add_argument("path", type=Path)
@@ -121,9 +131,17 @@ def main(argv=None) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return ACT
+    except AutograderError as exc:
+        print(f"autograder {args.command}: {_one_line(exc)}", file=sys.stderr)
+        return USAGE
     except (FileNotFoundError, ValueError, RuntimeError) as exc:
         print(f"autograder {args.command}: {exc}", file=sys.stderr)
         return ACT
+
+
+def _one_line(exc: BaseException) -> str:
+    """The message of `exc` on one line (nbgrader's log in a ReleaseError spans many)."""
+    return " ".join(str(exc).split()) or type(exc).__name__
 
 
 def cmd_release(args, course_dir: Path) -> int:
@@ -156,14 +174,10 @@ def cmd_collect(args, course_dir: Path) -> int:
 
 
 def cmd_grade(args, course_dir: Path) -> int:
-    from autograder.grade.engine import GradingError, grade
+    from autograder.grade.engine import grade
 
-    try:
-        summary = grade(course_dir, args.assignment, db_url=args.db, students=args.student, workers=args.workers,
-                        scheduler=args.scheduler, force=args.force, limit_overrides=_limit_overrides(args))
-    except GradingError as exc:
-        print(f"autograder grade: {exc}", file=sys.stderr)
-        return ACT
+    summary = grade(course_dir, args.assignment, db_url=args.db, students=args.student, workers=args.workers,
+                    scheduler=args.scheduler, force=args.force, limit_overrides=_limit_overrides(args))
     for row in summary.graded:
         flags = ", ".join(sorted({f["code"] for f in row["flags"]}))
         print(f"  {row['student']:<20} {row['notebook']:<28} {row['score']:>6g}/{row['max_score']:<6g} "

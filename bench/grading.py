@@ -99,7 +99,7 @@ def bare_nbclient_seconds(course: Path, assignment: str) -> list[float]:
 
 
 def worker_seconds(course: Path, assignment: str, jailed: bool) -> list[float]:
-    from autograder.grade.engine import build_jobs
+    from autograder.grade.plan import build_jobs
     from autograder.grade.worker import grade_job
 
     from autograder.course.coursedir import nbgrader_config

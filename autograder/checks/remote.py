@@ -29,16 +29,17 @@ from typing import Any
 import torch
 
 from coursekit import probe
+from autograder.errors import AutograderError
 
 MAX_REPLY_BYTES = 256 * 1024**2  # one reply; far above any check's needs (the largest is ~2 MB)
 
 
-class ProbeBroken(Exception):
+class ProbeBroken(AutograderError):
     """The request could not be answered: the student's code did not return in time, the kernel died, or the
     reply was not a reply."""
 
 
-class StudentError(Exception):
+class StudentError(AutograderError):
     """The student's code raised an exception (reported as data by the kernel side)."""
 
     def __init__(self, info: dict):

@@ -11,7 +11,7 @@ exercises or later ones. The sources are copied verbatim, except that
 The module is never committed (.gitignore): `autograder release` regenerates it in course/source/<assignment>/ (the
 instructor's side) and hands it to students only once every assignment it covers (`covered_assignments`) is past
 its due date (see autograder.publish.release); the grader regenerates it for every grading run
-(autograder.grade.engine.assignment_files); tests call `write_provided_module` where they need it.
+(autograder.grade.plan.assignment_files); tests call `write_provided_module` where they need it.
 """
 from __future__ import annotations
 

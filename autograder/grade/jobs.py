@@ -1,4 +1,4 @@
-"""What travels between the coordinator (engine.py) and a Dask worker (worker.py): one job in, one result out.
+"""What travels between the coordinator (engine.py, plan.py) and a Dask worker (worker.py): one job in, one result out.
 
 Both are plain dataclasses of plain values (str, bytes, numbers, dicts, lists, `Limits`), so they pickle for Dask,
 and a worker needs no shared filesystem and no gradebook: the job carries the submitted notebook, the released
@@ -27,7 +27,7 @@ class GradingJob:
     course_id: str
     cells: dict  # the released notebook's cell records (gradebook.notebook_cells): grade, solution, task, source
     nb_json: str | None = None  # the submitted notebook; None: not submitted
-    content_hash: str | None = None  # submission + cells + files + limits + config (engine.content_hash)
+    content_hash: str | None = None  # submission + cells + files + limits + config (plan.content_hash)
     files: dict = dataclasses.field(default_factory=dict)  # the assignment's other files: relative path -> bytes
     limits: Limits = Limits()
     config: dict = dataclasses.field(default_factory=dict)  # nbgrader config sections of the preprocessors (plain)

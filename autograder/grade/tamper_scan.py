@@ -66,12 +66,6 @@ def _dotted(node: ast.AST) -> str | None:
     return None
 
 
-def _root_of(node: ast.AST) -> ast.AST:
-    while isinstance(node, (ast.Attribute, ast.Subscript)):
-        node = node.value
-    return node
-
-
 class _CodeScanner(ast.NodeVisitor):
     def __init__(self, where: str, module_aliases: dict[str, str]):
         self.where = where

@@ -7,7 +7,7 @@
   3. decides whether course/release/<assignment>/ keeps provided.py (`provided_decision`, below),
   4. replaces exercises/<assignment>/ with the fresh course/release/<assignment>/.
 
-The provided module of 04-07 is the reference of every earlier notebook, so it is GATED: with
+The provided module of 04-09 is the reference of every earlier notebook, so it is GATED: with
 `provided="gated"` (the default) it reaches the release only once every assignment it covers is past its due date
 in the course gradebook (nbgrader's `Assignment.duedate`, set with `nbgrader db assignment add NAME --duedate ...`
 or the formgrader); an assignment without a due date, or not in the gradebook, counts as open. Until then the
@@ -27,6 +27,7 @@ import nbformat
 
 from autograder.course.coursedir import REPO_ROOT, default_db_url, nbgrader_api
 from autograder.course.provided import PROVIDED_FILENAME, covered_assignments, topic_of, write_provided_module
+from autograder.errors import AutograderError
 
 COURSE_ROOT = REPO_ROOT / "course"
 EXERCISES_DIR = REPO_ROOT / "exercises"
@@ -34,7 +35,7 @@ CONFIG_FILENAME = "nbgrader_config.py"
 PROVIDED_MODES = ("gated", "force", "none")
 
 
-class ReleaseError(RuntimeError):
+class ReleaseError(AutograderError, RuntimeError):
     """nbgrader could not generate an assignment; the message carries nbgrader's log."""
 
 

@@ -88,27 +88,6 @@ class Cgroup:
                 pass
         return found
 
-    def _memory_dir(self) -> str | None:
-        return next((d for d in self.dirs if self.version == 2 or "/memory" in d), None)
-
-    def oom_kills(self) -> int:
-        """How many processes of the group the kernel's OOM killer ended (the total memory cap was hit)."""
-        folder = self._memory_dir()
-        if folder is None:
-            return 0
-        try:
-            if self.version == 2:
-                text = _read(os.path.join(folder, "memory.events"))
-            else:
-                text = _read(os.path.join(folder, "memory.oom_control"))
-        except OSError:
-            return 0
-        for line in text.splitlines():
-            key, _, value = line.partition(" ")
-            if key == "oom_kill":
-                return int(value)
-        return 0
-
     def kill_all(self, timeout: float = 5.0) -> None:
         """SIGKILL every process of the group, until none is left (new forks are caught by the next round)."""
         if self.version == 2 and os.path.exists(os.path.join(self.dirs[0], "cgroup.kill")):

@@ -31,6 +31,8 @@ from nbclient.exceptions import CellTimeoutError
 from nbformat.notebooknode import NotebookNode
 from nbgrader.preprocessors import Execute
 
+from autograder.errors import AutograderError
+
 SHORT_ERROR = 500  # characters of an error's message kept once the notebook's output cap is reached
 MAX_FRAME_BYTES = 64 * 1024  # a message's header, parent header or metadata (ours are a few hundred bytes)
 MAX_ERROR_BYTES = 4 * 1024**2  # an error message is decoded up to this size (then shortened: it decides scores)
@@ -45,7 +47,7 @@ def error_output(ename: str, message: str) -> NotebookNode:
                         traceback=[f"\x1b[0;31m{ename}\x1b[0m: {message}"])
 
 
-class SubmissionKilled(CellTimeoutError):
+class SubmissionKilled(AutograderError, CellTimeoutError):
     """A timed-out cell did not stop when interrupted: the submission was killed."""
 
 

@@ -46,6 +46,7 @@ import subprocess
 import sys
 
 from autograder.course import heldout
+from autograder.errors import AutograderError
 
 log = logging.getLogger("autograder.grade")
 
@@ -60,7 +61,7 @@ PASSED_ENV = ("LANG", "LC_ALL", "LC_CTYPE", "TZ")  # besides the kernel spec's v
 INSTALL_HINT = ("install bubblewrap (Debian/Ubuntu: `apt-get install bubblewrap`; Fedora: `dnf install bubblewrap`)")
 
 
-class JailUnavailable(RuntimeError):
+class JailUnavailable(AutograderError, RuntimeError):
     """Student code cannot be jailed here; grading must not start."""
 
 

@@ -37,11 +37,12 @@ from nbgrader.utils import parse_utc
 
 from autograder.course.coursedir import nbgrader_coursedir
 from autograder.submissions.files import MAX_TIMESTAMP_BYTES, RefusedFile, read_regular
+from autograder.errors import AutograderError
 
 warnings.filterwarnings("ignore", module="nbgrader.api")  # SQLAlchemy autoflush chatter when submissions are added
 
 
-class StudentRefused(RuntimeError):
+class StudentRefused(AutograderError, RuntimeError):
     """nbgrader would not grade this student (not on the roster while Autograde.create_student is False)."""
 
 

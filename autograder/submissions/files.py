@@ -25,6 +25,7 @@ from traitlets import Integer
 from traitlets.config import Config, LoggingConfigurable
 
 from autograder.course.units import MiB
+from autograder.errors import AutograderError
 
 MAX_NOTEBOOK_BYTES = 32 * MiB     # a submitted notebook larger than this is refused (collect and grade)
 MAX_EXTRA_FILE_BYTES = 50 * MiB   # any other submitted file
@@ -60,7 +61,7 @@ def submission_limits(config=None):
     return SubmissionLimits(config=config if config is not None else Config())
 
 
-class RefusedFile(ValueError):
+class RefusedFile(AutograderError, ValueError):
     """A submitted file that is never read: the message says why."""
 
 

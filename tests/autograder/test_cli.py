@@ -74,8 +74,49 @@ def test_usage_errors():
     assert main(["release", "--course-dir", "/nonexistent"]) == 2
 
 
-def test_unknown_assignment_needs_release(graded):
-    assert main(["grade", "ps9", "--course-dir", str(graded["course"])]) == 1
+def test_unknown_assignment_needs_release(graded, capsys):
+    assert main(["grade", "ps9", "--course-dir", str(graded["course"])]) == 2
+    assert _refusal(capsys) == ("autograder grade: assignment 'ps9' is not in the gradebook: release it first "
+                                "(autograder release ps9)")
+
+
+def _refusal(capsys) -> str:
+    """The one line a refused command printed on stderr."""
+    lines = capsys.readouterr().err.splitlines()
+    assert len(lines) == 1, lines
+    return lines[0]
+
+
+def test_a_machine_that_cannot_jail_refuses_grading_in_one_line(graded, capsys, monkeypatch, tmp_path):
+    from autograder.sandbox import jail
+
+    monkeypatch.delenv(jail.UNSAFE_ENV, raising=False)
+    monkeypatch.setenv("PATH", str(tmp_path))  # no bwrap on this PATH
+    assert main(["grade", "ps1", "--course-dir", str(graded["course"])]) == 2
+    line = _refusal(capsys)
+    assert line.startswith("autograder grade: bubblewrap (bwrap) is not installed") and jail.INSTALL_HINT in line
+
+
+def test_a_release_nbgrader_cannot_generate_is_refused_in_one_line(tmp_path, capsys):
+    """nbgrader's own failure (a solution region never closed), its log folded into the one line."""
+    import nbformat
+
+    course = synthetic_course(tmp_path / "course", release=False)
+    broken = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(
+        "def f():\n    ### BEGIN SOLUTION\n    return 1\n",
+        metadata={"nbgrader": {"solution": True, "grade": False, "locked": False, "grade_id": "f",
+                               "schema_version": 3}})])
+    (course / "source" / "01_broken").mkdir()
+    nbformat.write(broken, course / "source" / "01_broken" / "01_broken.ipynb")
+    assert main(["release", "01_broken", "--course-dir", str(course)]) == 2
+    line = _refusal(capsys)
+    assert line.startswith("autograder release: nbgrader generate_assignment failed for 01_broken: ")
+    assert "no end solution statement found" in line  # nbgrader's reason is kept
+
+
+def test_the_built_in_errors_it_caught_before_still_end_in_one_line(tmp_path, capsys):
+    assert main(["collect", str(tmp_path / "nowhere"), "--course-dir", str(tmp_path)]) == 1
+    assert _refusal(capsys) == f"autograder collect: nothing to collect at {tmp_path / 'nowhere'}"
 
 
 def test_module_entry_point():

@@ -1,9 +1,9 @@
-"""The coordinator's two decisions, each in its own step of `engine.build_jobs`: admitting a submission
+"""The coordinator's two decisions, each in its own step of `plan.build_jobs`: admitting a submission
 (`admit_submission`, exercised end to end by the pipeline tests) and job-or-skip per notebook (`needs_grading`);
 and the zero result the coordinator records without a worker (`GradingResult.zero`)."""
 from __future__ import annotations
 
-from autograder.grade.engine import needs_grading
+from autograder.grade.plan import needs_grading
 from autograder.grade.jobs import GradingJob, GradingResult
 
 

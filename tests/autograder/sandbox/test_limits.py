@@ -101,7 +101,7 @@ def printing_submission(released_synthetic_course, tmp_path):
 
 
 def test_the_worker_runs_nbgrader_s_preprocessors_with_the_course_config(printing_submission):
-    from autograder.grade.engine import build_jobs
+    from autograder.grade.plan import build_jobs
     from autograder.grade.worker import grade_job
     from synthetic_course import SYNTHETIC_ASSIGNMENT, SYNTHETIC_POINTS
 
