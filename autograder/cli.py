@@ -54,7 +54,8 @@ def _parser() -> argparse.ArgumentParser:
         "release", parents=[common], help="generate the student version of assignments",
         formatter_class=argparse.RawDescriptionHelpFormatter,
         description="nbgrader generate_assignment into <course>/release/ and a copy into exercises/.",
-        epilog=f"provided.py ({_provided_range()}: the reference of every earlier notebook) is gated: with --provided gated (the\n"
+        epilog=f"provided.py ({_provided_range()}: the reference of every earlier notebook) is gated: with "
+               "--provided gated (the\n"
                "default) it reaches the release only once EVERY assignment it covers is past its due date in the\n"
                "gradebook (nbgrader db assignment add NAME --duedate ...; no due date counts as open); until then\n"
                "the release has no provided.py and says when to release again. --provided force releases it now\n"
