@@ -49,12 +49,19 @@ def _parser() -> argparse.ArgumentParser:
                              "CourseDirectory.db_url, else sqlite in the course root)")
     parser = argparse.ArgumentParser(prog="autograder", description="Grade the transformers101 course.")
     sub = parser.add_subparsers(dest="command", required=True)
+    for add in (_add_release, _add_intake_and_grading, _add_publishing, _add_demo):
+        add(sub, common)
+    return parser
 
+
+def _add_release(sub, common) -> None:
+    """The release command: the student version of assignments."""
     p = sub.add_parser(
         "release", parents=[common], help="generate the student version of assignments",
         formatter_class=argparse.RawDescriptionHelpFormatter,
         description="nbgrader generate_assignment into <course>/release/ and a copy into exercises/.",
-        epilog=f"provided.py ({_provided_range()}: the reference of every earlier notebook) is gated: with --provided gated (the\n"
+        epilog=f"provided.py ({_provided_range()}: the reference of every earlier notebook) is gated: with "
+               "--provided gated (the\n"
                "default) it reaches the release only once EVERY assignment it covers is past its due date in the\n"
                "gradebook (nbgrader db assignment add NAME --duedate ...; no due date counts as open); until then\n"
                "the release has no provided.py and says when to release again. --provided force releases it now\n"
@@ -65,6 +72,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--provided", choices=("gated", "force", "none"), default="gated",
                    help=f"provided.py of {_provided_range()}: gated (default), force (reveal now), none (never)")
 
+
+def _add_intake_and_grading(sub, common) -> None:
+    """collect and grade: submissions in, grades out."""
     p = sub.add_parser("collect", parents=[common], help="import submissions from a folder or a zip")
     p.add_argument("path", type=Path)
 
@@ -81,6 +91,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--memory-gb", type=float, default=None,
                    help="memory cap of a submission in GiB (default: the course config's SandboxLimits.memory_bytes)")
 
+
+def _add_publishing(sub, common) -> None:
+    """feedback, export, report and similarity: what the grades become."""
     p = sub.add_parser("feedback", parents=[common], help="per-student HTML feedback")
     p.add_argument("assignment", nargs="?")
 
@@ -103,12 +116,14 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--include-reference", action="store_true",
                    help="also ignore the reference solution (for exercises with essentially one way to write them)")
 
+
+def _add_demo(sub, common) -> None:
+    """The demo: a sample class through the whole pipeline."""
     p = sub.add_parser("demo", help="build a sample class and run the whole pipeline on it")
     p.add_argument("--assignments", nargs="*", default=None, help="default: every assignment in course/source")
     p.add_argument("--students", type=int, default=6, help="class size (at least 6)")
     p.add_argument("--output", type=Path, default=None, help="demo folder (default: demo_output/)")
     p.add_argument("--workers", type=int, default=None)
-    return parser
 
 
 def _limit_overrides(args) -> dict:

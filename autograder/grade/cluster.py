@@ -4,6 +4,12 @@ One code path for both set-ups: `Client(LocalCluster(...))` (worker processes on
 default one per core) or `Client(address)` (an existing cluster, --scheduler). A worker that dies (over its
 memory limit, killed) is replaced by its nanny; the submission it held is tried once more, then fails alone
 (`worker_failure`).
+
+Whoever can talk to the scheduler can run code in a worker, as the grader, next to the gradebook and solutions/
+(issue #32, door 2). So no cluster speaks plain TCP: a local cluster uses TLS with a certificate made for this
+run only (`Security.temporary()`: in memory, never on disk; a process without it cannot connect), its
+dashboard off; an existing scheduler must be a tls:// address, and the grader authenticates with the
+certificate and key of `GradingCluster` (nbgrader configuration), which student servers never get.
 """
 from __future__ import annotations
 
@@ -11,17 +17,65 @@ import contextlib
 import os
 import sys
 
+from traitlets import Unicode
+from traitlets.config import Config, LoggingConfigurable
+
+from autograder.errors import GradingError
+
 WORKER_DEATHS_ALLOWED = 1  # a submission whose worker died is graded once more; a second death fails it
 
 
+class GradingCluster(LoggingConfigurable):
+    """How the grader authenticates to an existing Dask scheduler (`autograder grade --scheduler tls://...`), as
+    nbgrader configuration: `c.GradingCluster.<name>`. Local clusters need nothing: each run makes its own
+    certificate."""
+
+    tls_ca_file = Unicode("", help=(
+        "PEM file of the certificate authority that signed the scheduler's and workers' certificates (and the "
+        "grader's): required with --scheduler.")).tag(config=True)
+    tls_cert = Unicode("", help=(
+        "PEM file of the grader's client certificate for the scheduler: required with --scheduler. Keep it "
+        "on the grader's machine only: whoever holds it can run code on the workers.")).tag(config=True)
+    tls_key = Unicode("", help=(
+        "PEM file of the private key of `tls_cert` (or empty when `tls_cert` holds the key too).")).tag(config=True)
+
+
+def scheduler_tls(config, scheduler: str | None) -> tuple[str, str, str]:
+    """(CA file, certificate, key) to reach `scheduler` (none for a local cluster); refuses, before anything runs,
+    a scheduler reached without TLS or without the grader's credentials."""
+    if not scheduler:
+        return ("", "", "")
+    settings = GradingCluster(config=config if config is not None else Config())
+    if not scheduler.startswith("tls://"):
+        raise GradingError(
+            f"refusing the scheduler {scheduler}: only a tls:// scheduler is used (whoever can reach a plain one "
+            "can run code in its workers); see deploy/README.md")
+    missing = [name for name in ("tls_ca_file", "tls_cert") if not getattr(settings, name)]
+    if missing:
+        raise GradingError(
+            f"the scheduler {scheduler} needs the grader's TLS credentials: set "
+            + " and ".join(f"c.GradingCluster.{name}" for name in missing) + " in nbgrader_config.py")
+    for name in ("tls_ca_file", "tls_cert", "tls_key"):
+        path = getattr(settings, name)
+        if path and not os.path.isfile(path):
+            raise GradingError(f"c.GradingCluster.{name}: no such file {path}")
+    return (settings.tls_ca_file, settings.tls_cert, settings.tls_key)
+
+
 @contextlib.contextmanager
-def dask_client(workers: int | None = None, scheduler: str | None = None, memory_bytes: int = 0):
-    """A Dask client on an existing scheduler (`scheduler` address) or on a LocalCluster of worker processes,
-    each with at most `memory_bytes` of memory (0: no limit; see sandbox.GradingWorkers)."""
+def dask_client(workers: int | None = None, scheduler: str | None = None, memory_bytes: int = 0,
+                tls: tuple[str, str, str] = ("", "", "")):
+    """A Dask client on an existing scheduler (`scheduler` address, reached with the `tls` credentials of
+    `scheduler_tls`) or on a LocalCluster of worker processes, each with at most `memory_bytes` of memory (0: no
+    limit; see sandbox.GradingWorkers), over TLS with a certificate of this run only."""
     from distributed import Client, LocalCluster
+    from distributed.security import Security
 
     if scheduler:
-        with Client(scheduler, timeout="30s") as client:
+        ca_file, cert, key = tls
+        security = Security(tls_ca_file=ca_file, tls_client_cert=cert, tls_client_key=key or None,
+                            require_encryption=True)
+        with Client(scheduler, timeout="30s", security=security) as client:
             yield client
         return
     import dask
@@ -35,8 +89,11 @@ def dask_client(workers: int | None = None, scheduler: str | None = None, memory
     method = "fork" if sys.platform.startswith("linux") else dask.config.get(key)
     # a worker over its memory limit is restarted by its nanny; the submission it held is tried once more on
     # another worker, then fails with KilledWorker (WORKER_DIED): a dead worker costs only what it held
-    with dask.config.set({key: method, "distributed.scheduler.allowed-failures": WORKER_DEATHS_ALLOWED}), \
-            LocalCluster(n_workers=n, threads_per_worker=1, processes=True, dashboard_address=":0",
+    # no dashboard, and the scheduler's and workers' HTTP servers (loopback) serve no pages (worker logs, task keys)
+    quiet = {"distributed.scheduler.http.routes": [], "distributed.worker.http.routes": []}
+    with dask.config.set({key: method, "distributed.scheduler.allowed-failures": WORKER_DEATHS_ALLOWED, **quiet}), \
+            LocalCluster(n_workers=n, threads_per_worker=1, processes=True, host="127.0.0.1", protocol="tls://",
+                         security=Security.temporary(), dashboard_address=None,
                          memory_limit=worker_memory_limit(memory_bytes, method), silence_logs=40) as cluster, \
             Client(cluster) as client:
         yield client

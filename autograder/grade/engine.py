@@ -26,7 +26,7 @@ from pathlib import Path
 from autograder.course.coursedir import default_db_url
 from autograder.errors import GradingError  # noqa: F401  (raised by plan.py; callers import it from here)
 from autograder.gradebook.store import RunsTable, open_gradebook, record_result
-from autograder.grade.cluster import dask_client, worker_failure
+from autograder.grade.cluster import dask_client, scheduler_tls, worker_failure
 from autograder.grade.jobs import GradingJob, GradingResult
 from autograder.grade.plan import Plan, assign_late_penalties, build_jobs
 from autograder.sandbox.limits import course_limits, Limits, worker_memory_bytes
@@ -48,11 +48,14 @@ class GradingRun:
     limit_overrides: dict | None = None  # the course config's limits with these changed (the CLI's --cell-timeout)
     progress: bool = True  # a progress bar on stderr
     memory_bytes: int = 0  # each local worker's memory (sandbox.worker_memory_bytes of the course config)
+    tls: tuple[str, str, str] = ("", "", "")  # the scheduler's CA, the grader's certificate and key (GradingCluster)
 
     def resolved(self, rules: SubmissionRules) -> GradingRun:
-        """This run with its limits and worker memory read from the course config of `rules`."""
+        """This run with its limits, worker memory and scheduler credentials read from the course config of
+        `rules`; a scheduler without TLS is refused here, before anything runs (cluster.scheduler_tls)."""
         limits = self.limits or course_limits(rules.config, **(self.limit_overrides or {}))
-        return dataclasses.replace(self, limits=limits, memory_bytes=worker_memory_bytes(rules.config))
+        return dataclasses.replace(self, limits=limits, memory_bytes=worker_memory_bytes(rules.config),
+                                   tls=scheduler_tls(rules.config, self.scheduler))
 
 
 @dataclasses.dataclass
@@ -155,8 +158,8 @@ def run_jobs(run: GradingRun, jobs: list[GradingJob], timestamps: dict, summarie
 
     from autograder.grade.worker import grade_job
 
-    with RunsTable(run.db_url) as runs, dask_client(run.workers, run.scheduler, run.memory_bytes) as client, \
-            open_gradebook(run.course_dir, db_url=run.db_url) as gb:
+    client = dask_client(run.workers, run.scheduler, run.memory_bytes, run.tls)
+    with RunsTable(run.db_url) as runs, client as client, open_gradebook(run.course_dir, db_url=run.db_url) as gb:
         # longest first (by notebook size, a rough proxy) keeps the workers busy to the end
         ordered = sorted(jobs, key=lambda job: -len(job.nb_json or ""))
         futures = {client.submit(grade_job, job, key=f"grade-{job.content_hash[:16]}-{job.key}",

@@ -389,10 +389,19 @@ def test_k8s_groups_roles_and_service_match_the_hub_config(values, resources, mo
     assert values["cull"]["enabled"] is True
 
 
-def test_dask_scheduler_address_is_documented_and_set(values):
-    assert values["singleuser"]["extraEnv"]["DASK_SCHEDULER_ADDRESS"].startswith("tcp://")
+def test_dask_scheduler_address_is_documented_and_given_to_graders_only(values):
+    """Whoever reaches the grading scheduler runs code in its workers (issue #32): students never get its
+    address, the instructor profile gets a tls:// one."""
+    assert "DASK_SCHEDULER_ADDRESS" not in values["singleuser"]["extraEnv"]
+    profiles = {p["slug"]: p.get("kubespawner_override", {}) for p in values["singleuser"]["profileList"]}
+    for slug, override in profiles.items():
+        address = override.get("environment", {}).get("DASK_SCHEDULER_ADDRESS")
+        if slug in values["custom"]["graderOnlyProfiles"]:
+            assert address and address.startswith("tls://"), slug
+        else:
+            assert address is None, slug
     readme = (DEPLOY / "README.md").read_text()
-    assert "--scheduler" in readme and "DASK_SCHEDULER_ADDRESS" in readme
+    assert "--scheduler" in readme and "DASK_SCHEDULER_ADDRESS" in readme and "GradingCluster.tls_cert" in readme
 
 
 def test_readme_names_only_files_that_exist():
