@@ -32,10 +32,10 @@ WORDS = ["x", "y", "z", "tmp", "val", "res", "acc", "buf", "arr", "vec", "mat", 
 
 
 def _load_test_helpers():
-    """The class builders of tests/autograder/test_similarity.py (same answers, same filling of the cells)."""
+    """The class builders of tests/autograder/publish/test_similarity.py (same answers, same filling of the cells)."""
     import importlib.util
 
-    spec = importlib.util.spec_from_file_location("similarity_tests", ROOT / "tests/autograder/test_similarity.py")
+    spec = importlib.util.spec_from_file_location("similarity_tests", ROOT / "tests/autograder/publish/test_similarity.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
