@@ -8,7 +8,7 @@ Measured on the same submissions, each in a fresh copy of the course:
    in their jail (the default) and without it (AUTOGRADER_UNSAFE_NO_JAIL=1, for comparison only);
 2. per-submission overhead: our worker (`grade_job`, jail + limits + scoring) vs bare execution of the same
    notebook with nbclient, both sequential in this process (goal: <= 1.10x), again jailed and not;
-3. a distributed run: a real `dask scheduler` and two `dask worker` processes on 127.0.0.1, through --scheduler.
+3. a distributed run: a real `dask scheduler` and two `dask worker` processes on 127.0.0.1 over TLS, through --scheduler.
 Run it on an otherwise idle machine: on a shared one the numbers are noise.
 """
 from __future__ import annotations
@@ -127,24 +127,45 @@ def worker_seconds(course: Path, assignment: str, jailed: bool) -> list[float]:
     return times
 
 
+def _tls_files(folder: Path) -> dict[str, Path]:
+    """A certificate and key signed by themselves (Dask's `Security.temporary()`), for the scheduler, the workers and
+    the grader: `--scheduler` accepts only a tls:// cluster with the credentials of `c.GradingCluster`."""
+    from distributed.security import Security
+
+    temporary = Security.temporary()
+    files = {"ca": folder / "ca.pem", "cert": folder / "cert.pem", "key": folder / "key.pem"}
+    files["ca"].write_text(temporary.tls_ca_file)
+    files["cert"].write_text(temporary.tls_scheduler_cert)
+    files["key"].write_text(temporary.tls_scheduler_key)
+    return files
+
+
 def distributed_seconds(course: Path, assignment: str) -> float:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
-    address = f"tcp://127.0.0.1:{port}"
+    address = f"tls://127.0.0.1:{port}"
+    tls = _tls_files(Path(tempfile.mkdtemp()))
+    tls_args = ["--tls-ca-file", str(tls["ca"]), "--tls-cert", str(tls["cert"]), "--tls-key", str(tls["key"])]
+    with open(course / "nbgrader_config.py", "a") as config:
+        config.write("".join(f"c.GradingCluster.tls_{name} = {str(tls[key])!r}\n"
+                             for name, key in (("ca_file", "ca"), ("cert", "cert"), ("key", "key"))))
     env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}"}
     procs = [subprocess.Popen([str(BIN / "dask"), "scheduler", "--host", "127.0.0.1", "--port", str(port),
-                               "--dashboard-address", ":0"], env=env, stdout=subprocess.DEVNULL,
-                              stderr=subprocess.DEVNULL)]
+                               "--protocol", "tls", "--no-dashboard", *tls_args], env=env,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)]
     procs += [subprocess.Popen([str(BIN / "dask"), "worker", address, "--nthreads", "1", "--memory-limit", "0",
-                                "--no-dashboard", "--name", str(i)], env=env, cwd=tempfile.mkdtemp(),
+                                "--no-dashboard", "--name", str(i), *tls_args], env=env, cwd=tempfile.mkdtemp(),
                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) for i in range(2)]
     try:
         from distributed import Client
+        from distributed.security import Security
 
+        security = Security(tls_ca_file=str(tls["ca"]), tls_client_cert=str(tls["cert"]),
+                            tls_client_key=str(tls["key"]), require_encryption=True)
         for _ in range(60):
             try:
-                with Client(address, timeout="5s") as client:
+                with Client(address, timeout="5s", security=security) as client:
                     client.wait_for_workers(2, timeout=120)
                 break
             except OSError:

@@ -3,17 +3,12 @@
 The check (`autograder/checks/trained_gpt.py`) measures the student's trained GPT on the first HELDOUT_CHARS
 characters of the validation split (the contract's `text[n:]`, n = 90% of the text). The data folder bound into the
 jail is the course's own, so without more the kernel could read that slice and train on it. The jail therefore sees
-`jail_text_file()` over `tinyshakespeare/input.txt`: the same text with the slice replaced by the HELDOUT_CHARS
+`masked()` of it (autograder/sandbox/jail.py's `masked_text_file`) over `tinyshakespeare/input.txt`: the same text with the slice replaced by the HELDOUT_CHARS
 characters just before it (training text), so its length, its characters (all 65) and its split point are
 unchanged, and the notebook's own validation estimates still run; they read a copy of training text there.
 """
 from __future__ import annotations
 
-import atexit
-import functools
-import os
-import shutil
-import tempfile
 
 HELDOUT_CHARS = 20_000
 
@@ -39,17 +34,3 @@ def masked(text: str) -> str:
 
     start, end = heldout_span(len(text), TRAIN_FRACTION)
     return text[:start] + text[start - (end - start):start] + text[end:]
-
-
-@functools.lru_cache(maxsize=None)
-def jail_text_file(source: str) -> str:
-    """A private file holding `masked()` of the text file `source`; made once per process, removed at exit."""
-    folder = tempfile.mkdtemp(prefix="ag-heldout-")
-    atexit.register(shutil.rmtree, folder, True)
-    target = os.path.join(folder, "input.txt")
-    with open(source, encoding="utf-8") as fh:
-        text = fh.read()
-    with open(target, "w", encoding="utf-8") as fh:
-        fh.write(masked(text))
-    os.chmod(target, 0o444)
-    return target

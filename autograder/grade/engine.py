@@ -29,6 +29,7 @@ from autograder.gradebook.store import RunsTable, open_gradebook, record_result
 from autograder.grade.cluster import dask_client, scheduler_tls, worker_failure
 from autograder.grade.jobs import GradingJob, GradingResult
 from autograder.grade.plan import Plan, assign_late_penalties, build_jobs
+from autograder.sandbox import scratch
 from autograder.sandbox.limits import course_limits, Limits, worker_memory_bytes
 from autograder.submissions.admission import SubmissionRules
 
@@ -121,6 +122,8 @@ def grade_many(course_dir, assignments: list[str], **settings) -> list[GradeSumm
         timestamps = {(assignment, student): stamp for assignment, plan in plans.items()
                       for student, stamp in plan.timestamps.items()}
         run_jobs(run, jobs, timestamps, summaries, assignments)
+        if not run.scheduler:  # the local workers are gone: what they left on this machine goes with them
+            scratch.sweep(force=True)
     for assignment, plan in plans.items():  # after the coordinator's session is closed
         assign_late_penalties(rules, run.course_dir, plan, assignment)
     for summary in summaries.values():

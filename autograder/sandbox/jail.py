@@ -36,6 +36,7 @@ and a cgroup only, with the worker's full view of the filesystem (never for real
 """
 from __future__ import annotations
 
+import atexit
 import functools
 import glob
 import importlib.util
@@ -47,6 +48,7 @@ import sys
 
 from autograder.course import heldout
 from autograder.errors import AutograderError
+from autograder.sandbox import scratch
 
 log = logging.getLogger("autograder.grade")
 
@@ -148,6 +150,30 @@ def view() -> tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...], str | Non
     return tuple(ro), tuple(hide), tuple(pythonpath), data_dir
 
 
+def held_out_texts(data_dir: str | None) -> list[str]:
+    """Every copy of Shakespeare's text the kernel could read: the data folder's, and the one a student wheel
+    carries inside coursekit (coursekit/bundled_data.py)."""
+    candidates = [os.path.join(data_dir, "tinyshakespeare", "input.txt")] if data_dir else []
+    candidates += [os.path.join(folder, "_bundled_data", "tinyshakespeare", "input.txt")
+                   for folder in _package_dirs("coursekit")]
+    return [path for path in dict.fromkeys(candidates) if os.path.isfile(path)]
+
+
+@functools.lru_cache(maxsize=None)
+def masked_text_file(source: str) -> str:
+    """A private, read-only file holding `heldout.masked()` of the text file `source`: made once per process in a
+    scratch folder of its own (removed at exit, or swept once this process is gone: scratch.py)."""
+    folder = scratch.mkdtemp("heldout")
+    atexit.register(scratch.remove, folder)
+    target = os.path.join(folder, "input.txt")
+    with open(source, encoding="utf-8") as fh:
+        text = fh.read()
+    with open(target, "w", encoding="utf-8") as fh:
+        fh.write(heldout.masked(text))
+    os.chmod(target, 0o444)
+    return target
+
+
 def gpu_devices() -> list[str]:
     """The NVIDIA device files to bind for a GPU kernel (all of them: CUDA_VISIBLE_DEVICES picks the GPU)."""
     return sorted(glob.glob("/dev/nvidia*"))
@@ -171,9 +197,8 @@ def bwrap_command(bwrap: str, *, kernel_cmd: list[str], ipc_dir: str, notebook_s
         argv += ["--ro-bind-try", f"/etc/{name}", f"/etc/{name}"]
     for path in ro:
         argv += ["--ro-bind", path, path]
-    text = os.path.join(data_dir, "tinyshakespeare", "input.txt") if data_dir else ""
-    if os.path.isfile(text):  # 08's held-out slice stays out of the jail (heldout.py)
-        argv += ["--ro-bind", heldout.jail_text_file(os.path.realpath(text)), text]
+    for text in held_out_texts(data_dir):  # 08's held-out slice stays out of the jail (course/heldout.py)
+        argv += ["--ro-bind", masked_text_file(os.path.realpath(text)), text]
     for path in hide:  # an empty, read-only folder over each hidden package
         argv += ["--tmpfs", path, "--remount-ro", path]
     if gpu:

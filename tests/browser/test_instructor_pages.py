@@ -105,8 +105,9 @@ def pages(tmp_path_factory, chromium_path):
     assert main(["collect", str(root / "inbox"), *args]) == 0
     grade(course, PS1, workers=2, limits=LIMITS)
     assert main(["feedback", PS1, *args]) == 0
+    assert main(["similarity", PS1, *args]) == 0  # the similarity page, which the reports link to
     assert main(["report", PS1, *args]) == 0
-    assert main(["report", *args]) == 0  # the course page; it writes the similarity page too
+    assert main(["report", *args]) == 0  # the course page
     reports = course / "reports"
     return {"course": reports / "course" / "index.html", "assignment": reports / PS1 / "index.html",
             "similarity": reports / PS1 / "similarity.html",
@@ -171,9 +172,12 @@ def test_course_page_content_and_sorting(pages, page, screenshot_dir):
 
 def test_similarity_page_shows_the_pair_side_by_side(pages, page, screenshot_dir):
     _open(page, pages["similarity"], screenshot_dir, "similarity_page")
-    assert re.match(r"1\. ann and fay: (9\d|100)%", page.locator("h3#pair-1").inner_text())
-    assert page.locator("h3#pair-1 + .side pre").count() == 2
-    assert page.locator("h3#pair-1 + .side mark").count() >= 2
+    # ann and fay (fay renamed ann's names) are reported; ben and cat, two edits of the one reference answer of this
+    # tiny synthetic assignment, may be too, by their structure (publish/fingerprint.py)
+    headings = page.locator("h3[id^=pair-]").all_inner_texts()
+    pair = next(i for i, text in enumerate(headings, 1) if re.match(rf"{i}\. ann and fay: (9\d|100)%", text))
+    assert page.locator(f"h3#pair-{pair} + .side pre").count() == 2
+    assert page.locator(f"h3#pair-{pair} + .side mark").count() >= 2
 
 
 TEMPLATE_CDN = re.compile(r"https://cdnjs\.cloudflare\.com/")  # nbgrader's template's scripts, refused by the CSP

@@ -115,14 +115,14 @@ def test_the_jail_does_not_show_the_held_out_slice(data, tmp_path):
     assert slice_ not in masked and slice_[:200] not in masked
     source = tmp_path / "input.txt"
     source.write_text(text, encoding="utf-8")
-    copy = heldout.jail_text_file(str(source))
+    copy = jail.masked_text_file(str(source))
     assert Path(copy).read_text(encoding="utf-8") == masked
     argv = jail.bwrap_command("bwrap", kernel_cmd=["python"], ipc_dir=str(tmp_path), notebook_src=str(tmp_path),
                               disk_bytes=0, env={})
     data_dir = jail.view()[3]
     target = os.path.join(data_dir, "tinyshakespeare", "input.txt")
     bound = [argv[i + 1:i + 3] for i, a in enumerate(argv) if a == "--ro-bind"]
-    over = bound.index([heldout.jail_text_file(os.path.realpath(target)), target])
+    over = bound.index([jail.masked_text_file(os.path.realpath(target)), target])
     assert bound.index([data_dir, data_dir]) < over       # bound over the data folder's file, after the folder
 
 
