@@ -28,7 +28,8 @@ import nbformat
 import pytest
 
 from autograder.checks.parts import MAX_CASCADE_POINTS
-from coursekit.api import INTENDED_CASCADES, PARTS, check_of, grade_id as grade_id_of, tested_name
+from coursekit.api import INTENDED_CASCADES, PARTS, check_of, grade_id as grade_id_of
+from coursekit.api import tested_name as exercise_of_grade_id  # not `test*`: pytest would collect it
 from coursekit.mistakes import MISTAKES
 
 REPO = Path(__file__).resolve().parents[2]
@@ -312,7 +313,7 @@ def test_parts_and_intended_cascades_are_what_the_code_uses(assignment):
         if grade_id in exercises:
             by_name = {p.check for p in PARTS.get(check, ()) if p.into == 0 and p.replaces is None}
             assert used == by_name, grade_id
-        elif tested_name(grade_id) is not None and tested_name(grade_id) not in exercises:
+        elif exercise_of_grade_id(grade_id) is not None and exercise_of_grade_id(grade_id) not in exercises:
             assert used == set(INTENDED_CASCADES.get(check, ())), grade_id
             assert check not in INTENDED_CASCADES or used, grade_id
 
