@@ -127,25 +127,14 @@ def worker_seconds(course: Path, assignment: str, jailed: bool) -> list[float]:
     return times
 
 
-def _tls_files(folder: Path) -> dict[str, Path]:
-    """A certificate and key signed by themselves (Dask's `Security.temporary()`), for the scheduler, the workers and
-    the grader: `--scheduler` accepts only a tls:// cluster with the credentials of `c.GradingCluster`."""
-    from distributed.security import Security
-
-    temporary = Security.temporary()
-    files = {"ca": folder / "ca.pem", "cert": folder / "cert.pem", "key": folder / "key.pem"}
-    files["ca"].write_text(temporary.tls_ca_file)
-    files["cert"].write_text(temporary.tls_scheduler_cert)
-    files["key"].write_text(temporary.tls_scheduler_key)
-    return files
-
-
 def distributed_seconds(course: Path, assignment: str) -> float:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
     address = f"tls://127.0.0.1:{port}"
-    tls = _tls_files(Path(tempfile.mkdtemp()))
+    from autograder.grade.cluster import self_signed_credentials
+
+    tls = self_signed_credentials(tempfile.mkdtemp())
     tls_args = ["--tls-ca-file", str(tls["ca"]), "--tls-cert", str(tls["cert"]), "--tls-key", str(tls["key"])]
     with open(course / "nbgrader_config.py", "a") as config:
         config.write("".join(f"c.GradingCluster.tls_{name} = {str(tls[key])!r}\n"

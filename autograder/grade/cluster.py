@@ -62,6 +62,22 @@ def scheduler_tls(config, scheduler: str | None) -> tuple[str, str, str]:
     return (settings.tls_ca_file, settings.tls_cert, settings.tls_key)
 
 
+def self_signed_credentials(folder) -> dict:
+    """{"ca", "cert", "key"}: PEM files in `folder` of a certificate signed by itself, so its own authority (Dask's
+    `Security.temporary()`), for a scheduler, its workers and the grader on one machine (tests and benchmarks; a
+    real cluster's admin issues its own, see docs/grading-config.md)."""
+    from pathlib import Path
+
+    from distributed.security import Security
+
+    temporary = Security.temporary()
+    files = {"ca": Path(folder) / "ca.pem", "cert": Path(folder) / "cert.pem", "key": Path(folder) / "key.pem"}
+    files["ca"].write_text(temporary.tls_ca_file)
+    files["cert"].write_text(temporary.tls_scheduler_cert)
+    files["key"].write_text(temporary.tls_scheduler_key)
+    return files
+
+
 @contextlib.contextmanager
 def dask_client(workers: int | None = None, scheduler: str | None = None, memory_bytes: int = 0,
                 tls: tuple[str, str, str] = ("", "", "")):

@@ -19,6 +19,7 @@ from distributed import Client
 from distributed.security import Security
 
 from autograder.cli import main
+from autograder.grade.cluster import self_signed_credentials
 from autograder.submissions.collect import collect
 
 DASK = str(Path(sys.executable).with_name("dask"))
@@ -30,22 +31,11 @@ def _free_port() -> int:
         return sock.getsockname()[1]
 
 
-def _credentials(folder: Path) -> dict[str, Path]:
-    """A certificate and key in PEM files, signed by themselves and so their own authority (as Dask's
-    `Security.temporary()` makes them): the scheduler, the workers and the grader all use them."""
-    temporary = Security.temporary()
-    files = {"ca": folder / "ca.pem", "cert": folder / "cert.pem", "key": folder / "key.pem"}
-    files["ca"].write_text(temporary.tls_ca_file)
-    files["cert"].write_text(temporary.tls_scheduler_cert)
-    files["key"].write_text(temporary.tls_scheduler_key)
-    return files
-
-
 @pytest.fixture
 def cluster(tmp_path):
     port = _free_port()
     address = f"tls://127.0.0.1:{port}"
-    tls = _credentials(tmp_path)
+    tls = self_signed_credentials(tmp_path)
     tls_args = ["--tls-ca-file", str(tls["ca"]), "--tls-cert", str(tls["cert"]), "--tls-key", str(tls["key"])]
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
     procs = [subprocess.Popen([DASK, "scheduler", "--host", "127.0.0.1", "--port", str(port), "--protocol", "tls",
