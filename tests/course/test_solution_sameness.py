@@ -73,6 +73,7 @@ CHECKED_BY = {
     "lm_loss": "code",
     "estimate_loss": "code",
     "lr_at": "code",
+    "train_step": "code",
     "sample_next_token": "code",
     "generate": "code",
     # 09
