@@ -604,6 +604,16 @@ def scenario_lr_at(get):
     return values + [raised(lambda: get("lr_at")(0, 1e-3, 11, 10))]
 
 
+def scenario_train_step(get):
+    torch.manual_seed(35)
+    model = solutions.GPT(13, 8, 2, 16, 1, max_len=6)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    x, y = torch.randint(13, (2, 6), generator=_seeded(36)), torch.randint(13, (2, 6), generator=_seeded(37))
+    losses = [get("train_step")(model, optimizer, x, y, lr, *clip) for lr, clip in ((3e-3, ()), (1e-3, (None,)),
+                                                                                    (2e-3, (0.1,)))]
+    return losses + [dict(model.state_dict()), model.training]
+
+
 def scenario_sample_next_token(get):
     logits = torch.randn(6, 9, generator=_seeded(30))
     draws = [get("sample_next_token")(logits, 0.0)]
