@@ -32,7 +32,7 @@ def compression(train_text: str, val_text: str, merges_list=(0, 16, 64, 128, 256
 def run(budget_name: str, seed: int, model_kind: str, device: str, steps: int | None = None) -> dict:
     from coursekit.lm_training import BUDGETS, bigram_loss, model_config, train_language_model
     from coursekit.shakespeare import CharVocabulary, load_shakespeare, split_text
-    from solutions.gpt import GPT, bpe_encode, estimate_loss, get_batch, lm_loss, lr_at, train_bpe
+    from solutions.gpt import GPT, bpe_encode, estimate_loss, get_batch, lr_at, train_bpe, train_step
 
     budget = BUDGETS[budget_name]
     text = load_shakespeare()
@@ -54,7 +54,7 @@ def run(budget_name: str, seed: int, model_kind: str, device: str, steps: int | 
     else:
         torch.manual_seed(seed)
         model = GPT(vocab_size, **model_config(budget)).to(device)
-        history = train_language_model(model, train_ids.to(device), val_ids.to(device), budget, get_batch, lm_loss,
+        history = train_language_model(model, train_ids.to(device), val_ids.to(device), budget, get_batch, train_step,
                                        estimate_loss, lr_at, device, steps=steps if steps else
                                        (budget.race_steps if model_kind == "bpe" else budget.steps),
                                        generator=torch.Generator().manual_seed(seed))

@@ -33,7 +33,7 @@ def run(model_kind: str, seed: int, budget_name: str, threads: int, steps: int |
     from coursekit.lm_training import BUDGETS, model_config, train_language_model
     from coursekit.modern_comparison import matched_d_ff, parameter_count
     from coursekit.shakespeare import CharVocabulary, load_shakespeare, split_text
-    from solutions.gpt import GPT, estimate_loss, generate, get_batch, lm_loss, lr_at
+    from solutions.gpt import GPT, estimate_loss, generate, get_batch, lr_at, train_step
     from solutions.modern import ModernGPT
 
     budget = BUDGETS[budget_name]
@@ -52,7 +52,7 @@ def run(model_kind: str, seed: int, budget_name: str, threads: int, steps: int |
         torch.manual_seed(seed)
         model = ModernGPT(len(chars), budget.d_model, budget.num_heads, max(1, budget.num_heads // 2), d_ff,
                           budget.num_layers, max_len=max(LONGER))
-    history = train_language_model(model, train_ids, val_ids, budget, get_batch, lm_loss, estimate_loss, lr_at,
+    history = train_language_model(model, train_ids, val_ids, budget, get_batch, train_step, estimate_loss, lr_at,
                                    "cpu", steps=steps, generator=torch.Generator().manual_seed(seed))
     loss = estimate_loss(model, val_ids, budget.block_size, "cpu")
     longer = {}

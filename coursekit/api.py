@@ -375,6 +375,15 @@ API: tuple[ApiEntry, ...] = (
         "(max_steps - warmup_steps)))`; requires `0 <= warmup_steps <= max_steps` (else `ValueError`)",
         "linear warm-up, then cosine decay"),
     _function(
+        "train_step", "gpt", "model, optimizer, x, y, lr, grad_clip=1.0",
+        "(model, optimizer, x (B, T), y (B, T), lr: float, grad_clip: float | None = 1.0) -> float",
+        "one optimisation step of the language model: sets `lr` on every parameter group of `optimizer`, zeroes the "
+        "gradients, `loss = lm_loss(model(x), y)`, back-propagates, clips the global gradient norm to `grad_clip` "
+        "with `torch.nn.utils.clip_grad_norm_` (no clipping when `None`), takes `optimizer.step()`, returns "
+        "`loss.item()` (the loss before the step); the model is left in the training mode it had (new in the fourth "
+        "edition: the provided training loop calls it)",
+        "one optimisation step: set the rate, zero, loss, backward, clip, step"),
+    _function(
         "sample_next_token", "gpt", "logits, temperature=1.0, top_k=None, generator=None",
         "(logits (B, V), temperature: float = 1.0, top_k: int | None = None, generator=None) -> LongTensor (B,)",
         "`temperature == 0`: the argmax (first index on ties); else `logits / temperature`, with `top_k` every logit "
@@ -534,6 +543,7 @@ PARTS: dict[str, tuple[Part, ...]] = {
     "cached_greedy_decode": (Part("Transformer", "transformer", replaces=1), Part("Decoder", "decoder", into=1),
                              Part("DecoderBlock", "decoder_block", into=1)),
     "transformer_classifier": (Part("masked_mean_pool", "masked_mean_pool"),),
+    "train_step": (Part("lm_loss", "lm_loss"),),
     "generate": (Part("sample_next_token", "sample_next_token"),),
     "grouped_query_attention": (Part("rotary_cos_sin", "rotary_cos_sin"), Part("apply_rotary", "apply_rotary")),
     "llama_block": (Part("RMSNorm", "rmsnorm"), Part("GroupedQueryAttention", "grouped_query_attention"),
@@ -548,9 +558,9 @@ PARTS: dict[str, tuple[Part, ...]] = {
 # too. Each is said in its notebook next to the exercise.
 INTENDED_CASCADES: dict[str, tuple[str, ...]] = {
     "trained_classifier": ("masked_mean_pool", "transformer_classifier", "train_one_epoch", "evaluate"),
-    # 08: the model the student trained is their GPT, trained by the course's loop with their get_batch, lm_loss
-    # and lr_at, its progress measured by their estimate_loss
-    "trained_gpt": ("gpt", "get_batch", "lm_loss", "estimate_loss", "lr_at"),
+    # 08: the model the student trained is their GPT, trained by the course's loop with their get_batch, lr_at and
+    # train_step (which computes their lm_loss), its progress measured by their estimate_loss
+    "trained_gpt": ("gpt", "get_batch", "lm_loss", "estimate_loss", "lr_at", "train_step"),
 }
 
 

@@ -1,11 +1,12 @@
 """Notebook 08's training: the budgets, the AdamW loop built from the exercises, and the bigram baseline.
 
-The loop takes the notebook's own `get_batch`, `lm_loss`, `estimate_loss` and `lr_at` as arguments, so the notebook
-trains with what the student wrote, and `bench/gpt.py` (which sets the hidden check's bar) trains with the reference
-through the very same code. The budgets live here once: the notebook, the benchmark and the tests read them.
+The loop takes the notebook's own `get_batch`, `train_step` (which computes the notebook's `lm_loss`), `estimate_loss`
+and `lr_at` as arguments, so the notebook trains with what the student wrote, and `bench/gpt.py` (which sets the
+hidden check's bar) trains with the reference through the very same code. The budgets live here once: the notebook,
+the benchmark and the tests read them.
 
     budget = budget_for(device, grading=coursekit.grading_mode())
-    history = train_language_model(model, train_ids, val_ids, budget, get_batch, lm_loss, estimate_loss, lr_at,
+    history = train_language_model(model, train_ids, val_ids, budget, get_batch, train_step, estimate_loss, lr_at,
                                    device, generator=torch.Generator().manual_seed(0))
 """
 from __future__ import annotations
@@ -74,13 +75,14 @@ def model_config(budget: Budget, max_len: int | None = None) -> dict:
                 max_len=max_len or budget.block_size, dropout=budget.dropout)
 
 
-def train_language_model(model, train_ids, val_ids, budget: Budget, get_batch, lm_loss, estimate_loss, lr_at,
+def train_language_model(model, train_ids, val_ids, budget: Budget, get_batch, train_step, estimate_loss, lr_at,
                          device, steps: int | None = None, generator=None, progress=None) -> dict:
     """Train `model` with AdamW for `steps` (default budget.steps) on random windows of `train_ids`.
 
-    Each step: draw a batch with `get_batch`, compute `lm_loss`, back-propagate, clip the gradient norm at 1, set the
-    learning rate from `lr_at` (warm-up then cosine to budget.min_lr) and step. Every `budget.eval_every` steps and
-    at the end, `estimate_loss` on the first `budget.eval_tokens` tokens of `val_ids`. Returns the history:
+    Each step: draw a batch with `get_batch`, take the learning rate from `lr_at` (warm-up then cosine to
+    budget.min_lr) and call `train_step(model, optimizer, x, y, lr, grad_clip=1.0)`: it sets the rate, computes the
+    loss, back-propagates, clips the gradient norm at 1 and steps, returning the loss. Every `budget.eval_every` steps
+    and at the end, `estimate_loss` on the first `budget.eval_tokens` tokens of `val_ids`. Returns the history:
     {"step": [...], "train loss": [...], "val step": [...], "val loss": [...], "seconds": float}.
     """
     steps = budget.steps if steps is None else steps
@@ -95,17 +97,11 @@ def train_language_model(model, train_ids, val_ids, budget: Budget, get_batch, l
     model.train()
     for step in range(steps):
         lr = lr_at(step, budget.max_lr, warmup, steps, budget.min_lr)
-        for group in optimizer.param_groups:
-            group["lr"] = lr
         x, y = get_batch(train_ids, budget.block_size, budget.batch_size, generator)
         x, y = x.to(device), y.to(device)
-        loss = lm_loss(model(x), y)
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        optimizer.step()
+        loss = train_step(model, optimizer, x, y, lr, grad_clip=1.0)
         history["step"].append(step)
-        history["train loss"].append(loss.item())
+        history["train loss"].append(float(loss))
         if (step + 1) % budget.eval_every == 0 or step + 1 == steps:
             history["val step"].append(step + 1)
             history["val loss"].append(estimate_loss(model, val_part, budget.block_size, device))

@@ -147,6 +147,20 @@ def lr_at(step: int, max_lr: float, warmup_steps: int, max_steps: int, min_lr: f
     return min_lr + 0.5 * (max_lr - min_lr) * (1 + math.cos(math.pi * progress))
 
 
+def train_step(model: nn.Module, optimizer: torch.optim.Optimizer, x: torch.Tensor, y: torch.Tensor, lr: float,
+               grad_clip: float | None = 1.0) -> float:
+    """One optimisation step on the batch (x, y), both (B, T): returns the loss before the step, as a float."""
+    for group in optimizer.param_groups:
+        group["lr"] = lr
+    optimizer.zero_grad(set_to_none=True)
+    loss = lm_loss(model(x), y)                                # scalar tensor
+    loss.backward()
+    if grad_clip is not None:
+        torch.nn.utils.clip_grad_norm_(model.parameters(), grad_clip)
+    optimizer.step()
+    return loss.item()
+
+
 # ----------------------------------------------------------------------------------------------- generation
 
 def sample_next_token(logits: torch.Tensor, temperature: float = 1.0, top_k: int | None = None,

@@ -20,7 +20,7 @@ from autograder.checks import remote as _remote
 from autograder.checks import known_mistakes as M
 from autograder.checks.toolkit import (
     as_tensor, call, construct, describe, expect_raises, expect_shape, expect_tensor, expected_got, fail, fetch,
-    grader_step, is_integer, lend_model, prepare, randint, randn, shape_of, start_check,
+    grader_step, is_integer, lend_model, prepare, randint, randn, shape_of, start_check, type_name, values_close,
 )
 from autograder.checks.parts import given_working_parts
 from autograder.checks.remote import RemoteObject, probed
@@ -443,6 +443,152 @@ def check_lr_at(lr_at) -> None:
     for warmup, max_steps in ((11, 10), (-1, 10)):
         expect_raises(ValueError, f"lr_at(0, 1e-3, warmup_steps={warmup}, max_steps={max_steps})", lr_at,
                       0, 1e-3, warmup, max_steps, why="unless 0 <= warmup_steps <= max_steps")
+
+
+# -------------------------------------------------------------------------------------------------- train_step
+# The steps of the run: (learning rate, grad_clip), the optimizer starting at another rate (STEP_START_LR). The
+# gradient norms of the lent model (its weights scaled by 3) on these batches are between 1.4 and 3: clipping at 0.5
+# and 0.05 is active, at 50 it is not; the step without grad_clip uses the default, 1.0, which is active too. The last
+# step clips, so that the gradients left after it tell clipping after the step from no clipping.
+STEP_PLAN = ((0.3, 0.5), (0.2, None), (0.4, 50.0), (0.25, "default"), (0.35, 0.05))
+STEP_START_LR, STEP_MOMENTUM = 0.9, 0.5
+STEP_B, STEP_T = 3, 10
+
+
+def _step_batches(device) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    vocab = PROBE_LM_CONFIG["vocab_size"]
+    return [(randint(0, vocab, (STEP_B, STEP_T), seed=140 + k, device=device),
+             randint(0, vocab, (STEP_B, STEP_T), seed=150 + k, device=device)) for k in range(len(STEP_PLAN))]
+
+
+def _groups(parameters: dict) -> list[dict]:
+    """The optimizer's two parameter groups, as the course's loop makes them: matrices and embeddings, then biases."""
+    names = sorted(parameters)
+    return [{"params": [parameters[n] for n in names if n.endswith("weight")]},
+            {"params": [parameters[n] for n in names if n.endswith("bias")]}]
+
+
+def _local_step_run(state: dict, device, step, training: bool = True) -> dict:
+    """The plan run here with `step` (the reference or a known mistake): returns, weights, final gradients."""
+    model = _local_lm(state, device, training)
+    optimizer = torch.optim.SGD(_groups(dict(model.named_parameters())), lr=STEP_START_LR, momentum=STEP_MOMENTUM)
+    returns = []
+    for (lr, clip), (x, y) in zip(STEP_PLAN, _step_batches(device)):
+        extra = () if clip == "default" else (clip,)
+        value = step(model, optimizer, x, y, lr, *extra)
+        returns.append(float(value.detach()) if isinstance(value, torch.Tensor) else float(value))
+    return {"returns": returns, "weights": {k: v.detach().clone() for k, v in model.state_dict().items()},
+            "grads": {n: None if p.grad is None else p.grad.detach().clone() for n, p in model.named_parameters()},
+            "lrs": [group["lr"] for group in optimizer.param_groups]}
+
+
+def _same_run(got: dict, expected: dict, device, what=("returns", "weights")) -> bool:
+    for key in what:
+        if key == "returns":
+            if not all(math.isclose(a, b, rel_tol=1e-4, abs_tol=1e-5) for a, b in zip(got["returns"],
+                                                                                     expected["returns"])):
+                return False
+            continue
+        for name, value in expected[key].items():
+            mine = got[key].get(name)
+            if value is None or mine is None:
+                if not (value is None and (mine is None or not bool(mine.abs().max() > 0))):
+                    return False
+            elif not isinstance(mine, torch.Tensor) or not values_close(mine, value, device, looser=10.0):
+                return False
+    return True
+
+
+@probed
+@given_working_parts("train_step")
+def check_train_step(train_step) -> None:
+    """train_step(model, optimizer, x, y, lr, grad_clip=1.0) -> the loss before the step, after one step."""
+    device = start_check()
+    reference = _reference()
+    channel = train_step.channel
+    state = {k: v * 3 for k, v in _probe_state(140).items()}     # larger weights: gradient norms of 1.4 to 3
+    description = ("train_step(a small language model in training mode, an SGD optimizer with two parameter groups, "
+                   f"x ({STEP_B}, {STEP_T}), y ({STEP_B}, {STEP_T}), lr, grad_clip)")
+
+    def make():
+        model = _remote_lm(channel, state, device, True)
+        parameters = {n: model.attr(*n.split(".")) for n, _shape, _dtype in describe(model, "the lent model")
+                      .get("parameters", [])}
+        optimizer = _remote.new(channel, "torch.optim.SGD", _groups(parameters), lr=STEP_START_LR,
+                                momentum=STEP_MOMENTUM)
+        return model, optimizer
+
+    model, optimizer = grader_step(description, make)
+    returns = []
+    for k, ((lr, clip), (x, y)) in enumerate(zip(STEP_PLAN, _step_batches(device))):
+        extra = () if clip == "default" else (clip,)
+        shown = "" if clip == "default" else f", grad_clip={clip}"
+        tested = f"step {k + 1} of {len(STEP_PLAN)}: train_step(model, optimizer, x, y, lr={lr}{shown})"
+        got = call("train_step", train_step, model, optimizer, x.clone(), y.clone(), lr, *extra, tested=tested)
+        if isinstance(got, RemoteObject) or isinstance(got, bool) or not isinstance(got, (numbers.Real,
+                                                                                           torch.Tensor)):
+            fail("train_step must return the loss as a Python float.", tested=tested,
+                 details=[f"got a {type_name(got)}"])
+        if isinstance(got, torch.Tensor):
+            fail("train_step must return the loss as a Python float, not a tensor.", tested=tested,
+                 details=[f"got a tensor of shape {tuple(got.shape)}"], mistake="train_step.returns_tensor")
+        returns.append(float(got))
+    weights = grader_step(description, model.state)
+    grads = {}
+    for name in weights:
+        grads[name] = grader_step(description, lambda name=name: model.attr(*name.split("."), "grad").fetch())
+    lrs = [group.get("lr") if isinstance(group, dict) else None
+           for group in grader_step(description, optimizer.attr("param_groups").fetch)]
+    got_run = {"returns": returns, "weights": weights, "grads": grads, "lrs": lrs}
+    expected = _local_step_run(state, device, reference.train_step)
+
+    returns_ok = _same_run(got_run, expected, device, ("returns",))
+    weights_ok = _same_run(got_run, expected, device, ("weights",))
+    if not (returns_ok and weights_ok):
+        mistake = None
+        for mistake_id, flags in M.TRAIN_STEP_MISTAKES.items():
+            variant = _local_step_run(state, device, lambda *a, flags=flags: M.train_step_variant(*a, **flags))
+            what = (("returns",) if weights_ok else ("weights",) if returns_ok else ("returns", "weights"))
+            if {"clip", "zero_grad", "step"} & set(flags):
+                what += ("grads",)  # the same weights: clipping after the step or never; no step or nothing to step
+            try:
+                if _same_run(got_run, variant, device, what):
+                    mistake = mistake_id
+                    break
+            except Exception:  # noqa: BLE001 -- a variant that cannot be compared does not match
+                continue
+        if not weights_ok:
+            fail(f"{description}: after {len(STEP_PLAN)} steps the weights differ from the reference's (same "
+                 "initial weights, same optimizer, same batches, rates and clipping).",
+                 details=expected_got("the same weights as the reference", "different weights"), mistake=mistake)
+        fail(f"{description}: the returned losses differ from the reference's.",
+             details=expected_got(", ".join(f"{v:.4f}" for v in expected["returns"]),
+                                  ", ".join(f"{v:.4f}" for v in returns)), mistake=mistake,
+             hint=None if mistake else "return loss.item(): the loss of the batch before the step")
+    if any(not isinstance(lr, numbers.Real) or not math.isclose(lr, STEP_PLAN[-1][0]) for lr in lrs):
+        fail(f"{description}: after the last step the optimizer's parameter groups do not all hold its rate.",
+             details=expected_got(f"lr={STEP_PLAN[-1][0]} in every group", ", ".join(str(v) for v in lrs)),
+             mistake="train_step.lr_first_group_only" if lrs and lrs[0] == STEP_PLAN[-1][0] else
+             "train_step.lr_not_set")
+    if _training_flag(model, "the lent model") is not True:
+        fail(f"{description}: the model is no longer in training mode after train_step.",
+             mistake="train_step.mode_changed")
+    # a model in eval mode stays there, and its loss is the eval-mode loss
+    model = _remote_lm(channel, state, device, False)
+    optimizer = grader_step(description, lambda: _remote.new(channel, "torch.optim.SGD", model.attr("parameters")(),
+                                                             lr=STEP_START_LR))
+    x, y = _step_batches(device)[0]
+    tested = "train_step(a small language model in eval mode, an SGD optimizer, x, y, lr=0.3, grad_clip=0.5)"
+    got = call("train_step", train_step, model, optimizer, x.clone(), y.clone(), 0.3, 0.5, tested=tested)
+    local = _local_lm(state, device, False)
+    expected_loss = reference.train_step(local, torch.optim.SGD(local.parameters(), lr=STEP_START_LR), x, y, 0.3, 0.5)
+    changed = _training_flag(model, "the lent model") is not False
+    if changed or not isinstance(got, numbers.Real) or not math.isclose(float(got), expected_loss, rel_tol=1e-4,
+                                                                         abs_tol=1e-5):
+        fail("train_step must leave the model's mode as it was and run it in that mode (the caller sets it).",
+             tested=tested, details=["the model was left in training mode" if changed else
+                                     f"expected the eval-mode loss {expected_loss:.4f}, got {got}"],
+             mistake="train_step.mode_changed")
 
 
 # --------------------------------------------------------------------------------------------- sample_next_token

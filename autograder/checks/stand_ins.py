@@ -273,6 +273,13 @@ def masked_mean_pool(x, mask):
 
 
 # ------------------------------------------------------------------------------------------------ notebook 08
+def lm_loss(logits, targets):
+    """(B, T, V), (B, T) -> scalar: minus the mean log-probability of the target token over all B * T positions."""
+    _in_use()
+    log_probs = torch.log_softmax(logits, dim=-1)                                                # (B, T, V)
+    return -log_probs.gather(-1, targets.unsqueeze(-1)).mean()
+
+
 def sample_next_token(logits, temperature=1.0, top_k=None, generator=None):
     """(B, V) -> (B,): the argmax at temperature 0, else one draw from softmax(logits / temperature), top-k kept."""
     _in_use()
@@ -400,6 +407,7 @@ NEEDS = {
     "Decoder": ("TokenEmbedding", "PositionalEncoding", "DecoderBlock"),
     "Transformer": ("Encoder", "Decoder"),
     "masked_mean_pool": (),
+    "lm_loss": (),
     "sample_next_token": (),
     "RMSNorm": (),
     "rotary_cos_sin": (),

@@ -2,8 +2,8 @@
 
 BPE is checked on small texts worked out by hand and by round trips; the GPT's wiring is composed here from your
 module's own submodules (embeddings, blocks, norm, head) and its causality tested by changing a future token;
-`get_batch`, `lm_loss`, `estimate_loss` and `lr_at` are recomputed directly; sampling is checked by how often each
-token is drawn. Shapes: B batch, T length, V vocabulary.
+`get_batch`, `lm_loss`, `estimate_loss` and `lr_at` are recomputed directly, `train_step` against steps written out
+here; sampling is checked by how often each token is drawn. Shapes: B batch, T length, V vocabulary.
 """
 from __future__ import annotations
 
@@ -334,6 +334,111 @@ def check_lr_at(lr_at) -> None:
     else:
         fail("lr_at with warmup_steps > max_steps should raise ValueError.")
     passed("lr_at")
+
+
+class _TinyLM(nn.Module):
+    """A tiny deterministic language model: a (V, V) table of logits per token, a running mean, a bias (V,)."""
+
+    def __init__(self, vocab: int = 7, seed: int = 9):
+        super().__init__()
+        generator = torch.Generator().manual_seed(seed)
+        self.table = nn.Parameter(torch.randn(vocab, vocab, generator=generator) * 3)
+        self.bias = nn.Parameter(torch.randn(vocab, generator=generator))
+
+    def forward(self, ids):
+        x = self.table[ids].cumsum(1) / torch.arange(1, ids.size(1) + 1, device=ids.device)[None, :, None]
+        return x + self.bias
+
+
+# (lr, grad_clip) of each step; "default" calls without grad_clip. The gradient norms are above 1 at every step.
+_STEPS = ((0.5, 0.2), (0.2, None), (0.3, "default"), (0.4, 0.05))
+
+
+def _steps(step_fn, training=True):
+    """Runs _STEPS with `step_fn` on a fresh _TinyLM and an SGD optimizer with two groups (table, then bias)."""
+    model = _TinyLM().train(training)
+    optimizer = torch.optim.SGD([{"params": [model.table]}, {"params": [model.bias]}], lr=0.9, momentum=0.5)
+    generator = torch.Generator().manual_seed(10)
+    returns = []
+    for lr, clip in _STEPS:
+        x, y = torch.randint(7, (2, 6), generator=generator), torch.randint(7, (2, 6), generator=generator)
+        returns.append(step_fn(model, optimizer, x, y, lr, *(() if clip == "default" else (clip,))))
+    return returns, model, optimizer
+
+
+def _hand_step(zero="before", clip="before", lr_groups="all", step=True, result="before"):
+    """One step written out here (the expected behaviour, and the known mistakes with one switch changed)."""
+    def train_step(model, optimizer, x, y, lr, grad_clip=1.0):
+        groups = {"all": optimizer.param_groups, "first": optimizer.param_groups[:1], "none": []}[lr_groups]
+        for group in groups:
+            group["lr"] = lr
+        if zero == "before":
+            optimizer.zero_grad()
+        log_probs = model(x).log_softmax(-1)
+        loss = -log_probs.gather(-1, y[..., None]).mean()
+        loss.backward()
+        if zero == "after":
+            optimizer.zero_grad()
+        if clip == "before" and grad_clip is not None:
+            nn.utils.clip_grad_norm_(model.parameters(), grad_clip)
+        if step:
+            optimizer.step()
+        if clip == "after" and grad_clip is not None:
+            nn.utils.clip_grad_norm_(model.parameters(), grad_clip)
+        if result == "after":
+            with torch.no_grad():
+                return float(-model(x).log_softmax(-1).gather(-1, y[..., None]).mean())
+        return float(loss.detach())
+    return train_step
+
+
+def _same(a, b) -> bool:
+    returns_a, model_a, _ = a
+    returns_b, model_b, _ = b
+    return (all(isinstance(r, float) and math.isclose(r, s, rel_tol=1e-5, abs_tol=1e-6)
+                for r, s in zip(returns_a, returns_b))
+            and all(torch.allclose(p, q, atol=1e-5) for p, q in zip(model_a.parameters(), model_b.parameters())))
+
+
+@uses_parts("train_step")
+def check_train_step(train_step) -> None:
+    got = run("train_step", lambda: _steps(train_step))
+    returns, model, optimizer = got
+    for value in returns:
+        if isinstance(value, torch.Tensor):
+            fail("train_step returned a tensor.", mistake_hint("train_step.returns_tensor", "return loss.item()."))
+        if not isinstance(value, float):
+            fail(f"train_step should return the loss as a Python float, got {type(value).__name__}.")
+    expected = _steps(_hand_step())
+    if not _same(got, expected):
+        grads = [p.grad for p in model.parameters()]
+        clipped_grads = all(g is not None for g in grads) and math.isclose(
+            float(torch.cat([g.flatten() for g in grads]).norm()), 0.05, rel_tol=1e-3)
+        cleared = all(g is None or not bool(g.any()) for g in grads)      # no gradients left after the steps
+        hint = None
+        for flags, mistake, fix in (
+                (dict(zero="none"), "train_step.no_zero_grad", "optimizer.zero_grad() before loss.backward()."),
+                (dict(step=False), "train_step.zero_grad_after_backward" if cleared else "train_step.no_step", None),
+                (dict(clip="after"), "train_step.clip_after_step" if clipped_grads else "train_step.no_clip", None),
+                (dict(lr_groups="none"), "train_step.lr_not_set", "for group in optimizer.param_groups: ..."),
+                (dict(lr_groups="first"), "train_step.lr_first_group_only", None),
+                (dict(result="after"), "train_step.loss_after_step", None)):
+            if _same(got, _steps(_hand_step(**flags))):
+                hint = mistake_hint(mistake, fix)
+                break
+        fail(f"after {len(_STEPS)} steps (SGD with two parameter groups, lr and grad_clip "
+             f"{[(lr, clip) for lr, clip in _STEPS]}) the returned losses or the weights differ from the expected "
+             f"ones.\nexpected losses {[round(r, 4) for r in expected[0]]}, got {[round(r, 4) for r in returns]}",
+             hint)
+    if any(group["lr"] != _STEPS[-1][0] for group in optimizer.param_groups):
+        fail("after the last step not every parameter group holds its lr.",
+             mistake_hint("train_step.lr_first_group_only"))
+    if not model.training:
+        fail("train_step left the model in eval mode.", mistake_hint("train_step.mode_changed"))
+    returns, model, _ = run("train_step", lambda: _steps(train_step, training=False))
+    if model.training:
+        fail("train_step put a model given in eval mode into training mode.", mistake_hint("train_step.mode_changed"))
+    passed("train_step", "(rates on every group, gradients cleared, clipped before the step, the loss before it)")
 
 
 # ----------------------------------------------------------------------------------------------------- sampling

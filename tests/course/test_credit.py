@@ -110,6 +110,7 @@ WRONG = {
         "estimate_loss": ("estimate_loss.mode_not_restored", [("model.train(was_training)", "pass")]),
         "lr_at": ("lr_at.warmup_off_by_one", [("return max_lr * (step + 1) / warmup_steps",
                                                "return max_lr * step / warmup_steps")]),
+        "train_step": ("train_step.no_zero_grad", [("    optimizer.zero_grad(set_to_none=True)\n", "")]),
         "sample_next_token": ("sample.temperature_after_softmax", [
             ("    logits = logits / temperature\n", ""),
             ("probs = torch.softmax(logits, dim=-1)", "probs = torch.softmax(logits, dim=-1) / temperature")]),

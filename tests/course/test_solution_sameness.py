@@ -73,6 +73,7 @@ CHECKED_BY = {
     "lm_loss": "code",
     "estimate_loss": "code",
     "lr_at": "code",
+    "train_step": "code",
     "sample_next_token": "code",
     "generate": "code",
     # 09
@@ -601,6 +602,16 @@ def scenario_lr_at(get):
     values = [get("lr_at")(step, 1e-3, 10, 100, 1e-4) for step in (0, 5, 9, 10, 50, 99, 100, 200)]
     values += [get("lr_at")(step, 3e-3, 0, 20) for step in (0, 10, 20)]
     return values + [raised(lambda: get("lr_at")(0, 1e-3, 11, 10))]
+
+
+def scenario_train_step(get):
+    torch.manual_seed(35)
+    model = solutions.GPT(13, 8, 2, 16, 1, max_len=6)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    x, y = torch.randint(13, (2, 6), generator=_seeded(36)), torch.randint(13, (2, 6), generator=_seeded(37))
+    losses = [get("train_step")(model, optimizer, x, y, lr, *clip) for lr, clip in ((3e-3, ()), (1e-3, (None,)),
+                                                                                    (2e-3, (0.1,)))]
+    return losses + [dict(model.state_dict()), model.training]
 
 
 def scenario_sample_next_token(get):

@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from solutions.gpt import (
     GPT, bpe_decode, bpe_encode, estimate_loss, generate, get_batch, lm_loss, lr_at, sample_next_token, train_bpe,
+    train_step,
 )
 from solutions_compare import D_FF, D_MODEL, H, assert_matches, torch_encoder_layer_from
 
@@ -235,6 +236,43 @@ def test_lr_at_warms_up_decays_and_holds():
     for warmup, total in ((-1, 10), (11, 10)):
         with pytest.raises(ValueError):
             lr_at(0, 1e-3, warmup, total)
+
+
+def _hand_step(params, forward, x, y, lr, grad_clip):
+    """One SGD step written out: the gradients of the mean cross-entropy by torch.autograd.grad, scaled by
+    min(1, grad_clip / (norm + 1e-6)) as clip_grad_norm_ documents, then w - lr * g. Returns (loss, new weights)."""
+    logits = forward(params, x)
+    loss = -logits.log_softmax(-1).gather(-1, y[..., None]).mean()
+    grads = torch.autograd.grad(loss, params)
+    norm = torch.sqrt(sum((g.double() ** 2).sum() for g in grads))
+    scale = 1.0 if grad_clip is None else min(1.0, grad_clip / (float(norm) + 1e-6))
+    return float(loss.detach()), [(w - lr * scale * g).detach() for w, g in zip(params, grads)]
+
+
+@pytest.mark.parametrize("grad_clip", [0.05, 1.0, None, "default"])
+def test_train_step_is_one_sgd_step_on_the_clipped_gradients(grad_clip):
+    torch.manual_seed(5)
+    model = GPT(VOCAB, D_MODEL, H, D_FF, LAYERS, max_len=MAX_LEN).eval()    # eval: dropout=0 anyway; mode kept
+    names = [n for n, _ in model.named_parameters()]
+    matrices = [p for p in model.parameters() if p.dim() >= 2]
+    vectors = [p for p in model.parameters() if p.dim() < 2]
+    optimizer = torch.optim.SGD([{"params": matrices}, {"params": vectors}], lr=0.9)
+    x, y = torch.randint(VOCAB, (3, 9)), torch.randint(VOCAB, (3, 9))
+    # stale gradients from an earlier step must not count
+    lm_loss(model(torch.randint(VOCAB, (2, 5))), torch.randint(VOCAB, (2, 5))).backward()
+    start = [p.detach().clone().requires_grad_() for p in model.parameters()]
+
+    def forward(params, ids):
+        return torch.func.functional_call(model, dict(zip(names, params)), (ids,))
+
+    clip = 1.0 if grad_clip == "default" else grad_clip
+    expected_loss, expected = _hand_step(start, forward, x, y, 0.3, clip)
+    got = train_step(model, optimizer, x, y, 0.3, *(() if grad_clip == "default" else (grad_clip,)))
+    assert isinstance(got, float) and got == pytest.approx(expected_loss, rel=1e-6)
+    for name, p, w in zip(names, model.parameters(), expected):
+        torch.testing.assert_close(p.detach(), w, atol=1e-6, rtol=1e-5, msg=name)
+    assert [group["lr"] for group in optimizer.param_groups] == [0.3, 0.3]
+    assert not model.training
 
 
 # -------------------------------------------------------------------------------------------------- sampling

@@ -164,3 +164,45 @@ def generate_variant(model, ids, max_new_tokens, crop=True, position=-1, trainin
             next_id = model(context)[:, position].argmax(-1)
             ids = torch.cat([ids, next_id[:, None]], dim=1)
     return ids
+
+
+def train_step_variant(model, optimizer, x, y, lr, grad_clip=1.0, lr_groups="all", zero_grad="before",
+                       clip="before_step", step=True, result="before"):
+    """One training step with one switch changed (a known mistake); returns what that step would return.
+
+    lr_groups "all" | "first" | "none"; zero_grad "before" | "none" | "after_backward" (between the backward pass
+    and the step); clip "before_step" | "after_step" | "none"; step; result "before" (loss.item() of the batch
+    before the step) | "after" (the batch's loss recomputed after the step) | "tensor" (the loss tensor itself)."""
+    groups = {"all": optimizer.param_groups, "first": optimizer.param_groups[:1], "none": []}[lr_groups]
+    for group in groups:
+        group["lr"] = lr
+    if zero_grad == "before":
+        optimizer.zero_grad(set_to_none=True)
+    logits = model(x)
+    loss = F.cross_entropy(logits.reshape(-1, logits.size(-1)), y.reshape(-1))
+    loss.backward()
+    if zero_grad == "after_backward":
+        optimizer.zero_grad(set_to_none=True)
+    if clip == "before_step" and grad_clip is not None:
+        torch.nn.utils.clip_grad_norm_(model.parameters(), grad_clip)
+    if step:
+        optimizer.step()
+    if clip == "after_step" and grad_clip is not None:
+        torch.nn.utils.clip_grad_norm_(model.parameters(), grad_clip)
+    if result == "after":
+        with torch.no_grad():
+            logits = model(x)
+            return F.cross_entropy(logits.reshape(-1, logits.size(-1)), y.reshape(-1)).item()
+    return loss if result == "tensor" else loss.item()
+
+
+TRAIN_STEP_MISTAKES = {  # mistake id -> the switches of `train_step_variant` that make it
+    "train_step.no_zero_grad": dict(zero_grad="none"),
+    "train_step.zero_grad_after_backward": dict(zero_grad="after_backward"),
+    "train_step.clip_after_step": dict(clip="after_step"),
+    "train_step.no_clip": dict(clip="none"),
+    "train_step.lr_not_set": dict(lr_groups="none"),
+    "train_step.lr_first_group_only": dict(lr_groups="first"),
+    "train_step.no_step": dict(step=False),
+    "train_step.loss_after_step": dict(result="after"),
+}

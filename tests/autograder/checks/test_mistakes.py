@@ -67,3 +67,26 @@ def test_stack_defaults_match_reference():
         src = padded_ids([7, 4], 7, vocab=19)
         close(M.transformer(model, src, ids), model(src, ids))
         assert torch.equal(M.greedy(model, src, 6), solutions.greedy_decode(model, src, 6))
+
+
+def test_train_step_defaults_match_reference():
+    from coursekit.probe.models import LanguageModelProbe
+
+    def run(step):
+        torch.manual_seed(3)
+        model = LanguageModelProbe(11, d_model=6, max_len=8, dropout=0.5).train()
+        matrices = [p for p in model.parameters() if p.dim() >= 2]
+        vectors = [p for p in model.parameters() if p.dim() < 2]
+        optimizer = torch.optim.SGD([{"params": matrices}, {"params": vectors}], lr=0.9, momentum=0.5)
+        generator = torch.Generator().manual_seed(4)
+        losses = []
+        for lr, clip in ((0.3, 0.2), (0.1, None), (0.2, 5.0)):
+            x, y = torch.randint(11, (2, 8), generator=generator), torch.randint(11, (2, 8), generator=generator)
+            losses.append(step(model, optimizer, x, y, lr, clip))
+        return losses, model.state_dict()
+
+    expected_losses, expected_state = run(solutions.train_step)
+    losses, state = run(M.train_step_variant)
+    assert losses == expected_losses
+    for key, value in expected_state.items():
+        assert torch.equal(state[key], value), key

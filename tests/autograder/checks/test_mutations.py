@@ -175,6 +175,8 @@ SUBJECTS = {
     "lr_at": (gpt.check_lr_at, solutions.lr_at,
               {"call": Spec(swap=(("step", "warmup_steps", "max_steps"), ("max_lr", "min_lr")),
                             defaults=("min_lr",))}),
+    "train_step": (gpt.check_train_step, solutions.train_step,
+                   {"call": Spec(swap=(("x", "y"),), defaults=("grad_clip",), ignore=("grad_clip",))}),
     "sample_next_token": (gpt.check_sample_next_token, solutions.sample_next_token,
                           {"call": Spec(defaults=("temperature", "top_k", "generator"))}),
     "generate": (gpt.check_generate, solutions.generate,

@@ -48,6 +48,8 @@ WRONG = {
     "masked_mean_pool": ("classifier", "pool.includes_padding",
                          [("total = (x * keep).sum(dim=1)", "total = x.sum(dim=1)"),
                           ("count = keep.sum(dim=1).clamp(min=1.0)", "count = torch.full_like(keep.sum(dim=1), x.shape[1])")]),
+    "lm_loss": ("gpt", "lm_loss.sum", [("F.cross_entropy(logits.reshape(-1, V), targets.reshape(-1))",
+                                        'F.cross_entropy(logits.reshape(-1, V), targets.reshape(-1), reduction="sum")')]),
     "sample_next_token": ("gpt", "sample.temperature_after_softmax",
                           [("    logits = logits / temperature\n", ""),
                            ("probs = torch.softmax(logits, dim=-1)",
@@ -110,6 +112,7 @@ def _objects(composite: str, namespace):
               "encoder_block": ["EncoderBlock"], "encoder": ["Encoder"], "decoder": ["Decoder"],
               "transformer": ["Transformer"], "cached_greedy_decode": ["cached_greedy_decode", "Transformer"],
               "transformer_classifier": ["TransformerClassifier"], "generate": ["generate"],
+              "train_step": ["train_step"],
               "grouped_query_attention": ["GroupedQueryAttention"], "llama_block": ["LlamaBlock"],
               "modern_gpt": ["ModernGPT"]}[composite]
     return [getattr(namespace, name) for name in handed]

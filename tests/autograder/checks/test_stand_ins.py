@@ -148,3 +148,11 @@ def test_switched_off_stand_ins_stop_working():
         lent.sample_next_token(torch.randn(2, 5))
     with pytest.raises(RuntimeError, match="stand-in"):
         lent.rotary_cos_sin(4, 8)
+
+
+def test_lm_loss_is_the_mean_cross_entropy():
+    lent = _lent("lm_loss")
+    logits, targets = torch.randn(3, 7, 11) * 2, torch.randint(11, (3, 7))
+    expected = F.cross_entropy(logits.reshape(-1, 11), targets.reshape(-1))
+    torch.testing.assert_close(lent.lm_loss(logits, targets), expected)
+    torch.testing.assert_close(lent.lm_loss(logits, targets), reference_gpt.lm_loss(logits, targets))

@@ -150,7 +150,7 @@ def test_a_gpt_trained_in_the_grading_budget_passes(data):
     budget = BUDGETS["grading"]
     torch.manual_seed(0)
     model = solutions.GPT(len(chars), **model_config(budget))
-    train_language_model(model, train_ids, val_ids, budget, solutions.get_batch, solutions.lm_loss,
+    train_language_model(model, train_ids, val_ids, budget, solutions.get_batch, solutions.train_step,
                          solutions.estimate_loss, solutions.lr_at, "cpu", generator=torch.Generator().manual_seed(0))
     checks.check_trained_gpt(model, chars.chars, budget.block_size)
 

@@ -279,6 +279,47 @@ def make_generate(mistake=None):
     return generate
 
 
+def make_train_step(mistake=None, style="loop"):
+    """A student's train_step; style "loop" (a for loop over the groups, lm_loss, zero_grad(set_to_none=False),
+    .item()) or "inline" (a comprehension, F.cross_entropy inline, model.zero_grad(), float(...))."""
+    def train_step(model, optimizer, x, y, lr, grad_clip=1.0):
+        if mistake == "mode_changed":
+            model.train()
+        if mistake != "lr_not_set":
+            groups = optimizer.param_groups[:1] if mistake == "lr_first_group_only" else optimizer.param_groups
+            if style == "loop":
+                for group in groups:
+                    group["lr"] = lr
+            else:
+                _ = [group.update(lr=lr) for group in groups]
+        if mistake not in ("no_zero_grad", "zero_grad_after_backward"):
+            if style == "loop":
+                optimizer.zero_grad(set_to_none=False)
+            else:
+                model.zero_grad()
+        if style == "loop":
+            loss = solutions.lm_loss(model(x), y)
+        else:
+            logits = model(x)
+            loss = F.cross_entropy(logits.view(-1, logits.shape[-1]), y.view(-1), reduction="mean")
+        loss.backward()
+        if mistake == "zero_grad_after_backward":
+            optimizer.zero_grad()
+        if grad_clip is not None and mistake not in ("no_clip", "clip_after_step"):
+            torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm=grad_clip)
+        if mistake != "no_step":
+            optimizer.step()
+        if mistake == "clip_after_step" and grad_clip is not None:
+            torch.nn.utils.clip_grad_norm_(model.parameters(), grad_clip)
+        if mistake == "returns_tensor":
+            return loss
+        if mistake == "loss_after_step":
+            with torch.no_grad():
+                return solutions.lm_loss(model(x), y).item()
+        return loss.item() if style == "loop" else float(loss.detach())
+    return train_step
+
+
 CORRECT = {
     "train_bpe": [make_train_bpe()],
     "bpe_encode": [bpe_encode_lowest_rank, make_bpe_encode()],
@@ -288,6 +329,7 @@ CORRECT = {
     "lm_loss": [make_lm_loss()],
     "estimate_loss": [make_estimate_loss()],
     "lr_at": [make_lr_at()],
+    "train_step": [make_train_step(), make_train_step(style="inline")],
     "sample_next_token": [make_sample_next_token()],
     "generate": [make_generate()],
 }
@@ -326,6 +368,16 @@ WRONG = [
     ("lr_at", make_lr_at("warmup_off_by_one"), "lr_at.warmup_off_by_one"),
     ("lr_at", make_lr_at("cosine_from_zero"), "lr_at.cosine_from_zero"),
     ("lr_at", make_lr_at("min_lr_ignored"), "lr_at.min_lr_ignored"),
+    ("train_step", make_train_step("no_zero_grad"), "train_step.no_zero_grad"),
+    ("train_step", make_train_step("zero_grad_after_backward"), "train_step.zero_grad_after_backward"),
+    ("train_step", make_train_step("clip_after_step"), "train_step.clip_after_step"),
+    ("train_step", make_train_step("no_clip"), "train_step.no_clip"),
+    ("train_step", make_train_step("lr_not_set"), "train_step.lr_not_set"),
+    ("train_step", make_train_step("lr_first_group_only"), "train_step.lr_first_group_only"),
+    ("train_step", make_train_step("no_step"), "train_step.no_step"),
+    ("train_step", make_train_step("returns_tensor"), "train_step.returns_tensor"),
+    ("train_step", make_train_step("loss_after_step"), "train_step.loss_after_step"),
+    ("train_step", make_train_step("mode_changed"), "train_step.mode_changed"),
     ("sample_next_token", make_sample_next_token("after_softmax"), "sample.temperature_after_softmax"),
     ("sample_next_token", make_sample_next_token("multiplied"), "sample.temperature_multiplied"),
     ("sample_next_token", make_sample_next_token("k_minus_one"), "sample.top_k_minus_one"),

@@ -39,6 +39,7 @@ def _student(module: str, edits=(), unfinished: str | None = None) -> types.Modu
     ("positional", "sinusoidal_positional_encoding", positional.check_positional_encoding, "PositionalEncoding"),
     ("classifier", "masked_mean_pool", classifier.check_transformer_classifier, "TransformerClassifier"),
     ("gpt", "sample_next_token", gpt.check_generate, "generate"),
+    ("gpt", "lm_loss", gpt.check_train_step, "train_step"),
     ("modern", "rotary_cos_sin", modern.check_grouped_query_attention, "GroupedQueryAttention"),
     ("modern", "apply_rotary", modern.check_grouped_query_attention, "GroupedQueryAttention"),
     ("modern", "SwiGLU", modern.check_llama_block, "LlamaBlock"),
