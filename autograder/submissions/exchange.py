@@ -9,7 +9,9 @@ student's work) would be copied as the file it points to. Here each submission i
 folder by `autograder.submissions.files` (regular files only, never through a link, sizes capped by the course's
 `SubmissionLimits`; links, FIFOs and devices are reported and left in the exchange), and then `collect()` takes the
 staging folder like any folder in nbgrader's layout, with all of its rules (notebooks checked, clashes refused,
-unknown students added to the roster, the submission's timestamp.txt from the exchange kept for late penalties).
+the submission's timestamp.txt from the exchange kept for late penalties). Unknown students are added to the roster
+unless the course refuses them (`Autograde.create_student = False`, as the hub's instructor config sets): then
+their submission is collected, reported and left ungraded, as with nbgrader's own collect and autograde.
 """
 from __future__ import annotations
 
@@ -105,7 +107,8 @@ def collect_from_exchange(course_dir, assignment: str, db_url: str | None = None
                                        f"{result.get('error', '')}\n{result.get('log', '')}".rstrip())
         submitted = Path(staging) / "submitted"
         if submitted.is_dir():
-            report = collect(course_dir, submitted, db_url=db_url)
+            report = collect(course_dir, submitted, db_url=db_url,
+                             add_students=bool(config.Autograde.get("create_student", True)))
         else:
             report = CollectReport()
         report.problems[:0] = app.problems

@@ -306,7 +306,9 @@ def loop(hub, student_env):
     # grader: collect, grade, feedback. A failing step is recorded, not raised, so that the tests of the
     # earlier steps still report; the tests of this step and of the later ones fail with its message.
     rec["failed"] = {}
-    nbgrader(hub, "collect", assignment)
+    # autograder collect takes the submissions from the exchange itself (nbgrader's choice of submission)
+    rec["collect"] = grader(hub, str(VENV / "bin" / "python"), "-m", "autograder", "collect", assignment,
+                            "--course-dir", ".", check=False)
     rec["collected"] = sorted(p.name for p in (hub.course_root / "submitted").iterdir())
     command, rec["grade_tool"] = grade_command(assignment)
     rec["grade"] = grader(hub, *command, check=False)
@@ -439,6 +441,9 @@ def test_late_penalty_applied(loop):
 
 def test_unknown_student_is_collected_but_not_graded(loop):
     assert INTRUDER in loop["collected"]
+    collect = loop["collect"]
+    assert collect.returncode == 1 and f"{INTRUDER} is not on the roster" in collect.stdout, collect  # reported
+    assert "collected 3 notebook(s) from 3 student(s), 0 new" in collect.stdout, collect.stdout
     assert INTRUDER not in loop["roster"]
     assert INTRUDER not in loop["gradebook"]
     grade = loop["grade"]
@@ -521,9 +526,8 @@ def gated(hub):
     formgrader_api(hub, ["duedate", ["01_tokens_and_embeddings", past]], ["duedate", ["02_positional_encoding", past]],
                    ["duedate", [OPEN, future]], ["roster", [GATED_STUDENT]])
     python = str(VENV / "bin" / "python")
+    # autograder release hands the release to the exchange itself (the instructor config names it)
     rec["release_open"] = grader(hub, python, "-m", "autograder", "release", OPEN, NEXT, "--course-dir", ".").stdout
-    for name in (OPEN, NEXT):
-        nbgrader(hub, "release_assignment", name, "--force")
     outbound = hub.exchange / COURSE_ID / "outbound"
     rec["outbound_open"] = {name: sorted(p.name for p in (outbound / name).iterdir()) for name in (OPEN, NEXT)}
     for name in (OPEN, NEXT):
@@ -540,7 +544,6 @@ def gated(hub):
     # 03 is past due now: a re-release of 04 hands provided.py out
     formgrader_api(hub, ["duedate", [OPEN, past]])
     rec["release_due"] = grader(hub, python, "-m", "autograder", "release", NEXT, "--course-dir", ".").stdout
-    nbgrader(hub, "release_assignment", NEXT, "--force")
     rec["outbound_due"] = sorted(p.name for p in (outbound / NEXT).iterdir())
     shutil.rmtree(fetched_folder(hub, GATED_STUDENT, NEXT))  # the student fetches the new release afresh
     student_action(hub, GATED_STUDENT, "fetch", NEXT)
@@ -552,6 +555,9 @@ def gated(hub):
 
 def test_gated_release_says_when_provided_comes(gated):
     out = gated["release_open"]
+    for name in (OPEN, NEXT):
+        assert f"released {name} to the exchange: " in out, out
+    assert f"released {NEXT} to the exchange: " in gated["release_due"]
     assert f"{NEXT}: provided.py withheld: it holds the reference of {OPEN} (due " in out, out
     assert "01_tokens_and_embeddings" not in out.split("withheld")[1].split(";")[0], "past due: not pending"
     assert f"release {NEXT} again after" in out

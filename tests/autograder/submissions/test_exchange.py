@@ -186,3 +186,26 @@ def test_collect_of_an_assignment_needs_an_exchange(course, tmp_path, capsys):
     assert main(["collect", "no_such_thing", "--course-dir", str(course)]) == 1  # as for any missing folder
     assert "nothing to collect at no_such_thing: no such folder or zip, and no such assignment" in \
         capsys.readouterr().err
+
+
+def test_collect_leaves_students_off_the_roster_where_the_course_refuses_unknown_ones(course, tmp_path, capsys):
+    """The hub's instructor config sets Autograde.create_student = False: somebody not on the roster who gets a
+    submission into the exchange is collected and reported, never added to the roster (which the hub's roster
+    service would turn into a hub login)."""
+    config_file = course / "nbgrader_config.py"
+    config_file.write_text(config_file.read_text() + "\nc.Autograde.create_student = False\n")
+    assert main(["release", A, "--course-dir", str(course)]) == 0
+    from nbgrader.api import Gradebook
+
+    with Gradebook(f"sqlite:///{course / 'gradebook.db'}", "transformers101") as gb:
+        gb.add_student("ann")
+    for name in ("ann", "eve"):
+        answer(fetch(tmp_path, course, name), "return 2 * x")
+        submit(tmp_path, course, name)
+    capsys.readouterr()
+    assert main(["collect", A, "--course-dir", str(course)]) == 1
+    out = capsys.readouterr().out
+    assert "eve is not on the roster (Autograde.create_student = False): collected, not graded" in out
+    assert (course / "submitted" / "eve" / A / f"{A}.ipynb").is_file()
+    with Gradebook(f"sqlite:///{course / 'gradebook.db'}", "transformers101") as gb:
+        assert {s.id for s in gb.students} == {"ann"}
