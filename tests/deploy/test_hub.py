@@ -393,6 +393,29 @@ def test_formgrader_page_refuses_iframes_by_default(hub, loop):
     assert "frame-ancestors 'none'" in resp.headers.get("Content-Security-Policy", "")
 
 
+def test_manual_grading_page_loads_mathjax_from_the_course_service_itself(hub, loop):
+    """The formgrade template's MathJax loader (deploy/jupyter/instructor/share/...) under the service's prefix: the
+    path it computes answers through the hub, as do the config and font data MathJax asks for next; the typesetting
+    itself is tested in a browser (tests/browser/test_formgrader_mathjax.py)."""
+    import requests
+    from nbgrader.api import Gradebook
+
+    assignment = loop["assignment"]
+    with Gradebook(f"sqlite:///{hub.course_root / 'gradebook.db'}", COURSE_ID) as gb:
+        notebook = gb.find_assignment(assignment).notebooks[0].name
+        submission = gb.find_submission_notebook(notebook, assignment, "student1").id
+    auth = {"Authorization": f"token {hub.user_tokens[INSTRUCTOR]}"}
+    service = f"{hub.client.base}/services/{COURSE_ID}"
+    page = requests.get(f"{service}/formgrader/submissions/{submission}/", headers=auth, timeout=60)
+    assert page.status_code == 200
+    assert '"/static/jupyter_server_mathjax/MathJax.js?config=TeX-AMS-MML_HTMLorMML-full,Safe"' in page.text
+    assert "cdnjs" not in page.headers.get("Content-Security-Policy", "")
+    prefix = f"{service}/static/jupyter_server_mathjax"  # what precedes /formgrader/ in the page's path
+    for path in ("MathJax.js", "config/TeX-AMS-MML_HTMLorMML-full.js",
+                 "jax/output/HTML-CSS/fonts/STIX-Web/fontdata.js"):
+        assert requests.get(f"{prefix}/{path}", headers=auth, timeout=30).status_code == 200, path
+
+
 def test_student_kernel_cannot_import_instructor_packages(hub, loop):
     out = hub.client.run_code("student1", hub.user_tokens["student1"], PROBE)
     assert json.loads(out) == {"coursekit": True, "solutions": False, "autograder": False}
