@@ -1,9 +1,11 @@
 """`autograder` / `python -m autograder`: the instructor's commands, each a thin layer over a module.
 
-    release [ASSIGNMENT ... | --all] [--provided gated|force|none]
+    release [ASSIGNMENT ... | --all] [--provided gated|force|none] [--no-exchange]
                                           autograder.publish.release.release (nbgrader generate_assignment + exercises/;
-                                          provided.py of 04 on only once the notebooks it covers are past due)
-    collect PATH                          autograder.submissions.collect     (folder or zip -> submitted/)
+                                          provided.py of 04 on only once the notebooks it covers are past due;
+                                          then nbgrader release_assignment when the course has an exchange)
+    collect PATH | ASSIGNMENT             autograder.submissions.collect     (folder or zip -> submitted/; an
+                                          assignment: from the course's exchange, autograder.submissions.exchange)
     grade ASSIGNMENT [--student S ...]    autograder.grade.engine (Dask; --workers N | --scheduler ADDRESS; --force)
     feedback [ASSIGNMENT]                 autograder.publish.feedback    (nbgrader generate_feedback, HTML)
     export [--to F] [--format csv|canvas|moodle]  autograder.publish.export (nbgrader CSV + flags; LMS gradebook imports)
@@ -71,12 +73,19 @@ def _add_release(sub, common) -> None:
     p.add_argument("--all", action="store_true", help="every assignment in source/")
     p.add_argument("--provided", choices=("gated", "force", "none"), default="gated",
                    help=f"provided.py of {_provided_range()}: gated (default), force (reveal now), none (never)")
+    p.add_argument("--no-exchange", action="store_true",
+                   help="only write release/ and exercises/, even where the course has an nbgrader exchange "
+                        "(c.Exchange.root): by default the release is also handed to the students through it")
 
 
 def _add_intake_and_grading(sub, common) -> None:
     """collect and grade: submissions in, grades out."""
-    p = sub.add_parser("collect", parents=[common], help="import submissions from a folder or a zip")
-    p.add_argument("path", type=Path)
+    p = sub.add_parser("collect", parents=[common], help="import submissions from a folder, a zip or the exchange",
+                       description="PATH: a folder or zip of submissions (nbgrader layout or an LMS download). "
+                                   "ASSIGNMENT (no such folder or zip): the latest submission of each student from "
+                                   "the course's nbgrader exchange (c.Exchange.root), as nbgrader collect chooses "
+                                   "it; the same rules apply to both.")
+    p.add_argument("path", type=Path, metavar="PATH|ASSIGNMENT")
 
     p = sub.add_parser("grade", parents=[common], help="autograde an assignment in parallel")
     p.add_argument("assignment")
@@ -176,13 +185,29 @@ def cmd_release(args, course_dir: Path) -> int:
         if decision.needed:
             print(decision.message())
     print(f"released {len(written)} assignment(s) into {exercises}")
+    from autograder.course.coursedir import exchange_root
+
+    exchange = None if args.no_exchange else exchange_root(course_dir)
+    if exchange is None:
+        print("not released to an exchange: " + ("--no-exchange" if args.no_exchange else
+              "the course's nbgrader config names none (c.Exchange.root)"))
+        return OK
+    from autograder.publish.release import release_to_exchange
+
+    for folder in written:
+        print(f"released {folder.name} to the exchange: {release_to_exchange(folder.name, course_dir, args.db)}")
     return OK
 
 
 def cmd_collect(args, course_dir: Path) -> int:
     from autograder.submissions.collect import collect
 
-    report = collect(course_dir, args.path, db_url=args.db)
+    if args.path.exists() or len(args.path.parts) != 1:
+        report = collect(course_dir, args.path, db_url=args.db)
+    else:  # an assignment's name: from the exchange
+        from autograder.submissions.exchange import collect_from_exchange
+
+        report = collect_from_exchange(course_dir, str(args.path), db_url=args.db)
     print(report.table())
     print(report.line())
     return ACT if report.problems else OK

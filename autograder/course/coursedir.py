@@ -86,6 +86,16 @@ def nbgrader_config(course_dir: Path):
     return loader.config
 
 
+def exchange_root(course_dir: Path) -> str | None:
+    """The nbgrader exchange the course's configuration names (`c.Exchange.root`, in the course's nbgrader_config.py
+    or a global one on Jupyter's config path, as on the hub), or None where none does: nbgrader's built-in default
+    (/srv/nbgrader/exchange) is never assumed, so a course without a hub releases and collects through folders."""
+    config = nbgrader_config(course_dir)
+    if "Exchange" in config and "root" in config.Exchange:
+        return str(config.Exchange.root)
+    return None
+
+
 def nbgrader_coursedir(course_dir: Path, db_url: str | None = None):
     """(config, nbgrader CourseDirectory) for `course_dir`: its config files loaded, our root and gradebook."""
     from nbgrader.coursedir import CourseDirectory

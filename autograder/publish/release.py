@@ -6,6 +6,10 @@
   2. runs nbgrader's generate_assignment through its Python API, with the course's nbgrader_config.py,
   3. decides whether course/release/<assignment>/ keeps provided.py (`provided_decision`, below),
   4. replaces exercises/<assignment>/ with the fresh course/release/<assignment>/.
+Where the course has an nbgrader exchange (`c.Exchange.root` in its configuration, as on the hub),
+`release_to_exchange()` then hands course/release/<assignment>/ to the students through it: nbgrader's own
+ExchangeReleaseAssignment, as the formgrader's Release button runs it (NbGraderAPI), replacing an earlier release of
+the assignment there (nbgrader's --force).
 
 The provided module of 04-09 is the reference of every earlier notebook, so it is GATED: with
 `provided="gated"` (the default) it reaches the release only once every assignment it covers is past its due date
@@ -134,6 +138,22 @@ def generate_assignment(assignment: str, course_root: Path | str = COURSE_ROOT, 
     if not (released / f"{assignment}.ipynb").is_file():
         raise ReleaseError(f"nbgrader reported success but wrote no {released / (assignment + '.ipynb')}")
     return released
+
+
+def release_to_exchange(assignment: str, course_root: Path | str = COURSE_ROOT, db_url: str | None = None) -> Path:
+    """course/release/<assignment>/ into the course's exchange (nbgrader release_assignment --force); returns the
+    exchange's outbound folder of the assignment. ReleaseError with nbgrader's log when nbgrader refuses."""
+    from nbgrader.apps.api import capture_log
+
+    api = nbgrader_api(course_root, db_url)
+    api.coursedir.assignment_id = assignment
+    app = api.exchange.ReleaseAssignment(coursedir=api.coursedir, authenticator=api.authenticator, parent=api)
+    app.force = True  # a second release replaces the first (students who fetched keep theirs)
+    result = capture_log(app)
+    if not result.get("success"):
+        raise ReleaseError(f"nbgrader release_assignment failed for {assignment}:\n"
+                           f"{result.get('error', '')}\n{result.get('log', '')}".rstrip())
+    return Path(app.dest_path)
 
 
 def kernel_language_info() -> dict:

@@ -227,8 +227,12 @@ def _walk(root: Path, problems: list[Problem]):
     return sorted(found)
 
 
-def collect(course_dir, source, db_url: str | None = None) -> CollectReport:
-    """Import submissions from folder or zip `source` into `course_dir`/submitted/ (see the module doc)."""
+def collect(course_dir, source, db_url: str | None = None, add_students: bool = True) -> CollectReport:
+    """Import submissions from folder or zip `source` into `course_dir`/submitted/ (see the module doc).
+
+    `add_students=False` (the exchange, where the course refuses unknown students: `Autograde.create_student =
+    False`): a submission by somebody not on the roster is collected but its student is not added (grading then
+    refuses it, as nbgrader does), and the report says so."""
     from autograder.gradebook.store import open_gradebook
 
     course_dir = Path(course_dir).resolve()
@@ -276,7 +280,12 @@ def collect(course_dir, source, db_url: str | None = None) -> CollectReport:
                            notebooks[assignment], report, root, limits)
                 except OSError as exc:  # one submission that cannot be written never stops the class
                     report.problems.append(Problem(f"{student}/{assignment}", f"not collected ({exc})"))
-                if student not in known:
+                if student not in known and not add_students:
+                    report.problems.append(Problem(f"{student}/{assignment}", (
+                        f"{student} is not on the roster (Autograde.create_student = False): collected, not "
+                        f"graded; if legitimate, add the student (`nbgrader db student add {student}`) and grade "
+                        "again")))
+                elif student not in known:
                     gb.update_or_create_student(student)
                     known.add(student)
                     report.new_students.append(student)

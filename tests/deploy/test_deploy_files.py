@@ -219,10 +219,41 @@ def test_student_lab_hides_instructor_plugins_that_exist():
 @pytest.mark.parametrize("flag, frames", [("1", "frame-ancestors 'self'"), ("", "frame-ancestors 'none'")])
 def test_formgrader_frame_policy_switch(monkeypatch, flag, frames):
     monkeypatch.setenv("FORMGRADER_FRAME_SELF", flag)
+    monkeypatch.setenv("JUPYTER_PATH", "")  # restored afterwards: the config prepends its template folder
     cfg = PyFileConfigLoader("jupyter_server_config.py", path=str(INSTRUCTOR_CONFIG)).load_config()
     policy = [p.strip() for p in cfg.ServerApp.tornado_settings["headers"]["Content-Security-Policy"].split(";")]
     assert frames in policy and "connect-src 'self'" in policy and "object-src 'none'" in policy
     assert cfg.HTMLExporter.sanitize_html is True  # the browser test: tests/browser/test_formgrader_inert.py
+
+
+def test_formgrader_math_comes_from_the_server_itself(monkeypatch):
+    """No CDN in the policy; jupyter_server_mathjax enabled; nbconvert finds the course's `mathjax` macro for the
+    formgrade template (and only for it: not for nbgrader's feedback template), and what the macro asks of the
+    extension is in the installed package. Typesetting in a browser: tests/browser/test_formgrader_mathjax.py."""
+    from nbconvert.exporters import HTMLExporter
+    from nbgrader.server_extensions.formgrader import handlers
+    from jupyter_server_mathjax.app import STATIC_ASSETS_PATH
+
+    monkeypatch.setenv("JUPYTER_PATH", "/somewhere/else")  # restored afterwards; the config prepends its folder
+    cfg = PyFileConfigLoader("jupyter_server_config.py", path=str(INSTRUCTOR_CONFIG)).load_config()
+    policy = cfg.ServerApp.tornado_settings["headers"]["Content-Security-Policy"]
+    assert "http" not in policy and "script-src 'self' 'unsafe-inline';" in policy, policy
+    share = INSTRUCTOR_CONFIG / "share"
+    assert os.environ["JUPYTER_PATH"].split(os.pathsep) == [str(share), "/somewhere/else"]
+    assert server_extensions(INSTRUCTOR_CONFIG)["jupyter_server_mathjax"] is True
+
+    def macro_file(template_name: str) -> Path:  # as the formgrader's exporter (and GenerateFeedback's) finds it
+        exporter = HTMLExporter(template_name=template_name, extra_template_basedirs=[handlers.template_path])
+        return Path(exporter.environment.get_template("mathjax.html.j2").filename)
+
+    ours = share / "nbconvert" / "templates" / "formgrade" / "mathjax.html.j2"
+    assert macro_file("formgrade") == ours
+    assert macro_file("feedback").parts[-2:] == ("base", "mathjax.html.j2")  # nbconvert's own
+    macro = ours.read_text()
+    script, config = re.search(r'"/static/jupyter_server_mathjax/(MathJax\.js)\?config=([\w-]+),Safe"', macro).groups()
+    font = re.search(r'webFont: "([\w-]+)"', macro).group(1)
+    assert (STATIC_ASSETS_PATH / script).is_file() and (STATIC_ASSETS_PATH / "config" / f"{config}.js").is_file()
+    assert (STATIC_ASSETS_PATH / "jax" / "output" / "HTML-CSS" / "fonts" / font / "fontdata.js").is_file()
 
 
 # --- Dockerfiles ---------------------------------------------------------------------------------------

@@ -306,7 +306,9 @@ def loop(hub, student_env):
     # grader: collect, grade, feedback. A failing step is recorded, not raised, so that the tests of the
     # earlier steps still report; the tests of this step and of the later ones fail with its message.
     rec["failed"] = {}
-    nbgrader(hub, "collect", assignment)
+    # autograder collect takes the submissions from the exchange itself (nbgrader's choice of submission)
+    rec["collect"] = grader(hub, str(VENV / "bin" / "python"), "-m", "autograder", "collect", assignment,
+                            "--course-dir", ".", check=False)
     rec["collected"] = sorted(p.name for p in (hub.course_root / "submitted").iterdir())
     command, rec["grade_tool"] = grade_command(assignment)
     rec["grade"] = grader(hub, *command, check=False)
@@ -391,6 +393,29 @@ def test_formgrader_page_refuses_iframes_by_default(hub, loop):
     assert "frame-ancestors 'none'" in resp.headers.get("Content-Security-Policy", "")
 
 
+def test_manual_grading_page_loads_mathjax_from_the_course_service_itself(hub, loop):
+    """The formgrade template's MathJax loader (deploy/jupyter/instructor/share/...) under the service's prefix: the
+    path it computes answers through the hub, as do the config and font data MathJax asks for next; the typesetting
+    itself is tested in a browser (tests/browser/test_formgrader_mathjax.py)."""
+    import requests
+    from nbgrader.api import Gradebook
+
+    assignment = loop["assignment"]
+    with Gradebook(f"sqlite:///{hub.course_root / 'gradebook.db'}", COURSE_ID) as gb:
+        notebook = gb.find_assignment(assignment).notebooks[0].name
+        submission = gb.find_submission_notebook(notebook, assignment, "student1").id
+    auth = {"Authorization": f"token {hub.user_tokens[INSTRUCTOR]}"}
+    service = f"{hub.client.base}/services/{COURSE_ID}"
+    page = requests.get(f"{service}/formgrader/submissions/{submission}/", headers=auth, timeout=60)
+    assert page.status_code == 200
+    assert '"/static/jupyter_server_mathjax/MathJax.js?config=TeX-AMS-MML_HTMLorMML-full,Safe"' in page.text
+    assert "cdnjs" not in page.headers.get("Content-Security-Policy", "")
+    prefix = f"{service}/static/jupyter_server_mathjax"  # what precedes /formgrader/ in the page's path
+    for path in ("MathJax.js", "config/TeX-AMS-MML_HTMLorMML-full.js",
+                 "jax/output/HTML-CSS/fonts/STIX-Web/fontdata.js"):
+        assert requests.get(f"{prefix}/{path}", headers=auth, timeout=30).status_code == 200, path
+
+
 def test_student_kernel_cannot_import_instructor_packages(hub, loop):
     out = hub.client.run_code("student1", hub.user_tokens["student1"], PROBE)
     assert json.loads(out) == {"coursekit": True, "solutions": False, "autograder": False}
@@ -439,6 +464,9 @@ def test_late_penalty_applied(loop):
 
 def test_unknown_student_is_collected_but_not_graded(loop):
     assert INTRUDER in loop["collected"]
+    collect = loop["collect"]
+    assert collect.returncode == 1 and f"{INTRUDER} is not on the roster" in collect.stdout, collect  # reported
+    assert "collected 3 notebook(s) from 3 student(s), 0 new" in collect.stdout, collect.stdout
     assert INTRUDER not in loop["roster"]
     assert INTRUDER not in loop["gradebook"]
     grade = loop["grade"]
@@ -521,9 +549,8 @@ def gated(hub):
     formgrader_api(hub, ["duedate", ["01_tokens_and_embeddings", past]], ["duedate", ["02_positional_encoding", past]],
                    ["duedate", [OPEN, future]], ["roster", [GATED_STUDENT]])
     python = str(VENV / "bin" / "python")
+    # autograder release hands the release to the exchange itself (the instructor config names it)
     rec["release_open"] = grader(hub, python, "-m", "autograder", "release", OPEN, NEXT, "--course-dir", ".").stdout
-    for name in (OPEN, NEXT):
-        nbgrader(hub, "release_assignment", name, "--force")
     outbound = hub.exchange / COURSE_ID / "outbound"
     rec["outbound_open"] = {name: sorted(p.name for p in (outbound / name).iterdir()) for name in (OPEN, NEXT)}
     for name in (OPEN, NEXT):
@@ -540,7 +567,6 @@ def gated(hub):
     # 03 is past due now: a re-release of 04 hands provided.py out
     formgrader_api(hub, ["duedate", [OPEN, past]])
     rec["release_due"] = grader(hub, python, "-m", "autograder", "release", NEXT, "--course-dir", ".").stdout
-    nbgrader(hub, "release_assignment", NEXT, "--force")
     rec["outbound_due"] = sorted(p.name for p in (outbound / NEXT).iterdir())
     shutil.rmtree(fetched_folder(hub, GATED_STUDENT, NEXT))  # the student fetches the new release afresh
     student_action(hub, GATED_STUDENT, "fetch", NEXT)
@@ -552,6 +578,9 @@ def gated(hub):
 
 def test_gated_release_says_when_provided_comes(gated):
     out = gated["release_open"]
+    for name in (OPEN, NEXT):
+        assert f"released {name} to the exchange: " in out, out
+    assert f"released {NEXT} to the exchange: " in gated["release_due"]
     assert f"{NEXT}: provided.py withheld: it holds the reference of {OPEN} (due " in out, out
     assert "01_tokens_and_embeddings" not in out.split("withheld")[1].split(";")[0], "past due: not pending"
     assert f"release {NEXT} again after" in out

@@ -2,9 +2,9 @@
 
 Content-Security-Policy. nbgrader's formgrader shows a student's autograded notebook to an instructor in the
 instructor's logged-in session (Manual Grading), so this server sends a policy that limits what a script that got
-into a page could do: scripts, styles and fonts only from this server (and MathJax from its CDN, which nbconvert's
-formgrade template loads), images only from this server or inline, no plugins, no `<base>` or form posting
-elsewhere, and no request to another origin (`connect-src 'self'`: nothing read can be sent away).
+into a page could do: scripts, styles and fonts only from this server (MathJax included, see below), images only
+from this server or inline, no plugins, no `<base>` or form posting elsewhere, and no request to another origin
+(`connect-src 'self'`: nothing read can be sent away).
 It cannot forbid inline script: nbgrader's own formgrader pages are built on inline scripts (each submission page
 writes its ids into one) and `onclick=` handlers, and stop working without 'unsafe-inline'. That part is done
 before nbgrader stores a notebook: the grading worker makes the autograded notebook inert
@@ -18,18 +18,29 @@ default here keeps that; instructors open the formgrader as a full page at /serv
 the hub runs with per-user subdomains (JupyterHub.subdomain_host), each server is its own origin and
 `frame-ancestors 'self'` is safe again: set FORMGRADER_FRAME_SELF=1 in the service's environment (the hub config
 does so when subdomains are on).
+
+MathJax, offline. The Jupyter Server extension `jupyter_server_mathjax` (enabled in jupyter_server_config.json next
+to this file, pinned in constraints.txt) serves MathJax 2.7 at <base>/static/jupyter_server_mathjax/. nbgrader's
+formgrade template ignores the server's `mathjax_url` and loads MathJax from a CDN, which an offline machine cannot
+reach and the policy above refuses: the folder share/ next to this file, put first on JUPYTER_PATH here, holds
+nbconvert's `mathjax` macro for the formgrade template, loading the local copy (share/nbconvert/templates/formgrade/
+mathjax.html.j2). The variable reaches this server's own nbconvert exporters, and its terminals and kernels.
 """
 import os
 
 c = get_config()  # noqa: F821
 
-MATHJAX_CDN = "https://cdnjs.cloudflare.com/ajax/libs/mathjax/"
+HERE = os.path.dirname(os.path.abspath(__file__))
+TEMPLATES_DATA = os.path.join(HERE, "share")  # a Jupyter data folder: nbconvert/templates/formgrade/mathjax.html.j2
+_jupyter_path = [p for p in os.environ.get("JUPYTER_PATH", "").split(os.pathsep) if p and p != TEMPLATES_DATA]
+os.environ["JUPYTER_PATH"] = os.pathsep.join([TEMPLATES_DATA, *_jupyter_path])
+
 FRAME_ANCESTORS = "'self'" if os.environ.get("FORMGRADER_FRAME_SELF") == "1" else "'none'"
 CONTENT_SECURITY_POLICY = "; ".join([
     "default-src 'self'",
-    f"script-src 'self' 'unsafe-inline' {MATHJAX_CDN}",
-    f"style-src 'self' 'unsafe-inline' {MATHJAX_CDN}",
-    f"font-src 'self' data: {MATHJAX_CDN}",
+    "script-src 'self' 'unsafe-inline'",
+    "style-src 'self' 'unsafe-inline'",
+    "font-src 'self' data:",
     "img-src 'self' data: blob:",
     "connect-src 'self'",
     "object-src 'none'",
