@@ -25,6 +25,7 @@ class Notebook:
     topic: str
     title: str
     notes: tuple[str, ...] = ()  # markdown paragraphs printed after the notebook's API table
+    builds_on: tuple[str, ...] | None = None  # the earlier topics its provided.py holds (None: all earlier ones)
 
     @property
     def number(self) -> str:
@@ -141,7 +142,9 @@ NOTEBOOKS: tuple[Notebook, ...] = (
         "Graded besides the exercises (an intended cascade, at most 10 points, said next to its grade cell): the "
         "trained translator — the student's own loss and schedule drive the provided training loop, and the "
         "trained model's BLEU on held-out sentences (evaluated outside the student's kernel, on sentences the "
-        "kernel never saw) clears a bar set from the reference at the grading budget.")),
+        "kernel never saw) clears a bar set from the reference at the grading budget."),
+        # 06's Transformer and greedy_decode, with what they are built from, and 01's vocabulary: not 07-09
+        builds_on=("embeddings", "positional", "attention", "multi_head", "encoder", "transformer")),
 )
 
 _NB = {notebook.topic: notebook.name for notebook in NOTEBOOKS}
