@@ -91,13 +91,13 @@ def check_label_smoothed_cross_entropy(label_smoothed_cross_entropy) -> None:
     generator = torch.Generator().manual_seed(10)
     logits = torch.randn(6, 5, generator=generator) * 2                       # (N=6, V=5)
     targets = torch.tensor([2, 0, 4, 1, 0, 3])                                # positions 1 and 4 are padding
+    _loss_case(fn, logits, targets, 0.3, 0, "smoothing=0.3, targets 0 ignored")
+    # ignore_index 4: target 0 is now a real class and the two positions whose target is 4 are left out
+    _loss_case(fn, logits, targets, 0.2, 4, "smoothing=0.2, ignore_index=4")
     got = run("label_smoothed_cross_entropy", fn, logits, targets)
     expect_type(got, torch.Tensor, "label_smoothed_cross_entropy(logits, targets)")
     expect_close(got, _smoothed(logits, targets, 0.1, 0), "label_smoothed_cross_entropy(logits, targets) with "
                  "the defaults", "the defaults are smoothing=0.1, ignore_index=0.")
-    _loss_case(fn, logits, targets, 0.3, 0, "smoothing=0.3, targets 0 ignored")
-    # ignore_index 4: target 0 is now a real class and the two positions whose target is 4 are left out
-    _loss_case(fn, logits, targets, 0.2, 4, "smoothing=0.2, ignore_index=4")
     got = run("label_smoothed_cross_entropy", fn, logits, targets, 0.0, 0)
     expect_close(got, F.cross_entropy(logits, targets, ignore_index=0), "label_smoothed_cross_entropy with "
                  "smoothing=0 (plain cross-entropy)", "with smoothing=0 only the -log p[target] term is left.")
@@ -123,26 +123,26 @@ def check_label_smoothed_cross_entropy(label_smoothed_cross_entropy) -> None:
 # ---------------------------------------------------------------------------------------------- the schedule
 
 def check_noam_lr(noam_lr) -> None:
-    # d_model 64 (64 ** -0.5 = 1/8), warm-up 4 (4 ** -1.5 = 1/8): lr(s) = factor / 8 * min(1 / sqrt(s), s / 8)
+    # d_model 256 (256 ** -0.5 = 1/16), warm-up 4 (4 ** -1.5 = 1/8): lr(s) = factor / 16 * min(1 / sqrt(s), s / 8)
     try:
-        at_zero = noam_lr(0, 64, 4)
+        at_zero = noam_lr(0, 256, 4)
     except NotImplementedError:
-        run("noam_lr", noam_lr, 0, 64, 4)
+        run("noam_lr", noam_lr, 0, 256, 4)
     except ZeroDivisionError as error:
-        fail("noam_lr(0, d_model=64, warmup_steps=4) divided by zero.",
+        fail("noam_lr(0, d_model=256, warmup_steps=4) divided by zero.",
              mistake_hint("noam.step_zero", "s = max(step, 1)."), cause=error)
     else:
         if isinstance(at_zero, (int, float)) and (at_zero == 0 or math.isinf(at_zero) or math.isnan(at_zero)):
-            fail(f"noam_lr(0, d_model=64, warmup_steps=4) should equal noam_lr(1, ...) = 1/64, got {at_zero}.",
+            fail(f"noam_lr(0, d_model=256, warmup_steps=4) should equal noam_lr(1, ...) = 1/128, got {at_zero}.",
                  mistake_hint("noam.step_zero", "s = max(step, 1)."))
     cases = [  # (step, d_model, warmup_steps, factor, expected)
-        (0, 64, 4, 1.0, 1 / 8 * 1 / 8),                 # step 0 counts as step 1: min(1, 1/8) = 1/8
-        (1, 64, 4, 1.0, 1 / 8 * 1 / 8),
-        (2, 64, 4, 1.0, 1 / 8 * 2 / 8),                 # linear rise: min(0.707, 1/4)
-        (4, 64, 4, 1.0, 1 / 8 * 1 / 2),                 # the peak at s = warmup_steps: both terms are 1/2
-        (16, 64, 4, 1.0, 1 / 8 * 1 / 4),                # decay as 1 / sqrt(s): 4 times the step, half the rate
-        (64, 64, 4, 1.0, 1 / 8 * 1 / 8),
-        (4, 64, 4, 2.5, 2.5 / 8 * 1 / 2),               # factor multiplies everything
+        (0, 256, 4, 1.0, 1 / 16 * 1 / 8),               # step 0 counts as step 1: min(1, 1/8) = 1/8
+        (1, 256, 4, 1.0, 1 / 16 * 1 / 8),
+        (2, 256, 4, 1.0, 1 / 16 * 2 / 8),               # linear rise: min(0.707, 1/4)
+        (4, 256, 4, 1.0, 1 / 16 * 1 / 2),               # the peak at s = warmup_steps: both terms are 1/2
+        (16, 256, 4, 1.0, 1 / 16 * 1 / 4),              # decay as 1 / sqrt(s): 4 times the step, half the rate
+        (64, 256, 4, 1.0, 1 / 16 * 1 / 8),
+        (4, 256, 4, 2.5, 2.5 / 16 * 1 / 2),             # factor multiplies everything
         (100, 16, 1, 1.0, 1 / 4 * 1 / 10),              # warmup_steps = 1: pure 1 / sqrt(s) from the start
         (3, 16, 100, 1.0, 1 / 4 * 3 / 1000),            # deep in the warm-up: s / warmup ** 1.5
     ]
@@ -259,7 +259,7 @@ def _greedy(model: TableTranslator, max_len: int) -> list[int]:
     return tokens
 
 
-def _decoded(fn, model, beam_size, max_len, length_penalty=0.6, what=""):
+def _decoded(fn, model, beam_size, max_len, length_penalty=0.6):
     got = run("beam_search", fn, model, _SRC, beam_size, max_len, BOS, EOS, length_penalty)
     call = f"beam_search(model, src, beam_size={beam_size}, max_len={max_len}, length_penalty={length_penalty})"
     if isinstance(got, torch.Tensor):
@@ -379,27 +379,27 @@ def check_corpus_bleu(corpus_bleu) -> None:
     fn = corpus_bleu
     same = "a girl is climbing a rock wall".split()
     _bleu_case(fn, [same], [same], 4, 100.0, "a hypothesis equal to its reference")
-    # clipping: 'the' 7 times, but only twice in the reference -> 2/7 (c = 7 >= r = 6: no brevity penalty)
-    _bleu_case(fn, [["the"] * 7], ["the cat is on the mat".split()], 1, 100 * 2 / 7,
-               "'the the the the the the the' vs 'the cat is on the mat', max_n=1",
+    # clipping: 'the' 6 times, but only twice in the reference -> 2/6 (c = r = 6: no brevity penalty)
+    _bleu_case(fn, [["the"] * 6], ["the cat is on the mat".split()], 1, 100 * 2 / 6,
+               "'the the the the the the' vs 'the cat is on the mat', max_n=1",
                [(100.0, mistake_hint("bleu.no_clipping", "min(count in hypothesis, count in reference)."))])
-    # the brevity penalty: a short hypothesis whose every n-gram matches (p1 = p2 = 1), c = 3 < r = 6
-    short, long, ref = ("a dog runs".split(), "a dog runs on the beach today".split(),
-                        "a dog runs on the beach".split())
-    _bleu_case(fn, [short], [ref], 2, 100 * math.exp(1 - 6 / 3), "'a dog runs' vs 'a dog runs on the beach', max_n=2",
-               [(100.0, mistake_hint("bleu.no_brevity_penalty", "times exp(1 - r / c) when c < r.")),
-                (100 * math.exp(1 - 3 / 6), mistake_hint("bleu.brevity_inverted"))])
-    # a longer hypothesis is not penalised for its length (its extra words already lower the precisions)
-    _bleu_case(fn, [long], [ref], 2, 100 * math.sqrt(6 / 7 * 5 / 6),
-               "'a dog runs on the beach today' vs 'a dog runs on the beach', max_n=2",
-               [(100 * math.sqrt(6 / 7 * 5 / 6) * math.exp(1 - 7 / 6), mistake_hint("bleu.brevity_inverted")),
-                (100 * math.sqrt(6 / 7 * 5 / 6) * math.exp(1 - 6 / 7), mistake_hint("bleu.brevity_inverted"))])
-    # the geometric mean of the four precisions
+    # the geometric mean of the four precisions (c = r = 10)
     _bleu_case(fn, [_MAN[0]], [_MAN[1]], 4, _bleu(_MAN_P, 10, 10), "'a man in a blue shirt ...'",
                [(100 * sum(_MAN_P) / 4, mistake_hint("bleu.arithmetic_mean", "exp(mean of log p_n)."))])
     _bleu_case(fn, [_MAN[0]], [_MAN[1]], 2, _bleu(_MAN_P[:2], 10, 10), "'a man in a blue shirt ...' with max_n=2",
                [(_bleu(_MAN_P, 10, 10), "use max_n: the precisions for n = 1 .. max_n."),
                 (100 * sum(_MAN_P[:2]) / 2, mistake_hint("bleu.arithmetic_mean", "exp(mean of log p_n)."))])
+    short, long, ref = ("a dog runs".split(), "a dog runs on the beach today".split(),
+                        "a dog runs on the beach".split())
+    # a longer hypothesis is not penalised for its length (its extra words already lower the precisions)
+    _bleu_case(fn, [long], [ref], 2, 100 * math.sqrt(6 / 7 * 5 / 6),
+               "'a dog runs on the beach today' vs 'a dog runs on the beach', max_n=2",
+               [(100 * math.sqrt(6 / 7 * 5 / 6) * math.exp(1 - 7 / 6), mistake_hint("bleu.brevity_inverted")),
+                (100 * math.sqrt(6 / 7 * 5 / 6) * math.exp(1 - 6 / 7), mistake_hint("bleu.brevity_inverted"))])
+    # the brevity penalty: a short hypothesis whose every n-gram matches (p1 = p2 = 1), c = 3 < r = 6
+    _bleu_case(fn, [short], [ref], 2, 100 * math.exp(1 - 6 / 3), "'a dog runs' vs 'a dog runs on the beach', max_n=2",
+               [(100.0, mistake_hint("bleu.no_brevity_penalty", "times exp(1 - r / c) when c < r.")),
+                (100 * math.exp(1 - 3 / 6), mistake_hint("bleu.brevity_inverted"))])
     # the corpus: counts summed over both sentences (the dogs sentence alone has no matching 3-gram)
     hyps, refs = [_MAN[0], _DOGS[0]], [_MAN[1], _DOGS[1]]
     expected = _bleu(_CORPUS_P, 15, 17)
