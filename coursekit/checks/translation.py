@@ -130,11 +130,11 @@ def check_noam_lr(noam_lr) -> None:
         run("noam_lr", noam_lr, 0, 256, 4)
     except ZeroDivisionError as error:
         fail("noam_lr(0, d_model=256, warmup_steps=4) divided by zero.",
-             mistake_hint("noam.step_zero", "s = max(step, 1)."), cause=error)
+             mistake_hint("noam.step_zero"), cause=error)
     else:
         if isinstance(at_zero, (int, float)) and (at_zero == 0 or math.isinf(at_zero) or math.isnan(at_zero)):
             fail(f"noam_lr(0, d_model=256, warmup_steps=4) should equal noam_lr(1, ...) = 1/128, got {at_zero}.",
-                 mistake_hint("noam.step_zero", "s = max(step, 1)."))
+                 mistake_hint("noam.step_zero"))
     cases = [  # (step, d_model, warmup_steps, factor, expected)
         (0, 256, 4, 1.0, 1 / 16 * 1 / 8),               # step 0 counts as step 1: min(1, 1/8) = 1/8
         (1, 256, 4, 1.0, 1 / 16 * 1 / 8),
@@ -318,7 +318,7 @@ def check_beam_search(beam_search) -> None:
             hint = mistake_hint("beam.no_length_penalty", "rank finished ones by score / ((5 + L) / 6) ** alpha.")
         elif results == {0.0: short, 0.6: short, 1.0: short, 2.0: long}:
             hint = mistake_hint("beam.length_counts_bos", "L = len(tokens) - 1 when tokens starts with <bos>.")
-        fail(f"[<eos>] (L=1, log-prob -0.916) and [A, A, A, <eos>] (L=4, log-prob -1.34) are finished; ranked by "
+        fail(f"with A = {A} and <eos> = {EOS}: [<eos>] (L=1, log-prob -0.916) and [A, A, A, <eos>] (L=4, log-prob -1.34) are finished; ranked by "
              f"score / ((5 + L) / 6) ** alpha, alpha 0 and 0.6 pick {short}, 1 and 2 pick {long}; got "
              f"{results}.", hint)
     # max_len: after max_len steps the beam is finished as it is
@@ -382,7 +382,8 @@ def check_corpus_bleu(corpus_bleu) -> None:
     # clipping: 'the' 6 times, but only twice in the reference -> 2/6 (c = r = 6: no brevity penalty)
     _bleu_case(fn, [["the"] * 6], ["the cat is on the mat".split()], 1, 100 * 2 / 6,
                "'the the the the the the' vs 'the cat is on the mat', max_n=1",
-               [(100.0, mistake_hint("bleu.no_clipping", "min(count in hypothesis, count in reference)."))])
+               [(100.0, mistake_hint("bleu.no_clipping", "min(count in hypothesis, count in reference).")),
+                (0.0, "use max_n: with max_n=1 only the unigram precision counts.")])
     # the geometric mean of the four precisions (c = r = 10)
     _bleu_case(fn, [_MAN[0]], [_MAN[1]], 4, _bleu(_MAN_P, 10, 10), "'a man in a blue shirt ...'",
                [(100 * sum(_MAN_P) / 4, mistake_hint("bleu.arithmetic_mean", "exp(mean of log p_n)."))])
