@@ -10,6 +10,8 @@ vocabularies, when handed in, are only compared with the grader's, to say why a 
 """
 from __future__ import annotations
 
+import functools
+
 import torch
 
 from autograder.checks.remote import probed
@@ -17,15 +19,16 @@ from autograder.checks.toolkit import expected_got, fail, fetch, kind_of, start_
 from autograder.checks.trained_weights import count_layers, heads_of, load_into, size_of, trained_state
 from autograder.course.heldout_translation import HELDOUT_PAIRS, HELDOUT_SPLIT, heldout_pairs
 
-# The notebook's grading-mode run of the reference (coursekit.translation_training.BUDGETS["grading"]: 06's
-# Transformer with d_model 64, 4 heads, d_ff 128, 2 + 2 layers, 150 AdamW steps of about 1,500 tokens, the Noam
-# schedule with 40 warm-up steps, label smoothing 0.1) reached the greedy BLEU on the held-out pairs recorded in
-# docs/benchmarks.md ("Translation") and below for seeds 0, 1, 2 on the CPU; an untrained model (or one trained
-# with a loss that gives no gradient) translates nothing right: BLEU 0. The bar sits well below the worst seed, so
-# an honest implementation (another order of operations, a GPU) passes, and well above an untrained model's.
-# Measured with bench/translation_bar.py-style run (tests/autograder/checks/test_trained_translator.py, slow test,
-# reproduces one seed): seed 0: MEASURED_0, seed 1: MEASURED_1, seed 2: MEASURED_2.
-TRAINED_MIN_BLEU = 3.0
+# The notebook's grading-mode run of the reference (coursekit.translation_training.BUDGETS["grading"] as committed
+# with "budgets not yet measured": 06's Transformer with d_model 64, 4 heads, d_ff 128, 2 + 2 layers, dropout 0.1,
+# 150 AdamW steps of about 1,500 tokens, noam_lr with 40 warm-up steps and factor 1, label smoothing 0.1), trained
+# by that module's train_translator on the CPU (one thread), reached a greedy BLEU on the held-out pairs of 0.73,
+# 3.29 and 0.78 for seeds 0, 1, 2 (300 steps, seed 0: 4.07); the same model untrained (or trained with a loss that
+# gives no gradient, which leaves it as it was) scores 0.00: without a single matching 4-gram BLEU is 0. The bar
+# sits at 0.3, under half the worst seed. PROVISIONAL: at this budget BLEU only tells a trained model from an
+# untrained one (one constant caption, "a man in a blue shirt is standing on the street .", scores 3.52 on these
+# pairs); re-measure and move the bar when the grading budget is final (bench/translate.py --budget grading).
+TRAINED_MIN_BLEU = 0.3
 UNTRAINED_BLEU = 0.0
 
 MIN_FREQ = 2              # the contract's build_vocab(train tokens, min_freq=2), both languages
@@ -35,9 +38,10 @@ BATCH_SIZE = 100
 PAD_ID, UNK_ID, BOS_ID, EOS_ID = 0, 1, 2, 3
 
 
+@functools.lru_cache(maxsize=1)
 def grader_vocabularies() -> tuple[dict[str, int], dict[str, int]]:
     """(German, English) vocabularies as the contract builds them: the reference's build_vocab on the training
-    tokens (coursekit.multi30k's tokenizer), min_freq 2."""
+    tokens (coursekit.multi30k's tokenizer), min_freq 2. Built once per process; read, never changed."""
     import solutions
     from coursekit.multi30k import tokenized_multi30k
 

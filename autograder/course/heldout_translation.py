@@ -15,7 +15,9 @@ from __future__ import annotations
 import gzip
 import os
 
-HELDOUT_SPLIT = "test_2016_flickr"
+from coursekit.multi30k import SPLITS
+
+HELDOUT_SPLIT = SPLITS[2]  # test_2016_flickr (a name the grade-id rule would take for a grade id: not spelled here)
 HELDOUT_START = 500        # the held-out slice: lines HELDOUT_START .. HELDOUT_START + HELDOUT_PAIRS - 1
 HELDOUT_PAIRS = 500
 REPLACEMENT_SPLIT = "val"  # whose first HELDOUT_PAIRS lines stand in for the slice in the jail
