@@ -112,7 +112,7 @@ def test_missing_reference_module_is_a_clear_error(tmp_path):
         build_provided_source("05_encoder", solutions_dir=fake)
 
 
-@pytest.mark.parametrize("name", ["intro", "00_zero", "10_extra", "4_multi_head"])
+@pytest.mark.parametrize("name", ["intro", "00_zero", f"{len(TOPICS) + 1:02d}_extra", "4_multi_head"])
 def test_unknown_assignment_names_are_rejected(name, tmp_path):
     with pytest.raises(ValueError, match="not a course assignment"):
         write_provided_module(name, tmp_path)
@@ -157,3 +157,24 @@ def test_09_gets_08s_gpt_and_its_training_tools_but_nothing_of_its_own(tmp_path,
     ours, reference = provided.GPT(11, 16, 2, 32, 1, 8), solutions.GPT(11, 16, 2, 32, 1, 8)
     reference.load_state_dict(ours.state_dict())
     assert torch.equal(ours.eval()(ids), reference.eval()(ids))
+
+
+def test_10_gets_06s_transformer_and_01s_vocabulary_but_nothing_of_its_own(tmp_path, monkeypatch):
+    """Notebook 10 trains 06's Transformer on vocabularies built with 01's functions: its provided.py holds them (and
+    every other earlier topic, 08's warm-up + cosine schedule included), never 10's own exercises."""
+    path = write_provided_module("10_translation", tmp_path)
+    assert covered_assignments("10_translation")[-1] == "09_modern_block"
+    monkeypatch.setitem(sys.modules, "solutions", None)
+    provided = _load(path, "provided_10")
+    monkeypatch.undo()
+    for name in ("Transformer", "greedy_decode", "build_vocab", "encode", "pad_batch", "make_padding_mask",
+                 "make_causal_mask", "lr_at"):
+        assert callable(getattr(provided, name)), name
+    assert not _defined_names(path.read_text()) & set(API_NAMES["translation"])
+    assert provided.build_vocab([["b", "a", "b"]], min_freq=2) == solutions.build_vocab([["b", "a", "b"]], min_freq=2)
+    torch.manual_seed(0)
+    src, tgt = torch.randint(1, 11, (2, 5)), torch.randint(1, 13, (2, 4))
+    ours, reference = provided.Transformer(11, 13, 16, 2, 32, 1, 8), solutions.Transformer(11, 13, 16, 2, 32, 1, 8)
+    reference.load_state_dict(ours.state_dict())
+    assert torch.equal(ours.eval()(src, tgt), reference.eval()(src, tgt))
+    assert torch.equal(provided.greedy_decode(ours, src, 6), solutions.greedy_decode(reference, src, 6))
