@@ -133,7 +133,7 @@ def make_beam_search(mistake=None):
                         beam.append((tokens, score))
                         if len(beam) == beam_size:
                             break
-                if len(finished) >= beam_size:
+                if len(finished) >= beam_size and mistake != "no_early_stop":
                     break
             else:
                 finished += beam
