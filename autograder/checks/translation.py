@@ -205,9 +205,9 @@ EXHAUSTIVE_LEN = 4                       # every sequence of at most 4 tokens: 7
 WIDE_BEAM = TGT_VOCAB ** EXHAUSTIVE_LEN  # a beam that never drops a hypothesis within EXHAUSTIVE_LEN steps
 
 
-def _probe_config(pad_id: int = 0) -> dict:
+def _probe_config() -> dict:
     return {"src_vocab_size": SRC_VOCAB, "tgt_vocab_size": TGT_VOCAB, "d_model": D_MODEL,
-            "max_len": PROBE_MAX_LEN, "pad_id": pad_id, "dropout": 0.5}
+            "max_len": PROBE_MAX_LEN, "pad_id": 0, "dropout": 0.5}
 
 
 class BeamProbe(NamedTuple):
