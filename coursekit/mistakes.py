@@ -292,7 +292,7 @@ _CATALOGUE = [
     ("smoothing.mean_over_all_positions", "label_smoothed_cross_entropy",
      "the loss is divided by every position, padding included: average over the positions that are not ignored"),
     ("smoothing.sum_not_mean", "label_smoothed_cross_entropy",
-     "the loss is summed over positions instead of averaged"),
+     "the smoothed loss is summed over the kept positions instead of averaged over them"),
     ("smoothing.weights_swapped", "label_smoothed_cross_entropy",
      "the two weights are swapped: the target's term gets 1 - smoothing, the uniform term gets smoothing"),
     ("noam.step_zero", "noam_lr",
