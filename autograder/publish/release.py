@@ -7,7 +7,7 @@
   3. decides whether course/release/<assignment>/ keeps provided.py (`provided_decision`, below),
   4. replaces exercises/<assignment>/ with the fresh course/release/<assignment>/.
 
-The provided module of 04-09 is the reference of every earlier notebook, so it is GATED: with
+The provided module of 04-10 is the reference of the earlier notebooks it builds on, so it is GATED: with
 `provided="gated"` (the default) it reaches the release only once every assignment it covers is past its due date
 in the course gradebook (nbgrader's `Assignment.duedate`, set with `nbgrader db assignment add NAME --duedate ...`
 or the formgrader); an assignment without a due date, or not in the gradebook, counts as open. Until then the

@@ -8,6 +8,8 @@ import textwrap
 from pathlib import Path
 
 import pytest
+
+from coursekit import api
 import torch
 
 import solutions
@@ -47,7 +49,8 @@ def test_only_earlier_components_and_all_of_them(assignment, tmp_path):
     assert earlier <= defined
     assert not re.search(r"^\s*(from|import)\s+solutions\b", text, re.M)
     own = TOPICS.index(topic_of(assignment))
-    assert provided_topics(assignment) == TOPICS[:own]
+    builds_on = api.notebook(topic_of(assignment)).builds_on
+    assert provided_topics(assignment) == tuple(t for t in TOPICS[:own] if builds_on is None or t in builds_on)
 
 
 @pytest.mark.parametrize("assignment", [a for a in REFERENCE_AVAILABLE if provided_topics(a)])
@@ -160,17 +163,21 @@ def test_09_gets_08s_gpt_and_its_training_tools_but_nothing_of_its_own(tmp_path,
 
 
 def test_10_gets_06s_transformer_and_01s_vocabulary_but_nothing_of_its_own(tmp_path, monkeypatch):
-    """Notebook 10 trains 06's Transformer on vocabularies built with 01's functions: its provided.py holds them (and
-    every other earlier topic, 08's warm-up + cosine schedule included), never 10's own exercises."""
+    """Notebook 10 trains 06's Transformer on vocabularies built with 01's functions: its provided.py holds 01-06
+    (what they are built from), never 07-09 (its builds_on in the course API: releasing 10 reveals nothing of them,
+    and waits for nothing of them) nor 10's own exercises."""
     path = write_provided_module("10_translation", tmp_path)
-    assert covered_assignments("10_translation")[-1] == "09_modern_block"
+    assert covered_assignments("10_translation") == list(api.ASSIGNMENTS[:6])
     monkeypatch.setitem(sys.modules, "solutions", None)
     provided = _load(path, "provided_10")
     monkeypatch.undo()
     for name in ("Transformer", "greedy_decode", "build_vocab", "encode", "pad_batch", "make_padding_mask",
-                 "make_causal_mask", "lr_at"):
+                 "make_causal_mask"):
         assert callable(getattr(provided, name)), name
-    assert not _defined_names(path.read_text()) & set(API_NAMES["translation"])
+    defined = _defined_names(path.read_text())
+    assert not defined & set(API_NAMES["translation"])
+    for later in ("classifier", "gpt", "modern"):
+        assert not defined & set(API_NAMES[later]), later
     assert provided.build_vocab([["b", "a", "b"]], min_freq=2) == solutions.build_vocab([["b", "a", "b"]], min_freq=2)
     torch.manual_seed(0)
     src, tgt = torch.randint(1, 11, (2, 5)), torch.randint(1, 13, (2, 4))
