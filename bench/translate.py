@@ -46,16 +46,20 @@ def run(data, budget, seed: int, device: str, beams=(), examples: int = 5) -> di
     from solutions.translation import beam_search, corpus_bleu, label_smoothed_cross_entropy, noam_lr
 
     torch.manual_seed(seed)
+    _progress.start = time.perf_counter()
     model = Transformer(len(data.de_vocab), len(data.en_vocab), **model_config(budget)).to(device)
     history = train_translator(model, data, budget, label_smoothed_cross_entropy, noam_lr, device,
                                generator=torch.Generator().manual_seed(seed), decode_fn=greedy_decode,
-                               bleu_fn=corpus_bleu)
+                               bleu_fn=corpus_bleu, on_eval=_progress)
     train_seconds = history["seconds"] - history["eval seconds"]
+    train_cpu = history["cpu seconds"] - history["eval cpu seconds"]
     n = budget.test_sentences
     row = {"budget": budget.name, "seed": seed, "label_smoothing": budget.label_smoothing, "steps": budget.steps,
            "parameters": sum(p.numel() for p in model.parameters()), "config": asdict(budget),
            "seconds": history["seconds"], "train_seconds": train_seconds,
-           "steps_per_second": budget.steps / train_seconds, "tokens": history["tokens"],
+           "steps_per_second": budget.steps / train_seconds,
+           "cpu_seconds": history["cpu seconds"], "train_cpu_seconds": train_cpu,
+           "cpu_steps_per_second": budget.steps / train_cpu, "tokens": history["tokens"],
            "val_step": history["val step"], "val_loss": history["val loss"],
            "val_ppl": [math.exp(x) for x in history["val loss"]], "val_bleu_greedy": history["val bleu"],
            "train_loss": history["train loss"], "lr": history["lr"], "test_sentences": n}
@@ -80,6 +84,15 @@ def run(data, budget, seed: int, device: str, beams=(), examples: int = 5) -> di
     row["bleu_beam"] = decodings[f"beam {budget.beam_size}"]["bleu"]
     row["test_ppl"] = math.exp(_test_loss(model, data, budget, device))
     return row
+
+
+def _progress(step, history):
+    bleu = f", val BLEU greedy {history['val bleu'][-1]:.1f}" if history["val bleu"] else ""
+    print(f"  step {step}: train loss {history['train loss'][-1]:.3f}, val ppl {math.exp(history['val loss'][-1]):.2f}"
+          f"{bleu}, lr {history['lr'][-1]:.2e}, {time.perf_counter() - _progress.start:.0f} s", flush=True)
+
+
+_progress.start = time.perf_counter()
 
 
 def _test_loss(model, data, budget, device) -> float:
@@ -137,7 +150,7 @@ def main(argv=None) -> int:
             rows.append(row)
             decoding = ", ".join(f"{k} {v['bleu']:.1f} ({v['seconds']:.1f} s)" for k, v in row["decoding"].items())
             print(f"{budget.name} ls {smoothing} seed {seed}: {row['train_seconds']:.0f} s training "
-                  f"({row['steps_per_second']:.2f} steps/s, {row['seconds']:.0f} s with evaluation), val ppl "
+                  f"({row['steps_per_second']:.2f} steps/s, {row['seconds']:.0f} s with evaluation; CPU {row['train_cpu_seconds']:.0f} s, {row['cpu_seconds']:.0f} s), val ppl "
                   f"{row['val_ppl'][-1]:.2f}, test ppl {row['test_ppl']:.2f}; BLEU {decoding}", flush=True)
             if args.out:
                 name = f"{budget.name}_ls{smoothing}_{seed}.json"
