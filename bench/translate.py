@@ -113,14 +113,18 @@ def main(argv=None) -> int:
     parser.add_argument("--factor", type=float, default=None)
     parser.add_argument("--d-ff", type=int, default=None)
     parser.add_argument("--max-tokens", type=int, default=None)
+    parser.add_argument("--max-decode-len", type=int, default=None)
+    parser.add_argument("--test-sentences", type=int, default=None, help="BLEU on the first N test captions")
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--out", type=Path, default=None, help="write each finished run to this folder")
     parser.add_argument("--collect", type=Path, default=None,
                         help="write data/translation_runs.json from the run files of this folder (no training)")
+    parser.add_argument("--collect-budget", default=None, help="with --collect: keep only this budget's runs")
     args = parser.parse_args(argv)
     if args.collect:
         runs = [json.loads(p.read_text()) for p in sorted(args.collect.glob("*.json"))]
+        runs = [r for r in runs if args.collect_budget in (None, r["budget"])]
         RUNS_FILE.write_text(json.dumps({"meta": {"recorded": sorted({r.pop("recorded") for r in runs}),
                                                   "command": f"python bench/translate.py --collect {args.collect}"},
                                          "runs": runs}) + "\n", encoding="utf-8")
@@ -134,7 +138,8 @@ def main(argv=None) -> int:
           f"{os.cpu_count()} CPUs, load average {[round(x, 1) for x in os.getloadavg()]}", flush=True)
     budget = BUDGETS[args.budget]
     overrides = {"steps": args.steps, "warmup_steps": args.warmup, "noam_factor": args.factor, "d_ff": args.d_ff,
-                 "max_tokens": args.max_tokens}
+                 "max_tokens": args.max_tokens, "test_sentences": args.test_sentences,
+                 "max_decode_len": args.max_decode_len}
     budget = replace(budget, **{k: v for k, v in overrides.items() if v is not None})
     start = time.perf_counter()
     data = reference_data()

@@ -12,6 +12,12 @@ reference through the very same code. The budgets live here once: the notebook, 
                                generator=torch.Generator().manual_seed(0), decode_fn=greedy_decode)
     bleu_of(model, data, "test_2016_flickr", beam_search, corpus_bleu, beam_size=budget.beam_size)
 
+Recorded runs: label smoothing 0 vs 0.1 over 3 seeds takes far longer than the notebook's budget, so
+`bench/translate.py` records them in `data/translation_runs.json` (date, machine, load) and the notebook shows them:
+
+    recorded = load_translation_runs()   # {"meta": {"recorded": [...], ...}, "runs": [{"budget", "seed",
+                                         #   "label_smoothing", "val_ppl", "bleu_greedy", "bleu_beam", ...}, ...]}
+
 Names beyond the brief: `model_config(budget)` (06's Transformer keyword arguments of a budget) and
 `sacrebleu_bleu` (the loop's default BLEU for its validation curve: the student writes `corpus_bleu` later in the
 notebook than they train, and coursekit must not hold the exercise's answer). `train_translator` also takes
@@ -22,21 +28,27 @@ Conventions (../shared/course-api-10.md): `<pad>`=0, `<unk>`=1, `<bos>`=2, `<eos
 """
 from __future__ import annotations
 
+import json
 import math
+import os
 import time
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 
 import torch
 import torch.nn.functional as F
 
+from .bundled_data import BUNDLED_DATA
 from .multi30k import SPLITS, tokenized_multi30k
 
 __all__ = ["Budget", "BUDGETS", "budget_for", "model_config", "TranslationData", "prepare_translation_data",
            "token_batches", "train_translator", "translate_corpus", "bleu_of", "sacrebleu_bleu",
-           "cross_attention_weights", "PAD_ID", "UNK_ID", "BOS_ID", "EOS_ID"]
+           "cross_attention_weights", "RUNS_FILE", "translation_runs_path", "load_translation_runs", "PAD_ID", "UNK_ID", "BOS_ID", "EOS_ID"]
 
 PAD_ID, UNK_ID, BOS_ID, EOS_ID = 0, 1, 2, 3
 TEST_SPLIT = "test_2016_flickr"
+RUNS_FILE = "translation_runs.json"
+_DATA_DIR_ENV = "COURSE_DATA_DIR"
 
 
 @dataclass(frozen=True)
@@ -371,3 +383,31 @@ def cross_attention_weights(model, src_ids, tgt_ids, layer: int = -1) -> torch.T
         handle.remove()
         model.train(was_training)
     return caught[-1][0].cpu()                                                            # (H, T, S)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# The recorded runs of bench/translate.py.
+# ---------------------------------------------------------------------------------------------------------------
+
+
+def translation_runs_path() -> Path:
+    """$COURSE_DATA_DIR/translation_runs.json, else the student wheel's copy, else the repository's data/, else a
+    data/ folder in the working directory or one of its parents (as coursekit.modern_comparison looks)."""
+    candidates = []
+    if os.environ.get(_DATA_DIR_ENV):
+        candidates.append(Path(os.environ[_DATA_DIR_ENV]) / RUNS_FILE)
+    candidates.append(BUNDLED_DATA / RUNS_FILE)
+    candidates.append(Path(__file__).resolve().parents[1] / "data" / RUNS_FILE)
+    here = Path.cwd().resolve()
+    candidates += [folder / "data" / RUNS_FILE for folder in (here, *here.parents)]
+    for candidate in candidates:
+        if candidate.is_file():
+            return candidate
+    raise FileNotFoundError("the recorded translation runs are not here: looked for "
+                            + ", ".join(str(c) for c in candidates[:3]) + " and data/ above the working directory. "
+                            f"Copy data/{RUNS_FILE} of the course there, or set {_DATA_DIR_ENV} to a folder holding it.")
+
+
+def load_translation_runs(path: str | os.PathLike | None = None) -> dict:
+    """The recorded runs of bench/translate.py (see the module docstring)."""
+    return json.loads(Path(path or translation_runs_path()).read_text(encoding="utf-8"))

@@ -3,6 +3,7 @@ cross-attention maps. Tiny budgets on a few hundred Multi30k sentences: fast, bu
 from __future__ import annotations
 
 import importlib.util
+import json
 import math
 import sys
 from collections import Counter
@@ -204,3 +205,10 @@ def test_budgets():
         assert budget.label_smoothing == 0.1 and budget.betas == (0.9, 0.98) and budget.eps == 1e-9
         assert budget.beam_size == 4 and budget.length_penalty == 0.6 and budget.clip_norm == 1.0
         Transformer(10, 10, **tt.model_config(budget))                         # 06's keyword arguments
+
+
+def test_the_recorded_runs_are_found_through_course_data_dir(tmp_path, monkeypatch):
+    (tmp_path / "translation_runs.json").write_text(json.dumps({"meta": {}, "runs": [{"seed": 7}]}))
+    monkeypatch.setenv("COURSE_DATA_DIR", str(tmp_path))
+    assert tt.translation_runs_path() == tmp_path / "translation_runs.json"
+    assert tt.load_translation_runs()["runs"] == [{"seed": 7}]
