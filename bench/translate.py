@@ -65,16 +65,16 @@ def run(data, budget, seed: int, device: str, beams=(), examples: int = 5) -> di
            "train_loss": history["train loss"], "lr": history["lr"], "test_sentences": n}
     decodings = {}
     for beam in dict.fromkeys([None, budget.beam_size, *beams]):                 # greedy, the budget's beam, others
-        start = time.perf_counter()
+        start, cpu_start = time.perf_counter(), time.process_time()
         if beam is None:
             hyps = translate_corpus(model, data.sources(TEST)[:n], greedy_decode, data.en_itos, budget.max_decode_len)
         else:
             hyps = translate_corpus(model, data.sources(TEST)[:n], beam_search, data.en_itos, budget.max_decode_len,
                                     beam_size=beam, length_penalty=budget.length_penalty)
-        seconds = time.perf_counter() - start
+        seconds, cpu_seconds = time.perf_counter() - start, time.process_time() - cpu_start
         refs = data.references(TEST)[:n]
         decodings["greedy" if beam is None else f"beam {beam}"] = {
-            "bleu": corpus_bleu(hyps, refs), "seconds": seconds,
+            "bleu": corpus_bleu(hyps, refs), "seconds": seconds, "cpu_seconds": cpu_seconds,
             "hyp_tokens": sum(map(len, hyps)), "ref_tokens": sum(map(len, refs))}
         if beam == budget.beam_size:
             row["examples"] = [{"de": " ".join(data.tokens[TEST][0][i]), "en": " ".join(refs[i]),
