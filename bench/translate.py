@@ -65,16 +65,16 @@ def run(data, budget, seed: int, device: str, beams=(), examples: int = 5) -> di
            "train_loss": history["train loss"], "lr": history["lr"], "test_sentences": n}
     decodings = {}
     for beam in dict.fromkeys([None, budget.beam_size, *beams]):                 # greedy, the budget's beam, others
-        start = time.perf_counter()
+        start, cpu_start = time.perf_counter(), time.process_time()
         if beam is None:
             hyps = translate_corpus(model, data.sources(TEST)[:n], greedy_decode, data.en_itos, budget.max_decode_len)
         else:
             hyps = translate_corpus(model, data.sources(TEST)[:n], beam_search, data.en_itos, budget.max_decode_len,
                                     beam_size=beam, length_penalty=budget.length_penalty)
-        seconds = time.perf_counter() - start
+        seconds, cpu_seconds = time.perf_counter() - start, time.process_time() - cpu_start
         refs = data.references(TEST)[:n]
         decodings["greedy" if beam is None else f"beam {beam}"] = {
-            "bleu": corpus_bleu(hyps, refs), "seconds": seconds,
+            "bleu": corpus_bleu(hyps, refs), "seconds": seconds, "cpu_seconds": cpu_seconds,
             "hyp_tokens": sum(map(len, hyps)), "ref_tokens": sum(map(len, refs))}
         if beam == budget.beam_size:
             row["examples"] = [{"de": " ".join(data.tokens[TEST][0][i]), "en": " ".join(refs[i]),
@@ -125,9 +125,12 @@ def main(argv=None) -> int:
     if args.collect:
         runs = [json.loads(p.read_text()) for p in sorted(args.collect.glob("*.json"))]
         runs = [r for r in runs if args.collect_budget in (None, r["budget"])]
-        RUNS_FILE.write_text(json.dumps({"meta": {"recorded": sorted({r.pop("recorded") for r in runs}),
-                                                  "command": f"python bench/translate.py --collect {args.collect}"},
-                                         "runs": runs}) + "\n", encoding="utf-8")
+        budget = f" --budget {args.collect_budget}" if args.collect_budget else ""
+        command = (f"python bench/translate.py{budget} --smoothing 0 0.1 --seeds 0 1 2 --out DIR, then "
+                   f"--collect DIR{' --collect-budget ' + args.collect_budget if args.collect_budget else ''}")
+        meta = {"recorded": sorted({r.pop("recorded") for r in runs}), "command": command,
+                "machine": "load averages per run in load_average; wall times depend on the load, CPU times less"}
+        RUNS_FILE.write_text(json.dumps({"meta": meta, "runs": _rounded(runs)}) + "\n", encoding="utf-8")
         print(f"{len(runs)} runs -> {RUNS_FILE}")
         return 0
     from coursekit.translation_training import BUDGETS
@@ -168,6 +171,17 @@ def main(argv=None) -> int:
               f"{_spread([r['train_seconds'] for r in mine], 0)} | {_spread([r['val_ppl'][-1] for r in mine])} | "
               f"{_spread([r['bleu_greedy'] for r in mine], 1)} | {_spread([r['bleu_beam'] for r in mine], 1)} |")
     return 0
+
+
+def _rounded(value):
+    """Floats to 6 significant digits (the recorded file stays small; no figure needs more)."""
+    if isinstance(value, float):
+        return float(f"{value:.6g}")
+    if isinstance(value, dict):
+        return {k: _rounded(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_rounded(v) for v in value]
+    return value
 
 
 def _spread(values, digits: int = 2) -> str:

@@ -135,7 +135,7 @@ def test_the_loop_sets_the_learning_rate_every_step(data):
 
 def test_training_lowers_the_loss(data):
     model = tiny_model(data)
-    history = tt.train_translator(model, data, replace(TINY, steps=40, eval_every=20, noam_factor=2.0),
+    history = tt.train_translator(model, data, replace(TINY, steps=30, eval_every=15, noam_factor=2.0),
                                   label_smoothed_cross_entropy, noam_lr, "cpu", torch.Generator().manual_seed(0))
     assert history["val loss"][-1] < history["val loss"][0] < math.log(len(data.en_vocab))
     assert sum(history["train loss"][-5:]) < sum(history["train loss"][:5])
