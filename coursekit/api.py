@@ -25,6 +25,7 @@ class Notebook:
     topic: str
     title: str
     notes: tuple[str, ...] = ()  # markdown paragraphs printed after the notebook's API table
+    builds_on: tuple[str, ...] | None = None  # the earlier topics its provided.py holds (None: all earlier ones)
 
     @property
     def number(self) -> str:
@@ -128,6 +129,22 @@ NOTEBOOKS: tuple[Notebook, ...] = (
     Notebook("09_modern_block", "modern",
              "The modern block (RMSNorm, rotary positions, SwiGLU, grouped-query attention), new in the third "
              "edition"),
+    Notebook("10_translation", "translation",
+             "Translate: training the encoder–decoder on real language, new in the fourth edition", notes=(
+        "Data: `data/multi30k/` holds six files copied byte for byte from the Multi30k dataset (task 1, German "
+        "and English, raw: `train` 29,000 pairs, `val` 1,014, `test_2016_flickr` 1,000; gzip, UTF-8, one caption "
+        "per line, line i of `.de` translates line i of `.en`), with its README (terms and citation) next to them. "
+        "Tokens: `coursekit` provides the tokenizer (not an exercise): lower-case, then "
+        "`re.findall(r\"\\w+|[^\\w\\s]\", line)`. Vocabularies: 01's `build_vocab(train tokens, min_freq=2)` per "
+        "language. Sources are token ids without `<bos>`/`<eos>`; targets are `[<bos>] + ids + [<eos>]`. The model "
+        "is 06's `Transformer` (German → English). BLEU is reported on `test_2016_flickr`, on the tokens above, "
+        "beam size 4, length penalty 0.6, unless a figure says otherwise.",
+        "Graded besides the exercises (an intended cascade, at most 10 points, said next to its grade cell): the "
+        "trained translator — the student's own loss and schedule drive the provided training loop, and the "
+        "trained model's BLEU on held-out sentences (evaluated outside the student's kernel, on sentences the "
+        "kernel never saw) clears a bar set from the reference at the grading budget."),
+        # 06's Transformer and greedy_decode, with what they are built from, and 01's vocabulary: not 07-09
+        builds_on=("embeddings", "positional", "attention", "multi_head", "encoder", "transformer")),
 )
 
 _NB = {notebook.topic: notebook.name for notebook in NOTEBOOKS}
@@ -455,6 +472,54 @@ API: tuple[ApiEntry, ...] = (
         "no dropout), every block with `make_causal_mask(T, ids.device)`, `norm`, `lm_head`; `T > max_len` raises "
         "`ValueError`; works with 08's `generate`, `estimate_loss` and training loop unchanged",
         "a decoder-only language model built from LlamaBlocks"),
+    _function(
+        "label_smoothed_cross_entropy", "translation", "logits, targets, smoothing=0.1, ignore_index=0",
+        "(logits (N, V), targets (N,), smoothing: float = 0.1, ignore_index: int = 0) -> scalar tensor",
+        "the mean, over the positions whose target is not `ignore_index`, of `(1 - smoothing) * (-log p[target]) + "
+        "smoothing * mean_over_v(-log p[v])` with `p = softmax(logits)` (the smoothing mass spread uniformly over "
+        "all `V` classes, the target included); equals `F.cross_entropy(logits, targets, ignore_index=ignore_index, "
+        "label_smoothing=smoothing)` whenever at least one target is not ignored; `smoothing` outside `[0, 1)` "
+        "raises `ValueError`; `smoothing = 0` is plain cross-entropy",
+        "cross-entropy against a target distribution with `smoothing` of its mass spread over every class"),
+    _function(
+        "noam_lr", "translation", "step, d_model, warmup_steps, factor=1.0",
+        "(step: int, d_model: int, warmup_steps: int, factor: float = 1.0) -> float",
+        "the schedule of \"Attention Is All You Need\" §5.3: with `s = max(step, 1)`, `factor * d_model ** -0.5 * "
+        "min(s ** -0.5, s * warmup_steps ** -1.5)` (linear rise for `warmup_steps` steps, peak at "
+        "`s = warmup_steps`, then decay as `1 / sqrt(s)`); `warmup_steps < 1` raises `ValueError`",
+        "the 2017 paper's warm-up then inverse-square-root learning-rate schedule"),
+    _function(
+        "beam_search", "translation",
+        "model, src_ids, beam_size, max_len, bos_id=2, eos_id=3, length_penalty=0.6",
+        "(model: Transformer, src_ids: LongTensor (1, S), beam_size: int, max_len: int, bos_id: int = 2, "
+        "eos_id: int = 3, length_penalty: float = 0.6) -> list[int]",
+        "one source sentence; in eval mode without gradients, the model's training mode restored afterwards; the "
+        "source is encoded once. The beam starts as the single hypothesis `[bos_id]` with score 0. Each step (at "
+        "most `max_len` steps) extends every hypothesis in the beam by every token `v` of the target vocabulary, "
+        "with score `score + log_softmax(logits at its last position)[v]`; all extensions are sorted by score, "
+        "highest first, and walked down: an extension ending in `eos_id` joins the finished list, any other joins "
+        "the new beam, until the new beam holds `beam_size` hypotheses (extensions after that point are dropped). "
+        "The search stops after a step that leaves at least `beam_size` finished hypotheses, or after `max_len` "
+        "steps (then every hypothesis still in the beam is finished as it is). A finished hypothesis with `L` "
+        "tokens after `bos_id` (its `eos_id` included) ranks by `score / ((5 + L) / 6) ** length_penalty` (the "
+        "GNMT length penalty; `length_penalty = 0` ranks by raw log-probability). Returns the best-ranked finished "
+        "hypothesis's tokens after `bos_id` (ending in `eos_id` when it finished with one). Ties may fall either "
+        "way: checks compare ranking scores, not token ids, where two hypotheses tie. With `beam_size = 1` it "
+        "returns the tokens of `greedy_decode` for that sentence (without padding)",
+        "decoding that keeps the `beam_size` best partial translations and ranks finished ones with a length "
+        "penalty"),
+    _function(
+        "corpus_bleu", "translation", "hypotheses, references, max_n=4",
+        "(hypotheses: list[list[str]], references: list[list[str]], max_n: int = 4) -> float",
+        "corpus BLEU (Papineni et al., 2002) with one reference per sentence, in `[0, 100]`: for `n = 1..max_n`, "
+        "the clipped n-gram matches (each hypothesis n-gram counted at most as often as it occurs in its "
+        "reference) summed over the corpus, divided by the hypotheses' n-gram count summed over the corpus; the "
+        "geometric mean of the `max_n` precisions with equal weights; times the brevity penalty `exp(1 - r / c)` "
+        "when `c < r`, else 1 (`c`, `r`: total hypothesis and reference lengths in tokens); 0 when any precision "
+        "is 0 or `c = 0`; no smoothing. Equals `sacrebleu.corpus_bleu([\" \".join(h) for h in hypotheses], "
+        "[[\" \".join(r) for r in references]], tokenize=\"none\", smooth_method=\"none\", force=True).score` (to "
+        "1e-9); `len(hypotheses) != len(references)` raises `ValueError`",
+        "corpus-level BLEU: clipped n-gram precisions, their geometric mean and the brevity penalty"),
 )
 
 # Graded hand-ins that are results rather than API names.
@@ -463,6 +528,8 @@ GRADED_RESULTS: tuple[GradedResult, ...] = (
                  "the student's trained classifier reaches the accuracy bar on held-out reviews"),
     GradedResult("trained_gpt", "08_gpt_language_model", "trained_gpt",
                  "the student's trained character GPT clearly beats the bigram baseline on the validation text"),
+    GradedResult("trained_translator", "10_translation", "trained_translator",
+                 "the student's trained translator clears the BLEU bar on held-out sentences"),
 )
 
 TOPICS: tuple[str, ...] = tuple(notebook.topic for notebook in NOTEBOOKS)
@@ -561,6 +628,8 @@ INTENDED_CASCADES: dict[str, tuple[str, ...]] = {
     # 08: the model the student trained is their GPT, trained by the course's loop with their get_batch, lr_at and
     # train_step (which computes their lm_loss), its progress measured by their estimate_loss
     "trained_gpt": ("gpt", "get_batch", "lm_loss", "estimate_loss", "lr_at", "train_step"),
+    # 10: the provided loop trains 06's Transformer with the student's loss and learning-rate schedule
+    "trained_translator": ("label_smoothed_cross_entropy", "noam_lr"),
 }
 
 

@@ -5,5 +5,7 @@
 - `cells.py`       the one home of cell kinds: what nbgrader's metadata says a cell is (grade, solution, written...).
 - `written.py`     the written answers' format: model answer and rubric in the source, "YOUR ANSWER HERE" released.
 - `heldout.py`     the slice of Shakespeare that 08's trained-GPT check scores on, and the jail's copy without it.
+- `heldout_translation.py` the Multi30k caption pairs 10's trained-translator check scores on, and the jail's
+                   copies of the test files without them.
 - `provided.py`    the gated `provided.py` of notebooks 04-10 (earlier notebooks' reference, generated).
 """

@@ -32,7 +32,8 @@ COURSE_ASSIGNMENTS = _api.ASSIGNMENTS
 # The names each topic's notebook asks students to write.
 API_NAMES = {topic: tuple(entry.name for entry in _api.for_notebook(topic)) for topic in TOPICS}
 
-# Notebooks 01-03 are self-contained; from 04 on a notebook gets every earlier topic.
+# Notebooks 01-03 are self-contained; from 04 on a notebook gets every earlier topic, or the earlier topics its
+# `Notebook.builds_on` names (10: 01-06).
 FIRST_WITH_PROVIDED = 4
 
 PROVIDED_FILENAME = "provided.py"
@@ -55,7 +56,8 @@ def provided_topics(assignment: str) -> tuple[str, ...]:
     index = TOPICS.index(topic_of(assignment))
     if index + 1 < FIRST_WITH_PROVIDED:
         return ()
-    return TOPICS[:index]
+    builds_on = _api.notebook(TOPICS[index]).builds_on   # the topics it needs, where the course API narrows them
+    return TOPICS[:index] if builds_on is None else tuple(t for t in TOPICS[:index] if t in builds_on)
 
 
 def covered_assignments(assignment: str, candidates=()) -> list[str]:

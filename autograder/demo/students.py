@@ -20,10 +20,11 @@ from coursekit.mistakes import MISTAKES
 # The demo's mistaken students, each making some mistakes of the catalogue (`coursekit.mistakes`).
 STUDENT_MISTAKES = {
     "mistake_scale": ("attention.missing_scale", "positional.frequency_base", "sample.temperature_after_softmax",
-                      "rms_norm.eps_outside_root"),
-    "mistake_mask": ("attention.mask_inverted", "causal_mask.upper_triangle", "gpt.no_causal_mask"),
+                      "rms_norm.eps_outside_root", "noam.min_max_swapped"),
+    "mistake_mask": ("attention.mask_inverted", "causal_mask.upper_triangle", "gpt.no_causal_mask",
+                     "smoothing.over_other_classes"),
     "mistake_heads": ("multi_head.split_no_transpose", "pool.mask_wrong_axis", "greedy.argmax_wrong_axis",
-                      "get_batch.no_shift", "gqa.kv_heads_tiled"),
+                      "get_batch.no_shift", "gqa.kv_heads_tiled", "beam.no_length_penalty", "bleu.no_clipping"),
 }
 # How each of those mistakes is made in the reference's code: (pattern, replacement) edits of the solution cells.
 # A student gets every edit of their mistakes that matches somewhere in the assignment's solution cells.
@@ -46,6 +47,16 @@ CODE_EDITS = {
     "rms_norm.eps_outside_root": [(r"torch\.rsqrt\((x\.pow\(2\)\.mean\(dim=-1, keepdim=True\)) \+ self\.eps\)",
                                    r"1 / (\1.sqrt() + self.eps)")],
     "gqa.kv_heads_tiled": [(r"\.repeat_interleave\(groups, dim=1\)", ".repeat(1, groups, 1, 1)")],
+    # 10: the smoothing mass over the V - 1 other classes; max for min in the schedule; finished hypotheses ranked
+    # by their raw log-probability; every matching n-gram counted, however often the reference has it
+    "smoothing.over_other_classes": [(r"uniform = -log_p\.mean\(dim=-1\)",
+                                      "uniform = (-log_p.sum(dim=-1) - nll) / (log_p.size(-1) - 1)")],
+    "noam.min_max_swapped": [(r"\bmin\(s \*\* -0\.5, s \* warmup_steps \*\* -1\.5\)",
+                              "max(s ** -0.5, s * warmup_steps ** -1.5)")],
+    "beam.no_length_penalty": [(r"key=lambda hyp: _ranking_score\(hyp\[1\], len\(hyp\[0\]\) - 1, length_penalty\)",
+                                "key=lambda hyp: hyp[1]")],
+    "bleu.no_clipping": [(r"sum\(min\(count, ref_counts\[gram\]\) for gram, count in hyp_counts\.items\(\)\)",
+                          "sum(count for gram, count in hyp_counts.items() if gram in ref_counts)")],
 }
 
 

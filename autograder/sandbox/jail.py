@@ -6,7 +6,8 @@ it works from any clone and for non-editable installs such as the Docker images)
 - read-only: /usr (and the /bin, /lib... links), a few files of /etc (loader cache, passwd, timezone), the
   Python installation and the virtual environment, `coursekit` and the shipped data set (`data/`, or
   $COURSE_DATA_DIR) when they live outside the environment, its tinyshakespeare text without the slice 08's
-  trained-GPT check scores on (`heldout.py`);
+  trained-GPT check scores on (`heldout.py`) and its Multi30k test files without the caption pairs 10's
+  trained-translator check scores on (`heldout_translation.py`);
 - hidden: `solutions` and `autograder`. In an editable install they are simply not bound (their folders sit
   next to `coursekit` in the clone, whose root is not bound); in a normal install, an empty tmpfs is mounted
   over their folders inside site-packages. The course folder, the gradebook, other submissions and the
@@ -46,7 +47,7 @@ import shutil
 import subprocess
 import sys
 
-from autograder.course import heldout
+from autograder.course import heldout, heldout_translation
 from autograder.errors import AutograderError
 from autograder.sandbox import scratch
 
@@ -174,6 +175,29 @@ def masked_text_file(source: str) -> str:
     return target
 
 
+def held_out_multi30k(data_dir: str | None) -> list[str]:
+    """Every copy of Multi30k's held-out test files the kernel could read: the data folder's, and the ones a student
+    wheel carries inside coursekit."""
+    folders = [os.path.join(data_dir, "multi30k")] if data_dir else []
+    folders += [os.path.join(folder, "_bundled_data", "multi30k") for folder in _package_dirs("coursekit")]
+    candidates = [os.path.join(folder, name) for folder in folders for name in heldout_translation.MASKED_FILES]
+    return [path for path in dict.fromkeys(candidates) if os.path.isfile(path)]
+
+
+@functools.lru_cache(maxsize=None)
+def masked_multi30k_file(source: str) -> str:
+    """A private, read-only file holding `heldout_translation.masked()` of the Multi30k test file `source`, under
+    the same name: made once per process in a scratch folder of its own (removed at exit, or swept once this
+    process is gone)."""
+    folder = scratch.mkdtemp("heldout")
+    atexit.register(scratch.remove, folder)
+    target = os.path.join(folder, os.path.basename(source))
+    with open(target, "wb") as fh:
+        fh.write(heldout_translation.masked(source))
+    os.chmod(target, 0o444)
+    return target
+
+
 def gpu_devices() -> list[str]:
     """The NVIDIA device files to bind for a GPU kernel (all of them: CUDA_VISIBLE_DEVICES picks the GPU)."""
     return sorted(glob.glob("/dev/nvidia*"))
@@ -199,6 +223,8 @@ def bwrap_command(bwrap: str, *, kernel_cmd: list[str], ipc_dir: str, notebook_s
         argv += ["--ro-bind", path, path]
     for text in held_out_texts(data_dir):  # 08's held-out slice stays out of the jail (course/heldout.py)
         argv += ["--ro-bind", masked_text_file(os.path.realpath(text)), text]
+    for test_file in held_out_multi30k(data_dir):  # and 10's held-out captions (course/heldout_translation.py)
+        argv += ["--ro-bind", masked_multi30k_file(os.path.realpath(test_file)), test_file]
     for path in hide:  # an empty, read-only folder over each hidden package
         argv += ["--tmpfs", path, "--remount-ro", path]
     if gpu:

@@ -62,6 +62,14 @@ QUICK = {
         ("budget = budget_for(device, grading=FAST)", f"budget = {_FEW_STEPS.format('budget_for(device, True)')}"),
         ("lengths = [64, 128, 256, 512] if FAST else", "lengths = [64, 128, 256, 512] if True else"),
     ],
+    # 10 trains for minutes and decodes a thousand captions with a beam: the grading budget's model for a few dozen
+    # steps, and the decoding subsets of grading mode (every cell still runs)
+    "10_translation": [
+        ("BUDGET = budget_for(device, GRADING)",
+         'BUDGET = __import__("dataclasses").replace(budget_for(device, True), steps=60, eval_every=30)'),
+        ("n_beam = 10 if GRADING else 100", "n_beam = 10 if True else 100"),
+        ("n_test = 30 if GRADING else", "n_test = 30 if True else"),
+    ],
 }
 
 # A cell "draws" when it shows with pyplot or calls a coursekit.plots function: it must then show a picture.

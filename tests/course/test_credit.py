@@ -6,7 +6,7 @@ in it (`coursekit.mistakes`, the edits below). Each loses exactly that exercise'
 every other exercise given working parts (`autograder/checks/parts.py`). The only exceptions are the intended
 cascades (`INTENDED_CASCADES`, said in the notebook next to the exercise), each costing at most 10 points.
 
-Notebooks 07, 08 and 09 take about 40 s each to grade (they train a model), so there each student breaks several
+Notebooks 07-10 take about 40 s each to grade (they train a model), so there each student breaks several
 exercises at once instead (`SEVERAL_AT_ONCE`): some left unfinished, some wrong, no two of them dependent on each other (`independent`, worked
 out from `PARTS`, `INTENDED_CASCADES` and the global names each cell's code reads), so that what a broken exercise
 could cascade into is always an exercise the student got right, and is seen to keep its points. Across the students
@@ -132,10 +132,21 @@ WRONG = {
                                                     "return self.ffn(self.norm2(x))")]),
         "modern_gpt": ("modern_gpt.no_final_norm", [("return self.lm_head(self.norm(x))", "return self.lm_head(x)")]),
     },
+    "10_translation": {
+        "label_smoothed_cross_entropy": ("smoothing.over_other_classes", [
+            ("uniform = -log_p.mean(dim=-1)", "uniform = (-log_p.sum(dim=-1) - nll) / (log_p.size(-1) - 1)")]),
+        "noam_lr": ("noam.min_max_swapped", [("min(s ** -0.5, s * warmup_steps ** -1.5)",
+                                              "max(s ** -0.5, s * warmup_steps ** -1.5)")]),
+        "beam_search": ("beam.no_length_penalty", [
+            ("key=lambda hyp: _ranking_score(hyp[1], len(hyp[0]) - 1, length_penalty))", "key=lambda hyp: hyp[1])")]),
+        "corpus_bleu": ("bleu.no_clipping", [
+            ("sum(min(count, ref_counts[gram]) for gram, count in hyp_counts.items())",
+             "sum(count for gram, count in hyp_counts.items() if gram in ref_counts)")]),
+    },
 }
 # notebooks whose students each break several independent exercises at once (one grading of a notebook per student
 # takes about 40 s there: a student per exercise and way would add minutes to the suite)
-SEVERAL_AT_ONCE = ("07_yelp_classifier", "08_gpt_language_model", "09_modern_block")
+SEVERAL_AT_ONCE = ("07_yelp_classifier", "08_gpt_language_model", "09_modern_block", "10_translation")
 MAX_BROKEN = 4  # exercises one student breaks at most
 ONE_AT_A_TIME = sorted(set(WRONG) - set(SEVERAL_AT_ONCE))
 HOW = ("unfinished", "wrong")

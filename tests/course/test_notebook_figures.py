@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import matplotlib
 import numpy as np
+import pytest
 from notebook_cells import notebook_cell, plt, run_showing
 
 
@@ -91,3 +92,34 @@ def test_09_rotated_scores_are_constant_along_diagonals():
     assert scores.shape == (T, T) and T >= 16
     assert max(np.diagonal(scores, offset).std() for offset in range(-T + 1, T)) < 1e-4
     assert np.std([np.diagonal(scores, offset).mean() for offset in range(-T + 1, T)]) > 0.1
+
+
+def test_10_schedules_peak_at_their_warm_up_and_08s_cosine_shares_the_base_peak():
+    """The schedule figure makes its point: each of the paper-scale curves rises to its peak at its own warm-up step
+    (the wider model and the longer warm-up peak lower), 08's warm-up + cosine reaches the base model's peak and
+    ends at its floor, and the right panel peaks at the notebook's warm-up."""
+    from coursekit.translation_training import BUDGETS
+    from solutions import lr_at, noam_lr
+
+    budget = BUDGETS["student"]
+    try:
+        (figure,) = _run_cell("10_translation", "locked_08", {"np": np, "noam_lr": noam_lr, "lr_at": lr_at,
+                                                              "BUDGET": budget})
+    finally:
+        plt.close("all")
+    left, right = figure.axes
+    peaks = {}
+    for line in left.get_lines():
+        x, y = (np.asarray(v, dtype=float) for v in line.get_data())
+        peaks[line.get_label()] = (x[np.argmax(y)], y.max(), y[-1])
+    for label, (at, peak, _) in peaks.items():
+        if label.startswith("d_model"):
+            d_model, warmup = int(label.split()[1].rstrip(",")), int(label.split()[-1])
+            assert abs(at - warmup) <= 50, f"{label}: peaks at step {at}"
+            assert peak == pytest.approx((d_model * warmup) ** -0.5, rel=0.02), label
+    assert peaks["d_model 256, warm-up 4000"][1] > peaks["d_model 512, warm-up 4000"][1] > \
+        peaks["d_model 512, warm-up 8000"][1]
+    cosine = peaks["08's lr_at, same peak"]
+    assert cosine[1] == pytest.approx(peaks["d_model 512, warm-up 4000"][1], rel=0.01) and cosine[2] < 1e-6
+    x, y = (np.asarray(v, dtype=float) for v in right.get_lines()[0].get_data())
+    assert x[np.argmax(y)] == budget.warmup_steps

@@ -127,7 +127,8 @@ def test_student_wheel_carries_the_course_data(student):
     shipped = {p.relative_to(repo / "data").as_posix(): p.read_bytes() for p in (repo / "data").rglob("*") if p.is_file()}
     assert set(carried) == set(shipped), (sorted(carried), sorted(shipped))
     assert carried == shipped
-    assert {"tinyshakespeare/input.txt", "yelp_synthetic/train.csv", "modern_vs_gpt.json"} <= set(carried)
+    assert {"tinyshakespeare/input.txt", "yelp_synthetic/train.csv", "modern_vs_gpt.json", "multi30k/train.de.gz",
+            "multi30k/README.md"} <= set(carried)
 
 
 def test_data_found_from_the_students_own_folder(student, tmp_path):

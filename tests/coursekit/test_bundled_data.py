@@ -10,13 +10,15 @@ import pytest
 
 import coursekit.data.yelp as yelp
 import coursekit.modern_comparison as modern
+import coursekit.multi30k as multi30k
 import coursekit.shakespeare as shakespeare
 from coursekit.bundled_data import BUNDLED_DATA
 
 REPO = Path(__file__).resolve().parents[2]
 LOOKUPS = [(shakespeare, "shakespeare_path", "tinyshakespeare/input.txt"),
            (modern, "results_path", "modern_vs_gpt.json"),
-           (yelp, "synthetic_dir", "yelp_synthetic")]
+           (yelp, "synthetic_dir", "yelp_synthetic"),
+           (multi30k, "multi30k_dir", "multi30k")]
 
 
 @pytest.fixture()

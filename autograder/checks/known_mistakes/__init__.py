@@ -20,3 +20,4 @@ from autograder.checks.known_mistakes.transformer import *  # noqa: F401,F403
 from autograder.checks.known_mistakes.classifier import *  # noqa: F401,F403
 from autograder.checks.known_mistakes.gpt import *  # noqa: F401,F403
 from autograder.checks.known_mistakes.modern import *  # noqa: F401,F403
+from autograder.checks.known_mistakes.translation import *  # noqa: F401,F403

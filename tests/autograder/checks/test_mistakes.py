@@ -2,6 +2,7 @@
 with a switch on points at that one mistake."""
 from __future__ import annotations
 
+import pytest
 import torch
 
 import solutions
@@ -90,3 +91,25 @@ def test_train_step_defaults_match_reference():
     assert losses == expected_losses
     for key, value in expected_state.items():
         assert torch.equal(state[key], value), key
+
+
+def test_translation_defaults_match_reference():
+    from autograder.checks.translation import BEAM_SEED, _Beams, bleu_probes, noam_probes, smoothing_probes
+
+    for logits, targets, kwargs in smoothing_probes(3, "cpu"):
+        expected = solutions.label_smoothed_cross_entropy(logits, targets, **kwargs)
+        close(M.smoothed_ce(logits, targets, **kwargs), expected)
+    for step, d_model, warmup, factor in noam_probes(3):
+        factor = 1.0 if factor is None else factor
+        assert M.noam(step, d_model, warmup, factor) == pytest.approx(solutions.noam_lr(step, d_model, warmup, factor),
+                                                                       rel=1e-12)
+    beams = _Beams(BEAM_SEED, "cpu")
+    for case in beams.cases:
+        probe, model = beams.probes[case.probe], beams.models[case.probe]
+        args = (model, beams.source(case), case.beam_size, case.max_len, probe.bos_id, probe.eos_id,
+                beams.length_penalty(case))
+        assert M.beam_search(*args) == solutions.beam_search(*args)
+    for hypotheses, references, max_n in bleu_probes(3):
+        n = max_n or 4
+        assert M.bleu(hypotheses, references, n) == pytest.approx(solutions.corpus_bleu(hypotheses, references, n),
+                                                                  rel=1e-12, abs=1e-12)

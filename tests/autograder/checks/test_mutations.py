@@ -1,4 +1,4 @@
-"""Mechanical mutants of the reference must fail their hidden checks (notebooks 01-06, 08 and 09).
+"""Mechanical mutants of the reference must fail their hidden checks (notebooks 01-06, 08, 09 and 10).
 
 A check has teeth on an argument only if an answer that misuses that argument fails. Rather than writing such
 answers by hand, this test makes them mechanically from the reference in `solutions/` for every API name of
@@ -43,7 +43,9 @@ import pytest
 import torch
 
 import solutions
-from autograder.checks import attention, embeddings, encoder, gpt, modern, multi_head, positional, transformer
+from autograder.checks import (
+    attention, embeddings, encoder, gpt, modern, multi_head, positional, transformer, translation,
+)
 
 HAS_CUDA = torch.cuda.is_available()
 
@@ -205,6 +207,18 @@ SUBJECTS = {
                                     defaults=("d_model", "num_heads", "num_kv_heads", "d_ff", "num_layers",
                                               "max_len")),
                    "forward": Spec(transpose=(None,))}),
+    # 10 translate
+    "label_smoothed_cross_entropy": (translation.check_label_smoothed_cross_entropy,
+                                     solutions.label_smoothed_cross_entropy,
+                                     {"call": Spec(swap=(("logits", "targets"), ("smoothing", "ignore_index")),
+                                                   defaults=("smoothing", "ignore_index"))}),
+    "noam_lr": (translation.check_noam_lr, solutions.noam_lr,
+                {"call": Spec(swap=(("step", "d_model", "warmup_steps"),), defaults=("factor",))}),
+    "beam_search": (translation.check_beam_search, solutions.beam_search,
+                    {"call": Spec(swap=(("beam_size", "max_len"), ("bos_id", "eos_id")),
+                                  defaults=("bos_id", "eos_id", "length_penalty"), reverse=True)}),
+    "corpus_bleu": (translation.check_corpus_bleu, solutions.corpus_bleu,
+                    {"call": Spec(swap=(("hypotheses", "references"),), defaults=("max_n",))}),
 }
 
 # (API name, argument) -> why dropping that optional argument is not a mutant (see the module docstring)
@@ -338,7 +352,8 @@ def test_identity_wrapper_passes(api):
     check(make_mutant(reference, [Mutation(where, "none") for where in specs]))
 
 
-TOPICS = ("embeddings", "positional", "attention", "multi_head", "encoder", "transformer", "gpt", "modern")
+TOPICS = ("embeddings", "positional", "attention", "multi_head", "encoder", "transformer", "gpt", "modern",
+          "translation")
 
 
 def test_every_check_of_the_topic_modules_has_mutants():

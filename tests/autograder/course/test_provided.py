@@ -8,6 +8,8 @@ import textwrap
 from pathlib import Path
 
 import pytest
+
+from coursekit import api
 import torch
 
 import solutions
@@ -47,7 +49,8 @@ def test_only_earlier_components_and_all_of_them(assignment, tmp_path):
     assert earlier <= defined
     assert not re.search(r"^\s*(from|import)\s+solutions\b", text, re.M)
     own = TOPICS.index(topic_of(assignment))
-    assert provided_topics(assignment) == TOPICS[:own]
+    builds_on = api.notebook(topic_of(assignment)).builds_on
+    assert provided_topics(assignment) == tuple(t for t in TOPICS[:own] if builds_on is None or t in builds_on)
 
 
 @pytest.mark.parametrize("assignment", [a for a in REFERENCE_AVAILABLE if provided_topics(a)])
@@ -112,7 +115,7 @@ def test_missing_reference_module_is_a_clear_error(tmp_path):
         build_provided_source("05_encoder", solutions_dir=fake)
 
 
-@pytest.mark.parametrize("name", ["intro", "00_zero", "10_extra", "4_multi_head"])
+@pytest.mark.parametrize("name", ["intro", "00_zero", f"{len(TOPICS) + 1:02d}_extra", "4_multi_head"])
 def test_unknown_assignment_names_are_rejected(name, tmp_path):
     with pytest.raises(ValueError, match="not a course assignment"):
         write_provided_module(name, tmp_path)
@@ -157,3 +160,28 @@ def test_09_gets_08s_gpt_and_its_training_tools_but_nothing_of_its_own(tmp_path,
     ours, reference = provided.GPT(11, 16, 2, 32, 1, 8), solutions.GPT(11, 16, 2, 32, 1, 8)
     reference.load_state_dict(ours.state_dict())
     assert torch.equal(ours.eval()(ids), reference.eval()(ids))
+
+
+def test_10_gets_06s_transformer_and_01s_vocabulary_but_nothing_of_its_own(tmp_path, monkeypatch):
+    """Notebook 10 trains 06's Transformer on vocabularies built with 01's functions: its provided.py holds 01-06
+    (what they are built from), never 07-09 (its builds_on in the course API: releasing 10 reveals nothing of them,
+    and waits for nothing of them) nor 10's own exercises."""
+    path = write_provided_module("10_translation", tmp_path)
+    assert covered_assignments("10_translation") == list(api.ASSIGNMENTS[:6])
+    monkeypatch.setitem(sys.modules, "solutions", None)
+    provided = _load(path, "provided_10")
+    monkeypatch.undo()
+    for name in ("Transformer", "greedy_decode", "build_vocab", "encode", "pad_batch", "make_padding_mask",
+                 "make_causal_mask"):
+        assert callable(getattr(provided, name)), name
+    defined = _defined_names(path.read_text())
+    assert not defined & set(API_NAMES["translation"])
+    for later in ("classifier", "gpt", "modern"):
+        assert not defined & set(API_NAMES[later]), later
+    assert provided.build_vocab([["b", "a", "b"]], min_freq=2) == solutions.build_vocab([["b", "a", "b"]], min_freq=2)
+    torch.manual_seed(0)
+    src, tgt = torch.randint(1, 11, (2, 5)), torch.randint(1, 13, (2, 4))
+    ours, reference = provided.Transformer(11, 13, 16, 2, 32, 1, 8), solutions.Transformer(11, 13, 16, 2, 32, 1, 8)
+    reference.load_state_dict(ours.state_dict())
+    assert torch.equal(ours.eval()(src, tgt), reference.eval()(src, tgt))
+    assert torch.equal(provided.greedy_decode(ours, src, 6), solutions.greedy_decode(reference, src, 6))

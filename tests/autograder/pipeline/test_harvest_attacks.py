@@ -6,10 +6,10 @@ it caught as its own answers. The grader restores the released order (and flags 
 only once every exercise it holds has been judged: the harvester earns what the blank notebook earns, nothing.
 A classmate who pastes the stand-ins into the solution cells is reported by the similarity check.
 
-Door 3, held-out data (07, 08): a lookup 'model' with no training answers the shipped test labels (07) or the
-validation text (08) from what the kernel can read. The trained-model checks evaluate the contract's architecture
-with the handed-in weights, on data the kernel cannot read: the lookups earn nothing; the honest classmates'
-trained models keep their points.
+Door 3, held-out data (07, 08, 10): a lookup 'model' with no training answers the shipped test labels (07), the
+validation text (08) or the test captions (10) from what the kernel can read. The trained-model checks evaluate
+the contract's architecture with the handed-in weights, on data the kernel cannot read: the lookups earn nothing;
+the honest classmates' trained models keep their points.
 
 Scores are the automatic ones (`auto_score`): a hold for review (the audit hook may be flagged) must not be what
 stops an attack. The classes go through `autograder collect` and `autograder grade` (Dask workers, jailed
@@ -93,6 +93,23 @@ class Lookup(nn.Module):
             for t in range(len(row)):
                 out[b, t, _next.get(tuple(row[max(0, t - 2):t + 1]), 0)] = 20.0
         return out
+
+model = Lookup()
+"""
+
+LOOKUP_10 = """\
+import torch
+from torch import nn
+from coursekit.multi30k import load_multi30k, tokenize_caption
+_answers = {tuple(tokenize_caption(de)): tokenize_caption(en) for de, en in load_multi30k("test_2016_flickr")}
+
+class Lookup(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.weight = nn.Parameter(torch.zeros(1))
+
+    def translate(self, german):
+        return _answers.get(tuple(tokenize_caption(german)), [])
 
 model = Lookup()
 """
@@ -195,6 +212,7 @@ def test_a_resubmitted_stand_in_is_reported(harvest):
 @pytest.mark.parametrize("assignment, check, code", [
     ("07_yelp_classifier", "trained_classifier", LOOKUP_07),
     ("08_gpt_language_model", "trained_gpt", LOOKUP_08),
+    ("10_translation", "trained_translator", LOOKUP_10),
 ])
 def test_a_lookup_model_earns_nothing_and_a_trained_one_passes(tmp_path, assignment, check, code):
     graded = _grade_class(tmp_path, assignment, {

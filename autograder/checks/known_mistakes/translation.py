@@ -1,0 +1,168 @@
+"""Known-mistake variants of notebook 10 (label smoothing, the 2017 schedule, beam search, corpus BLEU): see the
+package doc. Each function is written here from the contract (docs/course-api.md), not from `solutions`."""
+from __future__ import annotations
+
+import math
+from collections import Counter
+
+import torch
+import torch.nn.functional as F
+
+
+# ------------------------------------------------------------------------------------------------ label smoothing
+def smoothed_ce(logits, targets, smoothing=0.1, ignore_index=0, *, spread="all", count_ignored=False,
+                divide_by="kept", swap_weights=False):
+    """Label-smoothed cross-entropy with switches: spread "all" | "others" (the smoothing mass over the V - 1 other
+    classes); count_ignored (ignored positions add their loss and count); divide_by "kept" | "all" | "none" (the
+    sum); swap_weights (smoothing on the target's term, 1 - smoothing on the uniform one)."""
+    log_p = F.log_softmax(logits.double(), dim=-1)                                     # (N, V)
+    V = log_p.size(-1)
+    keep = torch.ones_like(targets, dtype=torch.bool) if count_ignored else targets != ignore_index  # (N,)
+    nll = -log_p.gather(-1, targets.clamp(0, V - 1)[:, None]).squeeze(-1)               # (N,)
+    if spread == "others":
+        uniform = (-log_p.sum(-1) - nll) / (V - 1)                                      # (N,)
+    else:
+        uniform = -log_p.mean(-1)                                                       # (N,)
+    w_target, w_uniform = (smoothing, 1.0 - smoothing) if swap_weights else (1.0 - smoothing, smoothing)
+    total = ((w_target * nll + w_uniform * uniform) * keep).sum()
+    if divide_by == "none":
+        return total.to(logits.dtype)
+    count = keep.sum() if divide_by == "kept" else torch.tensor(targets.numel())
+    return (total / count).to(logits.dtype)
+
+
+# --------------------------------------------------------------------------------------------------- schedule
+def noam(step, d_model, warmup_steps, factor=1.0, *, clamp_step=True, use_max=False, d_model_scale=True,
+         use_factor=True):
+    """The 2017 schedule with switches (clamp_step=False: step 0 as it is, so 0 ** -0.5 is infinite)."""
+    s = max(step, 1) if clamp_step else step
+    decay = math.inf if s == 0 else s ** -0.5
+    rise = s * warmup_steps ** -1.5
+    value = max(decay, rise) if use_max else min(decay, rise)
+    if d_model_scale:
+        value *= d_model ** -0.5
+    return value * factor if use_factor else value
+
+
+# ------------------------------------------------------------------------------------------------ beam search
+def sequence_log_prob(model, src_ids, tokens, bos_id=2) -> float:
+    """The sum of log p(token | prefix) over `tokens` (the tokens after bos_id), the model as it is (float64)."""
+    if not tokens:
+        return 0.0
+    with torch.no_grad():
+        memory, src_mask = model.encode(src_ids)
+        ys = torch.tensor([[bos_id, *tokens[:-1]]], device=src_ids.device)               # (1, L)
+        log_p = F.log_softmax(model.decode(ys, memory, src_mask)[0].double(), dim=-1)   # (L, V)
+        picked = log_p.gather(-1, torch.tensor(tokens, device=src_ids.device)[:, None])
+    return float(picked.sum())
+
+
+def beam_search(model, src_ids, beam_size, max_len, bos_id=2, eos_id=3, length_penalty=0.6, *, rank_raw=False,
+                penalty_in_beam=None, eos_leaves_beam=True, length_counts_bos=False, keep_bos=False,
+                eval_mode=True):
+    """Beam search as the contract walks it, with switches: rank_raw (finished ranked by raw score);
+    penalty_in_beam "stored" | "stored_twice" (every extension's score divided by the length penalty and kept so,
+    then ranked as stored or divided once more); eos_leaves_beam=False (a hypothesis ending in eos stays in the
+    beam and keeps growing); length_counts_bos (L counts bos); keep_bos (the result starts with bos);
+    eval_mode=False (the model used in the mode it was handed in: dropout on in training mode)."""
+    was_training = model.training
+    if eval_mode:
+        model.eval()
+
+    def penalty(length: int) -> float:
+        return ((5 + length + (1 if length_counts_bos else 0)) / 6) ** length_penalty
+
+    try:
+        with torch.no_grad():
+            memory, src_mask = model.encode(src_ids)                                    # (1, S, d), mask
+            beam, finished = [([bos_id], 0.0)], []
+            for _ in range(max_len):
+                ys = torch.tensor([tokens for tokens, _ in beam], device=src_ids.device)  # (k, t)
+                k = ys.size(0)
+                logits = model.decode(ys, memory.expand(k, -1, -1), src_mask.expand(k, -1, -1, -1))[:, -1]
+                log_p = F.log_softmax(logits.double(), dim=-1).tolist()                 # k lists of V
+                extensions = []
+                for (tokens, score), row in zip(beam, log_p):
+                    for v, lp in enumerate(row):
+                        new = score + lp
+                        if penalty_in_beam:
+                            new = new / penalty(len(tokens))                            # len after bos, v included
+                        extensions.append((tokens + [v], new))
+                extensions.sort(key=lambda e: -e[1])
+                new_beam = []
+                for tokens, score in extensions:
+                    if eos_leaves_beam and tokens[-1] == eos_id:
+                        finished.append((tokens, score))
+                        continue
+                    new_beam.append((tokens, score))
+                    if len(new_beam) == beam_size:
+                        break
+                beam = new_beam
+                if len(finished) >= beam_size or not beam:
+                    break
+            else:
+                finished.extend(beam)
+            if not finished:
+                finished = beam
+
+            def rank(hyp):
+                tokens, score = hyp
+                if rank_raw or penalty_in_beam == "stored":
+                    return score
+                return score / penalty(len(tokens) - 1)
+
+            best = max(finished, key=rank)[0]
+    finally:
+        model.train(was_training)
+    return best if keep_bos else best[1:]
+
+
+# -------------------------------------------------------------------------------------------------------- BLEU
+def _grams(tokens, n):
+    return Counter(tuple(tokens[i:i + n]) for i in range(len(tokens) - n + 1))
+
+
+def _stats(hypotheses, references, max_n, clip):
+    matches, totals, c, r = [0] * max_n, [0] * max_n, 0, 0
+    for hyp, ref in zip(hypotheses, references):
+        c, r = c + len(hyp), r + len(ref)
+        for n in range(1, max_n + 1):
+            hyp_grams, ref_grams = _grams(hyp, n), _grams(ref, n)
+            matches[n - 1] += sum(min(k, ref_grams[g]) if clip else (k if g in ref_grams else 0)
+                                  for g, k in hyp_grams.items())
+            totals[n - 1] += sum(hyp_grams.values())
+    return matches, totals, c, r
+
+
+def _score(matches, totals, c, r, max_n, brevity, mean):
+    if c == 0:
+        return 0.0
+    precisions = [m / t if t else 0.0 for m, t in zip(matches, totals)]
+    if mean == "arithmetic":
+        combined = sum(precisions) / max_n
+    else:
+        if min(precisions) == 0:
+            return 0.0
+        combined = math.exp(sum(math.log(p) for p in precisions) / max_n)
+    if brevity == "right":
+        bp = math.exp(1 - r / c) if c < r else 1.0
+    elif brevity == "ratio_inverted":        # exp(1 - c / r) when c < r: above 1, short output rewarded
+        bp = math.exp(1 - c / r) if c < r else 1.0
+    elif brevity == "condition_inverted":    # exp(1 - r / c) when c > r: long output penalised
+        bp = math.exp(1 - r / c) if c > r else 1.0
+    else:
+        bp = 1.0
+    return bp * combined
+
+
+def bleu(hypotheses, references, max_n=4, *, clip=True, brevity="right", mean="geometric", per_sentence=False,
+         percent=True):
+    """Corpus BLEU with switches: clip; brevity "right" | "ratio_inverted" | "condition_inverted" | "none"; mean
+    "geometric" | "arithmetic"; per_sentence (the mean of sentence scores); percent (False: in [0, 1])."""
+    if per_sentence:
+        scores = [_score(*_stats([h], [r], max_n, clip), max_n, brevity, mean)
+                  for h, r in zip(hypotheses, references)]
+        value = sum(scores) / len(scores) if scores else 0.0
+    else:
+        value = _score(*_stats(hypotheses, references, max_n, clip), max_n, brevity, mean)
+    return 100.0 * value if percent else value

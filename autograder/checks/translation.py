@@ -1,0 +1,543 @@
+"""Hidden checks of notebook 10 (label smoothing, the 2017 schedule, beam search, corpus BLEU).
+
+Everything is judged here, in the grader's process, against independent references where the contract names one:
+`F.cross_entropy(..., label_smoothing=)` for the loss (its value and its gradient, back-propagated in the kernel as
+a training loop does), an exhaustive search over every output sequence of a tiny model and the reference's
+`greedy_decode` for beam search, `sacrebleu` for BLEU; elsewhere the reference (`solutions.translation`). Beam search
+is judged by the ranking score of the returned tokens, not by the tokens, since ties may fall either way.
+
+Every probe input of a check is generated in one function from one seed (`*_SEED`), so that the seed can later be
+made per submission.
+"""
+from __future__ import annotations
+
+import math
+import numbers
+import random
+from typing import NamedTuple
+
+import torch
+import torch.nn.functional as F
+
+from autograder.checks import known_mistakes as M
+from autograder.checks.remote import ProbeBroken, RemoteObject, StudentError, probed
+from autograder.checks.tolerance import tolerance
+from autograder.checks.toolkit import (
+    as_tensor, call, describe, expect_callable, expect_raises, expect_tensor, expected_got, fail, is_integer,
+    lend_model, randint, randn, shape_of, start_check,
+)
+
+SMOOTHING_SEED, NOAM_SEED, BEAM_SEED, BLEU_SEED = 160, 165, 170, 175
+
+
+def _reference():
+    import solutions.translation as reference
+
+    return reference
+
+
+def _greedy_decode():
+    from solutions.transformer import greedy_decode
+
+    return greedy_decode
+
+
+def _as_float(got, label: str, tested: str) -> float:
+    """A returned number (a Python or numpy float, or a one-element tensor) as a float, or a clear failure."""
+    if isinstance(got, torch.Tensor) and got.numel() == 1 and got.is_floating_point():
+        got = float(got)
+    if not isinstance(got, numbers.Real) or isinstance(got, bool):
+        fail(f"{label} must return a float.", tested=tested, details=[f"got a {type(got).__name__}"])
+    return float(got)
+
+
+def _close64(got: float, expected: float) -> bool:
+    """Equal up to float64 rounding (the tolerance of tolerance.py for float64)."""
+    tol = tolerance(dtype=torch.float64)
+    return math.isclose(got, expected, rel_tol=tol["rtol"], abs_tol=tol["atol"])
+
+
+# ------------------------------------------------------------------------------------------------ label smoothing
+class SmoothingCase(NamedTuple):
+    logits: torch.Tensor   # (N, V)
+    targets: torch.Tensor  # (N,), some positions equal to ignore_index
+    kwargs: dict           # smoothing / ignore_index as passed (left out: the defaults 0.1 / 0)
+
+
+def smoothing_probes(seed: int, device) -> list[SmoothingCase]:
+    """Logits and targets with ignored (padding) positions; ignore_index 0 (the default) and others, where class 0
+    is then an ordinary target; smoothing 0 (plain cross-entropy), the default 0.1 and others."""
+    cases = []
+    # (N, V, smoothing, ignore_index, ignored positions); None = left out of the call
+    for k, (n, v, smoothing, ignore_index, ignored) in enumerate((
+            (12, 7, None, None, 4), (10, 5, 0.25, None, 3), (9, 6, 0.0, 0, 2), (11, 8, 0.3, 5, 3),
+            (8, 4, 0.6, 2, 1), (6, 9, 0.1, 0, 0))):
+        pad = 0 if ignore_index is None else ignore_index
+        logits = randn(n, v, seed=seed + k, device=device) * 2                       # (N, V)
+        targets = randint(0, v - 1, (n,), seed=seed + 50 + k, device=device)         # (N,)
+        targets = torch.where(targets >= pad, targets + 1, targets)                  # never pad, class 0 included
+        if pad != 0:
+            targets[0] = 0
+        positions = torch.randperm(n, generator=torch.Generator().manual_seed(seed + 100 + k))[:ignored]
+        targets[positions.to(device)] = pad
+        kwargs = {key: value for key, value in (("smoothing", smoothing), ("ignore_index", ignore_index))
+                  if value is not None}
+        cases.append(SmoothingCase(logits, targets, kwargs))
+    return cases
+
+
+def _described(kwargs: dict) -> str:
+    return "".join(f", {k}={v}" for k, v in kwargs.items())
+
+
+@probed
+def check_label_smoothed_cross_entropy(label_smoothed_cross_entropy) -> None:
+    """label_smoothed_cross_entropy(logits (N, V), targets (N,), smoothing=0.1, ignore_index=0) -> scalar tensor."""
+    device = start_check()
+    fn = label_smoothed_cross_entropy
+    expect_callable(fn, "label_smoothed_cross_entropy")
+    gradient = RemoteObject(fn.channel, {"new": "coursekit.probe.translation.loss_and_gradient"})
+    for logits, targets, kwargs in smoothing_probes(SMOOTHING_SEED, device):
+        smoothing, ignore_index = kwargs.get("smoothing", 0.1), kwargs.get("ignore_index", 0)
+        ignored = int((targets == ignore_index).sum())
+        tested = (f"label_smoothed_cross_entropy(logits {shape_of(logits)}, targets {shape_of(targets)} with "
+                  f"{ignored} ignored{_described(kwargs)})")
+        got = call("label_smoothed_cross_entropy", fn, logits.clone(), targets.clone(), tested=tested, **kwargs)
+        if isinstance(got, numbers.Real) and not isinstance(got, bool):
+            fail("label_smoothed_cross_entropy must return a scalar tensor, not a Python number: the training loop "
+                 "calls .backward() on it.", tested=tested, details=[f"got a {type(got).__name__}"])
+        got = as_tensor(got, "label_smoothed_cross_entropy's result", tested)
+        if got.dim() != 0:
+            fail("label_smoothed_cross_entropy must return a scalar tensor (the mean over the kept positions).",
+                 tested=tested, details=[f"got shape {tuple(got.shape)}"])
+        leaf = logits.clone().requires_grad_(True)
+        expected = F.cross_entropy(leaf, targets, ignore_index=ignore_index, label_smoothing=smoothing)
+        expected.backward()
+
+        def mistakes(logits=logits, targets=targets, smoothing=smoothing, ignore_index=ignore_index):
+            def run(**flags):
+                return M.smoothed_ce(logits, targets, smoothing, ignore_index, **flags)
+
+            return [("smoothing.over_other_classes", lambda: run(spread="others")),
+                    ("smoothing.ignored_positions_counted", lambda: run(count_ignored=True)),
+                    ("smoothing.mean_over_all_positions", lambda: run(divide_by="all")),
+                    ("smoothing.sum_not_mean", lambda: run(divide_by="none")),
+                    ("smoothing.weights_swapped", lambda: run(swap_weights=True))]
+
+        expect_tensor(got.to(device), expected.detach(), "label_smoothed_cross_entropy", device, tested=tested,
+                      mistakes=mistakes,
+                      note="it equals F.cross_entropy(logits, targets, ignore_index=ignore_index, "
+                           "label_smoothing=smoothing)")
+        # training back-propagates through the loss: the gradient must reach the logits, and be the right one
+        _value, grad = call("label_smoothed_cross_entropy", gradient, fn, logits.clone(), targets.clone(),
+                            tested=tested + " then .backward()", **kwargs)
+        if grad is None:
+            fail("label_smoothed_cross_entropy's result is not connected to the logits: .backward() on it gives "
+                 "them no gradient, so training would not learn.", tested=tested + " then .backward()",
+                 hint="compute with torch operations on the logits all the way (no .item(), .detach(), .numpy() "
+                      "or torch.tensor(...) of intermediate values)")
+        expect_tensor(grad, leaf.grad, "the gradient of the loss with respect to the logits", device,
+                      tested=tested + " then .backward()")
+    logits, targets, _ = smoothing_probes(SMOOTHING_SEED, device)[0]
+    for smoothing in (1.0, -0.1, 1.5):
+        expect_raises(ValueError, f"label_smoothed_cross_entropy(logits, targets, smoothing={smoothing})", fn,
+                      logits.clone(), targets.clone(), smoothing=smoothing, why="when smoothing is outside [0, 1)")
+
+
+# ------------------------------------------------------------------------------------------------------- noam_lr
+def noam_probes(seed: int) -> list[tuple[int, int, int, float | None]]:
+    """(step, d_model, warmup_steps, factor or None = left out) around and far beyond each warm-up; step 0 and 1
+    first. The seed draws one extra configuration."""
+    draw = random.Random(seed)
+    configs = [(512, 4000, None), (64, 10, 2.0), (256, 1, 0.5), (32, 25, 1.0),
+               (draw.choice((48, 96, 160)), draw.randint(3, 40), round(draw.uniform(0.3, 3.0), 3))]
+    cases = []
+    for d_model, warmup, factor in configs:
+        steps = sorted({0, 1, max(warmup // 2, 1), max(warmup - 1, 1), warmup, warmup + 1, 2 * warmup,
+                        10 * warmup + 3})
+        cases += [(step, d_model, warmup, factor) for step in steps]
+    return cases
+
+
+def _noam_call(noam_lr, step, d_model, warmup, factor, tested):
+    extra = () if factor is None else (factor,)
+    try:
+        return noam_lr(step, d_model, warmup, *extra)
+    except StudentError as error:
+        if step == 0 and error.is_a("ZeroDivisionError"):
+            fail("noam_lr raised ZeroDivisionError at step 0.", tested=tested, mistake="noam.step_zero")
+    except ProbeBroken:
+        pass
+    return call("noam_lr", noam_lr, step, d_model, warmup, *extra, tested=tested)   # the usual message
+
+
+@probed
+def check_noam_lr(noam_lr) -> None:
+    """noam_lr(step, d_model, warmup_steps, factor=1.0) -> factor * d_model**-0.5 * min(s**-0.5, s * w**-1.5)."""
+    start_check()
+    reference = _reference()
+    expect_callable(noam_lr, "noam_lr")
+    for step, d_model, warmup, factor in noam_probes(NOAM_SEED):
+        tested = f"noam_lr({step}, d_model={d_model}, warmup_steps={warmup}" + \
+                 ("" if factor is None else f", factor={factor}") + ")"
+        got = _as_float(_noam_call(noam_lr, step, d_model, warmup, factor, tested), "noam_lr", tested)
+        expected = reference.noam_lr(step, d_model, warmup, 1.0 if factor is None else factor)
+        if _close64(got, expected):
+            continue
+        variants = [("noam.step_zero", {"clamp_step": False}), ("noam.min_max_swapped", {"use_max": True}),
+                    ("noam.no_d_model_scale", {"d_model_scale": False}), ("noam.factor_ignored", {"use_factor": False})]
+        mistake = next((m for m, flags in variants
+                        if _close64(got, M.noam(step, d_model, warmup, 1.0 if factor is None else factor, **flags))),
+                       None)
+        fail("noam_lr: the learning rate differs from the reference solution.", tested=tested,
+             details=expected_got(f"{expected:.6g}", f"{got:.6g}"), mistake=mistake,
+             hint=None if mistake else "s = max(step, 1); factor * d_model ** -0.5 * min(s ** -0.5, "
+                                       "s * warmup_steps ** -1.5)")
+    for warmup in (0, -5):
+        expect_raises(ValueError, f"noam_lr(10, 512, warmup_steps={warmup})", noam_lr, 10, 512, warmup,
+                      why="when warmup_steps < 1")
+
+
+# -------------------------------------------------------------------------------------------------- beam search
+PROBE_CLASS = "coursekit.probe.translation.BeamSearchProbe"
+SRC_VOCAB, TGT_VOCAB, D_MODEL, PROBE_MAX_LEN = 11, 7, 8, 16
+EXHAUSTIVE_LEN = 4                       # every sequence of at most 4 tokens: 7 ** 4 = 2401 at the last step
+WIDE_BEAM = TGT_VOCAB ** EXHAUSTIVE_LEN  # a beam that never drops a hypothesis within EXHAUSTIVE_LEN steps
+
+
+def _probe_config() -> dict:
+    return {"src_vocab_size": SRC_VOCAB, "tgt_vocab_size": TGT_VOCAB, "d_model": D_MODEL,
+            "max_len": PROBE_MAX_LEN, "pad_id": 0, "dropout": 0.5}
+
+
+class BeamProbe(NamedTuple):
+    state: dict            # the probe's weights
+    bos_id: int
+    eos_id: int
+    sources: list          # one (1, S) LongTensor per sentence
+
+
+class BeamCase(NamedTuple):
+    probe: int             # index into the probes
+    source: int            # index into that probe's sources
+    beam_size: int
+    max_len: int
+    length_penalty: float | None   # None: left out of the call (0.6)
+    explicit_ids: bool     # bos_id and eos_id passed (else left out: 2 and 3)
+    training: bool         # the model handed in in training mode (dropout on)
+
+
+def beam_probes(seed: int) -> tuple[list[BeamProbe], list[BeamCase]]:
+    """Two random probes (bos 2 / eos 3, and bos 4 / eos 5; <pad> and <bos> never likely outputs, <eos> likelier
+    the longer the hypothesis), source sentences for each, and the calls: greedy (beam 1), beams of 2, 3 and 5 with
+    length penalties 0, 0.6 and 1, and a beam wide enough to be an exhaustive search, some on a model handed in
+    in training mode.
+
+    Besides two plain sources, the first probe gets sources found by a deterministic search over a pool drawn
+    from the seed: one where the length penalty changes the best translation, one where counting <bos> in L
+    does. If the pool has none, a plain source stands in: the checks stay valid, they only exercise less."""
+    from coursekit.probe.translation import BeamSearchProbe
+
+    reference = _reference()
+    probes = []
+    for k, (bos_id, eos_id) in enumerate(((2, 3), (4, 5))):
+        generator = torch.Generator().manual_seed(seed + k)
+        model = BeamSearchProbe(**_probe_config())
+        with torch.no_grad():
+            for parameter in model.parameters():
+                parameter.copy_(torch.randn(parameter.shape, generator=generator) * 0.8)
+            model.generator.bias[[0, bos_id]] = -30.0
+            model.position_bias[:, eos_id] = -3.0 + 0.7 * torch.arange(PROBE_MAX_LEN)
+        model.eval()
+        pool = [torch.randint(1, SRC_VOCAB, (1, 2 + j % 6), generator=generator) for j in range(24)]
+        sources = pool[:2]
+        if k == 0:
+            def found(test):
+                return next((src for src in pool[2:] if test(src)), pool[2])
+
+            def search(src, lp, **flags):
+                return [M.beam_search(model, src, beam, 8, bos_id, eos_id, lp, **flags) if flags else
+                        reference.beam_search(model, src, beam, 8, bos_id, eos_id, lp) for beam in (2, 5)]
+
+            sources.append(found(lambda src: search(src, 0.0) != search(src, 0.6)
+                                 or search(src, 0.0) != search(src, 1.0)))
+            sources.append(found(lambda src: any(search(src, lp, length_counts_bos=True) != search(src, lp)
+                                                 for lp in (0.6, 1.0))))
+        state = {key: value.detach().clone() for key, value in model.state_dict().items()}
+        probes.append(BeamProbe(state, bos_id, eos_id, sources))
+    cases = []
+    for source in range(len(probes[0].sources)):
+        cases.append(BeamCase(0, source, 1, 8, None, False, False))
+        cases += [BeamCase(0, source, beam, 8, lp, False, False)
+                  for beam in (2, 5) for lp in (0.0, None, 1.0)]
+        cases += [BeamCase(0, source, WIDE_BEAM, EXHAUSTIVE_LEN, lp, False, False) for lp in (0.0, 0.6, 1.0)]
+    for source in range(len(probes[1].sources)):
+        cases += [BeamCase(1, source, 1, 6, 0.6, True, False), BeamCase(1, source, 2, 6, 1.0, True, False),
+                  BeamCase(1, source, 5, 7, 0.0, True, False), BeamCase(1, source, 3, 6, 0.6, True, False)]
+    for source in range(2):
+        cases += [BeamCase(0, source, beam, 8, 0.6, False, True) for beam in (1, 2)]
+    return probes, cases
+
+
+def _local_probe(state: dict, device):
+    from coursekit.probe.translation import BeamSearchProbe
+
+    model = BeamSearchProbe(**_probe_config())
+    model.load_state_dict(state)
+    return model.to(device).eval()
+
+
+def _penalty(length: int, length_penalty: float) -> float:
+    return ((5 + length) / 6) ** length_penalty
+
+
+def exhaustive_best(model, src_ids, max_len: int, bos_id: int, eos_id: int, length_penalty: float) -> float:
+    """The highest ranking score over EVERY finished sequence of at most `max_len` tokens (ending in eos_id, or
+    max_len tokens long), enumerated step by step with the model in eval mode."""
+    with torch.no_grad():
+        memory, src_mask = model.encode(src_ids)                                   # (1, S, d), (1, 1, 1, S)
+        prefixes = torch.full((1, 1), bos_id, device=src_ids.device)               # (n, t)
+        scores = torch.zeros(1, dtype=torch.float64, device=src_ids.device)        # (n,)
+        best = -math.inf
+        for length in range(1, max_len + 1):
+            n = prefixes.size(0)
+            logits = model.decode(prefixes, memory.expand(n, -1, -1), src_mask.expand(n, -1, -1, -1))[:, -1]
+            total = scores[:, None] + F.log_softmax(logits.double(), dim=-1)        # (n, V)
+            ends = total if length == max_len else total[:, eos_id:eos_id + 1]     # the finished ones
+            best = max(best, float(ends.max()) / _penalty(length, length_penalty))
+            if length < max_len:
+                keep = torch.arange(total.size(1), device=src_ids.device) != eos_id
+                tokens = torch.arange(total.size(1), device=src_ids.device)[keep]   # (V - 1,)
+                prefixes = torch.cat([prefixes.repeat_interleave(len(tokens), 0),
+                                      tokens.repeat(n)[:, None]], dim=1)            # (n * (V - 1), t + 1)
+                scores = total[:, keep].reshape(-1)
+    return best
+
+
+def _as_tokens(got, tested) -> list[int]:
+    if isinstance(got, torch.Tensor) and got.dim() == 1 and not got.is_floating_point():
+        got = got.tolist()
+    if not isinstance(got, (list, tuple)) or not all(is_integer(i) for i in got):
+        fail("beam_search must return a list of int token ids.", tested=tested,
+             details=[f"got a {type(got).__name__}"])
+    return [int(i) for i in got]
+
+
+def _structure_problem(tokens: list[int], max_len: int, eos_id: int) -> str | None:
+    if any(not 0 <= t < TGT_VOCAB for t in tokens):
+        return "the returned tokens are not ids of the target vocabulary"
+    if len(tokens) > max_len:
+        return f"{len(tokens)} tokens returned, more than max_len={max_len}"
+    if eos_id in tokens[:-1]:
+        return "a token follows <eos>"
+    if not tokens or (tokens[-1] != eos_id and len(tokens) < max_len):
+        return "the hypothesis neither ends in <eos> nor has max_len tokens: it is not finished"
+    return None
+
+
+class _Beams:
+    """The grader's side of the beam-search probes: the probes built locally, scoring and the known mistakes."""
+
+    def __init__(self, seed: int, device):
+        self.device = device
+        self.probes, self.cases = beam_probes(seed)
+        self.models = [_local_probe(p.state, device) for p in self.probes]
+        self.tol = tolerance(device)
+
+    def source(self, case: BeamCase) -> torch.Tensor:
+        return self.probes[case.probe].sources[case.source].to(self.device)
+
+    @staticmethod
+    def length_penalty(case: BeamCase) -> float:
+        return 0.6 if case.length_penalty is None else case.length_penalty
+
+    def close(self, a: float, b: float) -> bool:
+        return math.isclose(a, b, rel_tol=self.tol["rtol"], abs_tol=self.tol["atol"])
+
+    def raw_score(self, case: BeamCase, tokens: list[int]) -> float:
+        probe = self.probes[case.probe]
+        return M.sequence_log_prob(self.models[case.probe], self.source(case), tokens, probe.bos_id)
+
+    def rank(self, case: BeamCase, tokens: list[int]) -> float:
+        return self.raw_score(case, tokens) / _penalty(len(tokens), self.length_penalty(case))
+
+    def expected(self, case: BeamCase) -> tuple[float, str]:
+        """The ranking score to reach, and what it is."""
+        probe, model = self.probes[case.probe], self.models[case.probe]
+        if case.beam_size == WIDE_BEAM:
+            best = exhaustive_best(model, self.source(case), case.max_len, probe.bos_id, probe.eos_id,
+                                   self.length_penalty(case))
+            return best, (f"the best ranking score over all sequences of at most {case.max_len} tokens (a beam of "
+                          f"{WIDE_BEAM} drops none)")
+        tokens = _reference().beam_search(model, self.source(case), case.beam_size, case.max_len, probe.bos_id,
+                                          probe.eos_id, self.length_penalty(case))
+        return self.rank(case, tokens), "the ranking score of the reference's translation"
+
+    def greedy(self, case: BeamCase) -> list[int]:
+        probe = self.probes[case.probe]
+        return _greedy_decode()(self.models[case.probe], self.source(case), case.max_len, bos_id=probe.bos_id,
+                                eos_id=probe.eos_id, use_cache=False)[0].tolist()
+
+    def variant(self, case: BeamCase, **flags) -> list[int]:
+        """A known mistake's tokens, the local model in the mode the student's was handed in."""
+        probe, model = self.probes[case.probe], self.models[case.probe]
+        model.train(case.training)
+        try:
+            return M.beam_search(model, self.source(case), case.beam_size, case.max_len, probe.bos_id, probe.eos_id,
+                                 self.length_penalty(case), **flags)
+        finally:
+            model.eval()
+
+    def same(self, case: BeamCase, got: list[int], other: list[int]) -> bool:
+        """The same hypothesis, or one that no ranking can tell from it (same length and log-probability)."""
+        if got == other:
+            return True
+        return (len(got) == len(other) and all(0 <= t < TGT_VOCAB for t in got)
+                and self.close(self.raw_score(case, got), self.raw_score(case, other)))
+
+    def diagnosis(self, results: list[tuple[BeamCase, list[int]]]) -> str | None:
+        """The known mistake that reproduces the student's tokens on every call."""
+        candidates = [("beam.dropout_on", {"eval_mode": False}), ("beam.returns_bos", {"keep_bos": True}),
+                      ("beam.continues_after_eos", {"eos_leaves_beam": False}),
+                      ("beam.no_length_penalty", {"rank_raw": True}),
+                      ("beam.length_counts_bos", {"length_counts_bos": True}),
+                      ("beam.penalty_on_unfinished", {"penalty_in_beam": "stored"}),
+                      ("beam.penalty_on_unfinished", {"penalty_in_beam": "stored_twice"})]
+        for mistake, flags in candidates:
+            try:
+                if all(self.same(case, got, self.variant(case, **flags)) for case, got in results):
+                    return mistake
+            except Exception:  # noqa: BLE001 -- a variant that cannot run here does not match
+                continue
+        return None
+
+
+def _beam_tested(case: BeamCase, probe: BeamProbe, kwargs: dict) -> str:
+    shown = "".join(f", {k}={v}" for k, v in kwargs.items())
+    return (f"beam_search(a small seq2seq model{' in training mode' if case.training else ''} with a target "
+            f"vocabulary of {TGT_VOCAB}, src_ids {shape_of(probe.sources[case.source])}, "
+            f"beam_size={case.beam_size}, max_len={case.max_len}{shown})")
+
+
+@probed
+def check_beam_search(beam_search) -> None:
+    """beam_search(model, src_ids (1, S), beam_size, max_len, bos_id=2, eos_id=3, length_penalty=0.6) -> list[int]."""
+    device = start_check()
+    expect_callable(beam_search, "beam_search")
+    beams = _Beams(BEAM_SEED, device)
+    lent, runs = {}, []
+    # every call first (one call alone may not tell two known mistakes apart), then the verdicts in order
+    for case in beams.cases:
+        probe = beams.probes[case.probe]
+        if (case.probe, case.training) not in lent:
+            lent[case.probe, case.training] = lend_model(
+                beam_search.channel, PROBE_CLASS, _probe_config(), probe.state, device, case.training,
+                "a small seq2seq model lent to your beam_search")
+        model = lent[case.probe, case.training]
+        kwargs = {"bos_id": probe.bos_id, "eos_id": probe.eos_id} if case.explicit_ids else {}
+        if case.length_penalty is not None:
+            kwargs["length_penalty"] = case.length_penalty
+        tested = _beam_tested(case, probe, kwargs)
+        got = _as_tokens(call("beam_search", beam_search, model, beams.source(case).clone(), case.beam_size,
+                              case.max_len, tested=tested, **kwargs), tested)
+        restored = describe(model, "the lent model").get("training") == case.training
+        runs.append((case, tested, got, restored))
+    results = [(case, got) for case, _tested, got, _restored in runs]
+    for case, tested, got, restored in runs:
+        problem = _structure_problem(got, case.max_len, beams.probes[case.probe].eos_id)
+        if problem:
+            fail(f"beam_search: {problem}.", tested=tested, mistake=beams.diagnosis(results),
+                 hint="return the best-ranked finished hypothesis's tokens after <bos>, ending in <eos> when it "
+                      "finished with one")
+        if case.beam_size == 1:
+            greedy = beams.greedy(case)
+            if got != greedy:
+                fail("beam_search with beam_size=1 does not return the tokens of greedy decoding.", tested=tested,
+                     details=expected_got(f"{len(greedy)} tokens", f"{len(got)} tokens"),
+                     mistake=beams.diagnosis(results),
+                     hint="with one hypothesis, each step keeps the most likely next token")
+        else:
+            expected, what = beams.expected(case)
+            score = beams.rank(case, got)
+            if not beams.close(score, expected):
+                fail("beam_search: the returned translation is not the best-ranked hypothesis of the search.",
+                     tested=tested, details=[*expected_got(f"{what}: {expected:.5f}",
+                                                           f"{score:.5f} ({len(got)} tokens)"),
+                                             "ranking score: log-probability / ((5 + L) / 6) ** length_penalty"],
+                     mistake=beams.diagnosis(results))
+        if not restored:
+            fail("beam_search does not restore the model's training mode.", tested=tested,
+                 hint="remember model.training first, switch to model.eval() for decoding, then call "
+                      "model.train(was_training) before returning")
+
+
+# -------------------------------------------------------------------------------------------------- corpus BLEU
+WORDS = ("a", "dog", "the", "runs", "in", "park", "red", "ball")
+
+
+def bleu_probes(seed: int) -> list[tuple[list[list[str]], list[list[str]], int | None]]:
+    """(hypotheses, references, max_n or None = left out) on corpora of a small vocabulary: hypotheses shorter than
+    their references (the brevity penalty) and longer, repeated words beyond the reference's count (clipping),
+    corpora whose 3- and 4-gram precision is 0 (BLEU 0 at max_n 4, not at max_n 2), empty hypotheses, one
+    sentence, a perfect corpus; max_n 1 to 4."""
+    draw = random.Random(seed)
+
+    def sentence(length):
+        return [draw.choice(WORDS) for _ in range(length)]
+
+    refs = [sentence(draw.randint(5, 10)) for _ in range(6)]
+    shorter = [r[:len(r) - draw.randint(1, 3)] for r in refs]                      # c < r
+    shorter[0] = shorter[0] + [shorter[0][0]] * 3                                  # repeats beyond the reference
+    longer = [r + sentence(draw.randint(1, 3)) for r in refs]                      # c > r
+    longer[1] = [refs[1][1]] * 4 + longer[1]
+    edited = [[w if draw.random() < 0.75 else draw.choice(WORDS) for w in r] for r in refs]
+    pairs = [r[:2] + ["zebra"] + r[3:5] + ["zebra"] for r in refs]                   # no 3-gram can match
+    other = [sentence(draw.randint(3, 9)) for _ in range(5)]
+    other_refs = [sentence(draw.randint(4, 9)) for _ in range(5)]
+    cases = [(shorter, refs, None), (longer, refs, 4), (edited, refs, 4), (pairs, refs, 4), (pairs, refs, 2),
+             (shorter, refs, 2), (longer, refs, 3), (edited, refs, 1), (other, other_refs, 4), (other, other_refs, 1),
+             ([[] for _ in refs], refs, 4), ([[]] + shorter[1:], refs, 4), ([shorter[2]], [refs[2]], 4),
+             ([["the"] * 6], [["the", "dog", "in", "the", "park", "the"]], 1), (refs, refs, 4)]
+    return [([list(h) for h in hyps], [list(r) for r in references], max_n) for hyps, references, max_n in cases]
+
+
+def _sacrebleu(hypotheses, references) -> float:
+    import sacrebleu
+
+    return sacrebleu.corpus_bleu([" ".join(h) for h in hypotheses], [[" ".join(r) for r in references]],
+                                 tokenize="none", smooth_method="none", force=True).score
+
+
+@probed
+def check_corpus_bleu(corpus_bleu) -> None:
+    """corpus_bleu(hypotheses, references, max_n=4) -> corpus BLEU in [0, 100], equal to sacrebleu's."""
+    start_check()
+    reference = _reference()
+    expect_callable(corpus_bleu, "corpus_bleu")
+    runs = []
+    # every call first (one corpus alone may not tell two known mistakes apart), then the verdicts in order
+    for hypotheses, references, max_n in bleu_probes(BLEU_SEED):
+        c, r = sum(map(len, hypotheses)), sum(map(len, references))
+        tested = (f"corpus_bleu({len(hypotheses)} hypotheses of {c} tokens in all, references of {r}"
+                  + ("" if max_n is None else f", max_n={max_n}") + ")")
+        extra = () if max_n is None else (max_n,)
+        got = _as_float(call("corpus_bleu", corpus_bleu, [list(h) for h in hypotheses],
+                             [list(x) for x in references], *extra, tested=tested), "corpus_bleu", tested)
+        runs.append((hypotheses, references, max_n or 4, got, tested))
+    variants = [("bleu.no_clipping", {"clip": False}), ("bleu.brevity_inverted", {"brevity": "ratio_inverted"}),
+                ("bleu.brevity_inverted", {"brevity": "condition_inverted"}),
+                ("bleu.no_brevity_penalty", {"brevity": "none"}), ("bleu.arithmetic_mean", {"mean": "arithmetic"}),
+                ("bleu.sentence_average", {"per_sentence": True}), ("bleu.fraction_not_percent", {"percent": False})]
+    for hypotheses, references, max_n, got, tested in runs:
+        if max_n == 4:
+            expected, source = _sacrebleu(hypotheses, references), "sacrebleu.corpus_bleu"
+        else:
+            expected, source = reference.corpus_bleu(hypotheses, references, max_n), "the reference solution"
+        if _close64(got, expected):
+            continue
+        mistake = next((m for m, flags in variants
+                        if all(_close64(g, M.bleu(h, x, n, **flags)) for h, x, n, g, _ in runs)), None)
+        fail(f"corpus_bleu: the score differs from {source}.", tested=tested,
+             details=expected_got(f"{expected:.6f}", f"{got:.6f}"), mistake=mistake)
+    expect_raises(ValueError, "corpus_bleu(3 hypotheses, 2 references)", corpus_bleu,
+                  [["a"], ["b"], ["c"]], [["a"], ["b"]], why="when the two lists differ in length")

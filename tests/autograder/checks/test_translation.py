@@ -1,0 +1,143 @@
+"""Hidden checks of notebook 10: the reference and differently written answers pass; each known mistake fails with
+its catalogue id named; answers that break what the contract states without a catalogue id fail readably; the
+checks' own references (the exhaustive search, the probes' inputs) do what they claim."""
+from __future__ import annotations
+
+import pytest
+import torch.nn.functional as F
+
+import solutions
+import variants as V
+import variants_translation as X
+from autograder.checks import translation as checks
+from coursekit.api import by_name
+
+
+def check_of(api_name: str):
+    return getattr(checks, by_name(api_name).check_name)
+
+
+@pytest.mark.parametrize("api_name, answer", [(name, answer) for name, answers in X.CORRECT.items()
+                                               for answer in [getattr(solutions, name), *answers]])
+def test_correct_answers_pass(api_name, answer):
+    check_of(api_name)(answer)
+
+
+@pytest.mark.parametrize("api_name, answer, diagnosis", X.WRONG, ids=[diagnosis for _, _, diagnosis in X.WRONG])
+def test_each_known_mistake_is_named(api_name, answer, diagnosis):
+    V.fails_with(check_of(api_name), answer, diagnosis)
+
+
+@pytest.mark.parametrize("api_name, answer, words", X.UNNAMED, ids=[words for _, _, words in X.UNNAMED])
+def test_unnamed_mistakes_fail_readably(api_name, answer, words):
+    V.fails_with(check_of(api_name), answer, words)
+
+
+def test_every_translation_mistake_of_the_catalogue_is_made_by_a_wrong_answer():
+    from coursekit.mistakes import MISTAKES
+
+    topics = ("smoothing.", "noam.", "beam.", "bleu.")
+    assert {m for m in MISTAKES if m.startswith(topics)} == {diagnosis for _, _, diagnosis in X.WRONG}
+
+
+def test_stubs_and_broken_answers_fail_readably():
+    def stub(*args, **kwargs):
+        raise NotImplementedError()
+
+    for name in ("label_smoothed_cross_entropy", "noam_lr", "beam_search", "corpus_bleu"):
+        V.fails_with(check_of(name), stub, "not implemented yet")
+    V.fails_with(checks.check_noam_lr, lambda *a, **k: "fast", "must return a float")
+    V.fails_with(checks.check_corpus_bleu, lambda h, r, max_n=4: [1.0], "must return a float")
+    V.fails_with(checks.check_beam_search, lambda *a, **k: "a dog", "list of int token ids")
+    def per_position(logits, targets, smoothing=0.1, ignore_index=0):
+        return F.cross_entropy(logits, targets, ignore_index=ignore_index, label_smoothing=smoothing,
+                               reduction="none")
+
+    V.fails_with(checks.check_label_smoothed_cross_entropy, per_position, "scalar tensor")
+    V.fails_with(checks.check_corpus_bleu, lambda h, r, max_n=4: X.make_corpus_bleu()(h[:len(r)], r, max_n),
+                 "should raise ValueError")
+
+
+def test_a_beam_that_searches_on_after_enough_finished_hypotheses_is_not_the_contract_search():
+    """Searching on to max_len finds other (here better-scoring) hypotheses than the contract's stopping rule: the
+    check compares with the contract's search, not with the best it can find."""
+    V.fails_with(checks.check_beam_search, X.make_beam_search("no_early_stop"), "not the best-ranked hypothesis")
+
+
+# ---------------------------------------------------------------------------------------- the checks' references
+def test_the_exhaustive_search_is_the_best_over_every_sequence_enumerated_one_by_one():
+    """exhaustive_best against a plain enumeration of every finished sequence, each scored on its own."""
+    import itertools
+
+    beams = checks._Beams(checks.BEAM_SEED, "cpu")
+    probe, model = beams.probes[0], beams.models[0]
+    src, max_len, vocab = probe.sources[0], 3, range(checks.TGT_VOCAB)
+    finished = [list(s) + [probe.eos_id] for n in range(max_len) for s in itertools.product(vocab, repeat=n)
+                if probe.eos_id not in s]
+    finished += [list(s) for s in itertools.product(vocab, repeat=max_len) if probe.eos_id not in s[:-1]]
+    for lp in (0.0, 0.6, 1.0):
+        case = checks.BeamCase(0, 0, checks.WIDE_BEAM, max_len, lp, False, False)
+        best = max(beams.rank(case, tokens) for tokens in finished)
+        got = checks.exhaustive_best(model, src, max_len, probe.bos_id, probe.eos_id, lp)
+        assert got == pytest.approx(best, abs=1e-6)
+
+
+def test_a_wide_beam_is_an_exhaustive_search():
+    beams = checks._Beams(checks.BEAM_SEED, "cpu")
+    for case in (c for c in beams.cases if c.beam_size == checks.WIDE_BEAM):
+        probe = beams.probes[case.probe]
+        tokens = solutions.beam_search(beams.models[case.probe], beams.source(case), case.beam_size, case.max_len,
+                                       probe.bos_id, probe.eos_id, beams.length_penalty(case))
+        assert beams.rank(case, tokens) == pytest.approx(beams.expected(case)[0], abs=1e-6)
+
+
+def test_the_beam_probes_exercise_what_they_claim():
+    """Finished hypotheses of several lengths, some unfinished at max_len, greedy differing from a wider beam, the
+    length penalty and the training mode each changing some result."""
+    beams = checks._Beams(checks.BEAM_SEED, "cpu")
+    lengths, unfinished, beam_beats_greedy, penalty_matters, dropout_matters = set(), 0, 0, 0, 0
+    for case in beams.cases:
+        probe, model, src = beams.probes[case.probe], beams.models[case.probe], beams.source(case)
+        lp = beams.length_penalty(case)
+        tokens = solutions.beam_search(model, src, case.beam_size, case.max_len, probe.bos_id, probe.eos_id, lp)
+        lengths.add(len(tokens))
+        unfinished += tokens[-1] != probe.eos_id
+        if case.beam_size in (2, 5):
+            greedy = beams.greedy(case)
+            beam_beats_greedy += beams.rank(case, tokens) > beams.rank(case, greedy) + 1e-6
+            penalty_matters += tokens != solutions.beam_search(model, src, case.beam_size, case.max_len,
+                                                               probe.bos_id, probe.eos_id, 0.6 if lp != 0.6 else 0.0)
+        if case.training:
+            dropout_matters += beams.variant(case, eval_mode=False) != tokens
+    assert len(lengths) >= 3 and unfinished and beam_beats_greedy and penalty_matters and dropout_matters
+
+
+def test_the_smoothing_probes_have_ignored_positions_and_class_zero_as_a_target():
+    cases = checks.smoothing_probes(checks.SMOOTHING_SEED, "cpu")
+    assert any(case.kwargs.get("ignore_index", 0) != 0 for case in cases)
+    assert any(case.kwargs.get("smoothing") == 0.0 for case in cases) and any(not case.kwargs for case in cases)
+    for logits, targets, kwargs in cases:
+        ignore_index = kwargs.get("ignore_index", 0)
+        assert (targets != ignore_index).any()
+        if ignore_index != 0:
+            assert (targets == 0).any() and (targets == ignore_index).any()
+
+
+def test_the_bleu_corpora_clip_shorten_lengthen_and_zero():
+    """The corpora make each part of BLEU matter: sacrebleu's statistics show clipping, both length regimes, zero
+    precisions, and a non-zero score at max_n 2 where max_n 4 gives 0."""
+    import sacrebleu
+
+    corpora = checks.bleu_probes(checks.BLEU_SEED)
+    clipped = shorter = longer = zero = 0
+    for hypotheses, references, max_n in corpora:
+        stats = sacrebleu.corpus_bleu([" ".join(h) for h in hypotheses], [[" ".join(r) for r in references]],
+                                      tokenize="none", smooth_method="none", force=True)
+        clipped += X.make_corpus_bleu("no_clipping")(hypotheses, references, 1) != \
+            X.make_corpus_bleu()(hypotheses, references, 1)
+        shorter += stats.sys_len < stats.ref_len
+        longer += stats.sys_len > stats.ref_len
+        zero += stats.score == 0 and stats.sys_len > 0
+    assert clipped and shorter and longer and zero
+    pairs = [(h, r) for h, r, n in corpora if n == 2]
+    assert any(solutions.corpus_bleu(h, r, 2) > 0 and solutions.corpus_bleu(h, r, 4) == 0 for h, r in pairs)
