@@ -70,6 +70,14 @@ def student_env(tmp_path_factory) -> StudentEnv:
     (site / "instructor_third_party.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
     subprocess.run([sys.executable, "-m", "pip", "--python", str(python), "install", "-q", "--no-deps", "--no-index",
                     str(wheel)], check=True)
+    # the Jupyter data files the student stack puts under its own prefix (JupyterLab's app and extensions, nbgrader's
+    # assignment list, the server extensions it enables), else a student server has no /lab; not the instructor's
+    # jupyter-server-mathjax
+    for folder in (VENV / "share" / "jupyter").iterdir():
+        (venv / "share" / "jupyter").mkdir(parents=True, exist_ok=True)
+        (venv / "share" / "jupyter" / folder.name).symlink_to(folder, target_is_directory=True)
+    shutil.copytree(VENV / "etc" / "jupyter", venv / "etc" / "jupyter",
+                    ignore=shutil.ignore_patterns("jupyter_server_mathjax.json"))
     return StudentEnv(python=python, wheel=wheel)
 
 
