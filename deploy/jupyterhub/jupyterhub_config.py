@@ -76,7 +76,8 @@ if SUBDOMAIN_HOST:
 course_service = {
     "name": COURSE_ID,
     "url": f"http://127.0.0.1:{SERVICE_PORT}",
-    "command": SERVICE_COMMAND + [f"--ServerApp.root_dir={COURSE_ROOT}"],
+    # Services -> <course> lands on the formgrader (a page of its own: the JupyterLab tab cannot frame it, see README)
+    "command": SERVICE_COMMAND + [f"--ServerApp.root_dir={COURSE_ROOT}", "--ServerApp.default_url=/formgrader"],
     "cwd": COURSE_ROOT,
     "environment": service_env,
     "oauth_no_confirm": True,

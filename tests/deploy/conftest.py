@@ -70,6 +70,14 @@ def student_env(tmp_path_factory) -> StudentEnv:
     (site / "instructor_third_party.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
     subprocess.run([sys.executable, "-m", "pip", "--python", str(python), "install", "-q", "--no-deps", "--no-index",
                     str(wheel)], check=True)
+    # the Jupyter data files the student stack puts under its own prefix (JupyterLab's app and extensions, nbgrader's
+    # assignment list, the server extensions it enables), else a student server has no /lab; not the instructor's
+    # jupyter-server-mathjax
+    for folder in (VENV / "share" / "jupyter").iterdir():
+        (venv / "share" / "jupyter").mkdir(parents=True, exist_ok=True)
+        (venv / "share" / "jupyter" / folder.name).symlink_to(folder, target_is_directory=True)
+    shutil.copytree(VENV / "etc" / "jupyter", venv / "etc" / "jupyter",
+                    ignore=shutil.ignore_patterns("jupyter_server_mathjax.json"))
     return StudentEnv(python=python, wheel=wheel)
 
 
@@ -113,14 +121,19 @@ def hub(tmp_path_factory, student_env) -> Hub:
     yield from start_hub(tmp_path_factory, student_env)
 
 
-def start_hub(tmp_path_factory, student_env, extra_config: str = "", **settings: str):
+def start_hub(tmp_path_factory, student_env, extra_config: str = "", course_from: Path | None = None, **settings: str):
     """Runs the hub of the `hub` fixture (yields its Hub, stops it afterwards); `extra_config` lines are appended to
-    the overlay and `settings` to the hub's environment (e.g. c.Authenticator.allow_all = False)."""
+    the overlay and `settings` to the hub's environment (e.g. c.Authenticator.allow_all = False), replacing the
+    defaults (PATH=... drops the test's .venv/bin from the hub's PATH); `course_from` is a course folder copied into
+    the course root before the hub starts, without any grading state (as install.sh step 4 does)."""
     chp = find_or_install_chp()
     workdir = tmp_path_factory.mktemp("hub")
     exchange, course_root, grader_home = workdir / "exchange", workdir / "grader" / "course", workdir / "grader"
     for folder in (exchange, course_root, workdir / "home"):
         folder.mkdir(parents=True)
+    if course_from is not None:
+        shutil.copytree(course_from, course_root, dirs_exist_ok=True, ignore=shutil.ignore_patterns(
+            "gradebook.db", "submitted", "autograded", "feedback", "reports", "release", ".exchange", "__pycache__"))
     exchange.chmod(0o777)  # nbgrader wants a world-writable exchange (students write their submissions)
     public_port, hub_port, proxy_api_port, service_port = (free_port() for _ in range(4))
     service_token, admin_token = secrets.token_hex(32), secrets.token_hex(32)
@@ -146,8 +159,8 @@ def start_hub(tmp_path_factory, student_env, extra_config: str = "", **settings:
         INSTRUCTOR_SINGLEUSER_CMD=str(VENV / "bin" / "jupyterhub-singleuser"),
         STUDENT_JUPYTER_CONFIG=str(STUDENT_CONFIG),
         INSTRUCTOR_JUPYTER_CONFIG=str(INSTRUCTOR_CONFIG),
-        **settings,
     )
+    env.update(settings)  # may replace the defaults above, PATH included
     for leak in ("JUPYTER_CONFIG_PATH", "JUPYTER_CONFIG_DIR", "JUPYTER_PATH", "JUPYTERHUB_API_TOKEN"):
         env.pop(leak, None)
     log = workdir / "jupyterhub.log"
@@ -171,3 +184,15 @@ def roster_hub(tmp_path_factory, student_env) -> Hub:
     """The hub with the shipped login rules (allow_all off): the instructors, and students once on the roster."""
     yield from start_hub(tmp_path_factory, student_env, "\nc.Authenticator.allow_all = False\n",
                          ROSTER_SYNC_INTERVAL="1")
+
+
+@pytest.fixture(scope="module")
+def journey_hub(tmp_path_factory, student_env) -> Hub:
+    """roster_hub's hub (the shipped login rules, the roster read every second) with the hub's PATH free of this
+    checkout's .venv/bin (the config alone must give the course service its tools), and the course folder of
+    install.sh step 4: course/ without any grading state."""
+    path = os.pathsep.join(p for p in os.environ.get("PATH", "/usr/bin:/bin").split(os.pathsep)
+                           if p and Path(p).resolve() != (VENV / "bin").resolve())
+    for hub in start_hub(tmp_path_factory, student_env, "\nc.Authenticator.allow_all = False\n",
+                         course_from=ROOT / "course", ROSTER_SYNC_INTERVAL="1", PATH=path):
+        yield hub

@@ -406,8 +406,6 @@ def test_k8s_groups_roles_and_service_match_the_hub_config(values, resources, mo
     for role in c.JupyterHub.load_roles:
         if role["name"] == "idle-culler":
             continue  # the chart's `cull` section runs the culler on Kubernetes
-        if role["name"] == f"{COURSE_ID}-roster":
-            continue  # the roster service runs on one machine only so far (deploy/README.md)
         assert sorted(hub["loadRoles"][role["name"]]["scopes"]) == sorted(role["scopes"]), role["name"]
     assert sorted(hub["loadRoles"]["server"]["scopes"]) == sorted(c.Spawner.server_token_scopes)
     url = hub["services"][COURSE_ID]["url"]
@@ -464,3 +462,75 @@ def test_course_service_has_the_grader_environment_on_path(monkeypatch):
     assert (ROOT / "deploy" / "jupyterhub" / "roster_sync.py").is_file()
     c, _ = load_hub_config(monkeypatch, COURSE_SERVICE_COMMAND="jupyterhub-singleuser")
     assert "PATH" not in {s["name"]: s for s in c.JupyterHub.services}[COURSE_ID]["environment"]
+
+
+# --- Kubernetes: the fixes of the one-machine path (#33) -------------------------------------------------
+
+def formgrader_pod(resources) -> dict:
+    return resources[("Deployment", f"{COURSE_ID}-formgrader")]["spec"]["template"]["spec"]
+
+
+def containers(pod: dict) -> dict:
+    return {c["name"]: c for c in pod["containers"]}
+
+
+def test_k8s_formgrader_lands_on_the_formgrader_as_on_one_machine(resources, monkeypatch):
+    c, _ = load_hub_config(monkeypatch)
+    (landing,) = [a for a in course_service(c)["command"] if a.startswith("--ServerApp.default_url=")]
+    command = " ".join(containers(formgrader_pod(resources))["formgrader"]["command"])
+    assert landing == "--ServerApp.default_url=/formgrader" and landing in command.split()
+
+
+def test_k8s_grader_files_are_private(resources):
+    """The seed copy and the course service write with umask 077, the seed closes the course folder to group and
+    others (source notebooks with model answers, gradebook, submissions); only the formgrader pod mounts it."""
+    pod = formgrader_pod(resources)
+    (seed,) = pod["initContainers"]
+    seed_script = seed["command"][-1]
+    assert seed_script.startswith("umask 077 &&") and "chmod -R go-rwx /srv/course" in seed_script
+    served = containers(pod)["formgrader"]["command"]
+    assert served[:2] == ["sh", "-c"] and served[2].startswith("umask 077 && exec jupyterhub-singleuser ")
+    course_claim = next(v["persistentVolumeClaim"]["claimName"] for v in pod["volumes"] if v["name"] == "course")
+    values = yaml.safe_load((K8S / "values.yaml").read_text())
+    mounted_by_users = {v.get("persistentVolumeClaim", {}).get("claimName")
+                        for v in values["singleuser"]["storage"].get("extraVolumes", [])}
+    assert course_claim not in mounted_by_users
+
+
+def test_k8s_runs_the_roster_service_of_the_hub_config(resources, monkeypatch):
+    """The roster container runs the same roster_sync.py (copied into the instructor image) with the hub config's
+    settings, on the course volume's gradebook, with a token of its own hub service holding the roster role."""
+    c, _ = load_hub_config(monkeypatch, COURSE_ROOT="/srv/course")
+    (shipped,) = [s for s in c.JupyterHub.services if s["name"] == f"{COURSE_ID}-roster"]
+    pod = formgrader_pod(resources)
+    roster = containers(pod)["roster"]
+    script = roster["command"][-1]
+    assert (script, "deploy/jupyterhub/roster_sync.py") in [
+        (dest, src) for srcs, dest in copies(dockerfile("Dockerfile.instructor")) for src in srcs]
+    env = {e["name"]: e for e in roster["env"]}
+    for key, value in shipped["environment"].items():
+        assert env[key]["value"] == value, key
+    assert env["JUPYTERHUB_API_TOKEN"]["valueFrom"]["secretKeyRef"]["name"] == f"{COURSE_ID}-roster-token"
+    assert "/srv/course" in [m["mountPath"] for m in roster["volumeMounts"] if m["name"] == "course"]
+    values = yaml.safe_load((K8S / "values.yaml").read_text())
+    assert f"{COURSE_ID}-roster" in values["hub"]["services"]
+    role = values["hub"]["loadRoles"][f"{COURSE_ID}-roster"]
+    assert role["services"] == [f"{COURSE_ID}-roster"]
+    assert values["hub"]["config"]["Authenticator"]["allow_existing_users"] is True
+    readme = (DEPLOY / "README.md").read_text()
+    assert f"{COURSE_ID}-roster-token" in readme and f"hub.services.{COURSE_ID}-roster.apiToken" in readme
+
+
+def test_k8s_grader_tools_and_migrations_are_on_the_image_path():
+    """The instructor image installs the grader stack with its dependencies into the base image's own Python (no
+    venv), so autograder, nbgrader and alembic land in /usr/local/bin, on the PATH of the formgrader and its
+    terminals (the Deployment sets no PATH of its own); nbgrader's gradebook migrations need alembic."""
+    from importlib.metadata import requires
+
+    instructions = dockerfile("Dockerfile.instructor")
+    assert instructions[0][0] == "ARG" and any(i == "FROM" and a.startswith("python:") for i, a in instructions)
+    script = runs(instructions)
+    assert "venv" not in script and "--no-deps" not in script and '".[instructor]"' in script
+    assert not any(i == "ENV" and re.search(r"(^|\s)PATH=", a) for i, a in instructions)
+    assert any(r.split()[0].lower().startswith("alembic") for r in requires("nbgrader"))
+    assert (VENV / "bin" / "alembic").exists()  # the grader environment of one machine and the hub tests
