@@ -249,3 +249,18 @@ def test_a_model_too_large_is_refused(vocabularies):
     big = _transformer(de_vocab, en_vocab, d_model=512, num_heads=8, d_ff=64)
     with pytest.raises(AssertionError, match="too large"):
         checks.check_trained_translator(big)
+
+
+def test_a_source_blind_translator_stays_under_the_bar():
+    """The bar is above what a model that ignores the German gets: the most common English caption shape written for
+    every sentence (the training split's most frequent first-four-words, completed by a frequent caption)."""
+    import collections
+
+    from coursekit.translation_training import sacrebleu_bleu
+
+    _, english = tokenized_multi30k("train")
+    commonest = collections.Counter(" ".join(tokens) for tokens in english if len(tokens) <= 12).most_common(5)
+    references = [tokenize_caption(en) for _, en in heldout.heldout_pairs()]
+    for caption in [c for c, _ in commonest] + ["a man in a blue shirt is standing on the street ."]:
+        blind = sacrebleu_bleu([caption.split()] * len(references), references)
+        assert blind < checks.TRAINED_MIN_BLEU, (caption, blind)
