@@ -416,15 +416,19 @@ def check_train_step(train_step) -> None:
             float(torch.cat([g.flatten() for g in grads]).norm()), 0.05, rel_tol=1e-3)
         cleared = all(g is None or not bool(g.any()) for g in grads)      # no gradients left after the steps
         hint = None
-        for flags, mistake, fix in (
-                (dict(zero="none"), "train_step.no_zero_grad", "optimizer.zero_grad() before loss.backward()."),
-                (dict(step=False), "train_step.zero_grad_after_backward" if cleared else "train_step.no_step", None),
-                (dict(clip="after"), "train_step.clip_after_step" if clipped_grads else "train_step.no_clip", None),
-                (dict(lr_groups="none"), "train_step.lr_not_set", "for group in optimizer.param_groups: ..."),
-                (dict(lr_groups="first"), "train_step.lr_first_group_only", None),
-                (dict(result="after"), "train_step.loss_after_step", None)):
+        for flags, hint_of in (
+                (dict(zero="none"), lambda: mistake_hint("train_step.no_zero_grad",
+                                                         "optimizer.zero_grad() before loss.backward().")),
+                (dict(step=False), lambda: mistake_hint("train_step.zero_grad_after_backward") if cleared
+                 else mistake_hint("train_step.no_step")),
+                (dict(clip="after"), lambda: mistake_hint("train_step.clip_after_step") if clipped_grads
+                 else mistake_hint("train_step.no_clip")),
+                (dict(lr_groups="none"), lambda: mistake_hint("train_step.lr_not_set",
+                                                              "for group in optimizer.param_groups: ...")),
+                (dict(lr_groups="first"), lambda: mistake_hint("train_step.lr_first_group_only")),
+                (dict(result="after"), lambda: mistake_hint("train_step.loss_after_step"))):
             if _same(got, _steps(_hand_step(**flags))):
-                hint = mistake_hint(mistake, fix)
+                hint = hint_of()
                 break
         fail(f"after {len(_STEPS)} steps (SGD with two parameter groups, lr and grad_clip "
              f"{[(lr, clip) for lr, clip in _STEPS]}) the returned losses or the weights differ from the expected "

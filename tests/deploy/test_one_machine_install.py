@@ -102,11 +102,14 @@ def test_student_environment_and_exchange_stay_usable(install):
     prefix, student = install["prefix"], install["student"]
     python = str(prefix / "opt" / "student" / "bin" / "python")
     probe = ("import importlib.util as u, pathlib; spec = u.find_spec('coursekit'); "
-             "data = pathlib.Path(spec.origin).parent / '_bundled_data' / 'tinyshakespeare' / 'input.txt'; "
-             "print([n for n in ('solutions', 'autograder') if u.find_spec(n)], len(data.read_text()))")
+             "data = pathlib.Path(spec.origin).parent / '_bundled_data'; "
+             "print([n for n in ('solutions', 'autograder') if u.find_spec(n)], "
+             "len((data / 'tinyshakespeare' / 'input.txt').read_text()), "
+             "len((data / 'multi30k' / 'train.de.gz').read_bytes()))")
     ran = as_user(student, python, "-c", probe)
     assert ran.returncode == 0, ran.stderr
-    assert ran.stdout.split() == ["[]", str(len((REPO / "data/tinyshakespeare/input.txt").read_text()))]
+    assert ran.stdout.split() == ["[]", str(len((REPO / "data/tinyshakespeare/input.txt").read_text())),
+                                  str(len((REPO / "data/multi30k/train.de.gz").read_bytes()))]
     if FULL:
         imported = as_user(student, python, "-c", "import coursekit.shakespeare as s; print(s.shakespeare_path())")
         assert imported.returncode == 0 and "_bundled_data" in imported.stdout, imported.stderr
