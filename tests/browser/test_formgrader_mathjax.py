@@ -105,7 +105,7 @@ def test_formgrader_typesets_formulas_offline(course, start_lab, browser, screen
         response = tab.goto(server.page_url(f"formgrader/submissions/{submission_id}/"), wait_until="load")
         assert response.status == 200
         policy = response.headers.get("content-security-policy", "")
-        assert "script-src 'self' 'unsafe-inline';" in policy and "http" not in policy, policy
+        assert "script-src 'self' 'unsafe-inline' 'unsafe-eval';" in policy and "http" not in policy, policy
         tab.locator(f"input.score#{ANSWER_ID}").wait_for(timeout=60_000)  # the formgrader's own scripts ran
         tab.wait_for_function(
             f"() => window.MathJax && MathJax.isReady && MathJax.Hub.queue.pending === 0 && "

@@ -5,6 +5,9 @@ instructor's logged-in session (Manual Grading), so this server sends a policy t
 into a page could do: scripts, styles and fonts only from this server (MathJax included, see below), images only
 from this server or inline, no plugins, no `<base>` or form posting elsewhere, and no request to another origin
 (`connect-src 'self'`: nothing read can be sent away).
+It allows `'unsafe-eval'`: JupyterLab and Notebook 7 (the course service's /lab, and /tree where the formgrader's folder
+links lead) validate their settings with code compiled at run time and show a blank page without it; with inline
+script allowed (next paragraph) it gives a script that got into a page nothing more.
 It cannot forbid inline script: nbgrader's own formgrader pages are built on inline scripts (each submission page
 writes its ids into one) and `onclick=` handlers, and stop working without 'unsafe-inline'. That part is done
 before nbgrader stores a notebook: the grading worker makes the autograded notebook inert
@@ -25,12 +28,19 @@ formgrade template ignores the server's `mathjax_url` and loads MathJax from a C
 reach and the policy above refuses: the folder share/ next to this file, put first on JUPYTER_PATH here, holds
 nbconvert's `mathjax` macro for the formgrade template, loading the local copy (share/nbconvert/templates/formgrade/
 mathjax.html.j2). The variable reaches this server's own nbconvert exporters, and its terminals and kernels.
+
+Folder links. The Jupyter Server extension `formgrader_links` (formgrader_links.py next to this file, enabled in
+jupyter_server_config.json; this folder is put on sys.path here) makes the links of the formgrader's Manage Assignments
+page go below this server's base URL (/services/<course>/tree/...), not to the hub's root (issue #33).
 """
 import os
+import sys
 
 c = get_config()  # noqa: F821
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+if HERE not in sys.path:  # makes formgrader_links.py (next to this file) importable as a server extension
+    sys.path.insert(0, HERE)
 TEMPLATES_DATA = os.path.join(HERE, "share")  # a Jupyter data folder: nbconvert/templates/formgrade/mathjax.html.j2
 _jupyter_path = [p for p in os.environ.get("JUPYTER_PATH", "").split(os.pathsep) if p and p != TEMPLATES_DATA]
 os.environ["JUPYTER_PATH"] = os.pathsep.join([TEMPLATES_DATA, *_jupyter_path])
@@ -38,7 +48,7 @@ os.environ["JUPYTER_PATH"] = os.pathsep.join([TEMPLATES_DATA, *_jupyter_path])
 FRAME_ANCESTORS = "'self'" if os.environ.get("FORMGRADER_FRAME_SELF") == "1" else "'none'"
 CONTENT_SECURITY_POLICY = "; ".join([
     "default-src 'self'",
-    "script-src 'self' 'unsafe-inline'",
+    "script-src 'self' 'unsafe-inline' 'unsafe-eval'",
     "style-src 'self' 'unsafe-inline'",
     "font-src 'self' data:",
     "img-src 'self' data: blob:",
