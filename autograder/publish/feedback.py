@@ -47,6 +47,13 @@ def _sanitizer_class():
         def sanitize_html_tags(self, html_str):
             return clean_html(html_str)
 
+        def preprocess_cell(self, cell, resources, cell_index):
+            # A markdown cell is cleaned AFTER it is rendered (markdown2html below ends with the same allow-list):
+            # cleaning its source first escaped `<unk>` in a code span, and markdown then showed "&lt;unk&gt;".
+            if cell.cell_type == "markdown":
+                return cell, resources
+            return super().preprocess_cell(cell, resources, cell_index)
+
         def sanitize_code_outputs(self, outputs):
             for output in outputs:  # nbconvert writes width/height unquoted into <img>: numbers only
                 if output.get("output_type") in ("display_data", "execute_result"):

@@ -49,7 +49,22 @@ def test_outputs_go_through_nbconverts_sanitize_html_with_the_allow_list():
     data = nb.cells[1].outputs[0].data
     assert set(data) == {"text/html", "image/png", "text/plain"}
     assert data["text/html"] == "<table><tbody><tr><td>t</td></tr></tbody></table>&lt;script&gt;x()&lt;/script&gt;"
-    assert nb.cells[0].source == "&lt;script&gt;x()&lt;/script&gt;"
+    # a markdown cell is cleaned once, after rendering (markdown2html): its script is escaped there
+    assert nb.cells[0].source == "<script>x()</script>"
+    assert "<script" not in feedback._markdown2html()({"cell": {}}, nb.cells[0].source)
+
+
+def test_a_special_token_in_a_code_span_shows_as_written():
+    """`<unk>` in a markdown code span reaches the page escaped once (it read "&lt;unk&gt;" when the source was
+    cleaned before rendering as well as after)."""
+    from traitlets.config import Config
+
+    config = Config()
+    feedback.configure(config)
+    sanitizer = config.GenerateFeedback.preprocessors[-1](config=config)
+    nb, _ = sanitizer(new_notebook(cells=[new_markdown_cell("Every other word becomes `<unk>` (id 1).")]), {})
+    html = feedback._markdown2html()({"cell": {}}, nb.cells[0].source)
+    assert "<code>&lt;unk&gt;</code>" in html and "&amp;lt;" not in html
 
 
 def test_image_metadata_reaches_the_page_as_numbers_only():
