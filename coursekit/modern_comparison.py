@@ -13,13 +13,12 @@ import json
 import os
 from pathlib import Path
 
-from .bundled_data import BUNDLED_DATA
+from .bundled_data import BUNDLED_DATA, find_data
 
 __all__ = ["RESULTS_FILE", "parameter_count", "gpt_parameters", "modern_parameters", "matched_d_ff",
            "results_path", "load_results"]
 
 RESULTS_FILE = "modern_vs_gpt.json"
-_DATA_DIR_ENV = "COURSE_DATA_DIR"
 
 
 def parameter_count(model) -> int:
@@ -53,19 +52,7 @@ def matched_d_ff(target: int, vocab_size: int, d_model: int, num_heads: int, num
 def results_path() -> Path:
     """$COURSE_DATA_DIR/modern_vs_gpt.json, else the student wheel's copy, else the repository's data/, else a data/ folder in the working
     directory or one of its parents (where coursekit.shakespeare looks for the text too)."""
-    candidates = []
-    if os.environ.get(_DATA_DIR_ENV):
-        candidates.append(Path(os.environ[_DATA_DIR_ENV]) / RESULTS_FILE)
-    candidates.append(BUNDLED_DATA / RESULTS_FILE)  # the student wheel's copy
-    candidates.append(Path(__file__).resolve().parents[1] / "data" / RESULTS_FILE)
-    here = Path.cwd().resolve()
-    candidates += [folder / "data" / RESULTS_FILE for folder in (here, *here.parents)]
-    for candidate in candidates:
-        if candidate.is_file():
-            return candidate
-    raise FileNotFoundError("the recorded comparison is not here: looked for " + ", ".join(str(c) for c in candidates[:3])
-                            + " and data/ above the working directory. Copy data/modern_vs_gpt.json of the course "
-                            f"there, or set {_DATA_DIR_ENV} to a folder holding it.")
+    return find_data(RESULTS_FILE, "the recorded comparison", bundled=BUNDLED_DATA, package_file=__file__)
 
 
 def load_results(path: str | os.PathLike | None = None) -> dict:

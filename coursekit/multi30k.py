@@ -16,33 +16,20 @@ import os
 import re
 from pathlib import Path
 
-from .bundled_data import BUNDLED_DATA
+from .bundled_data import BUNDLED_DATA, find_data
 
 __all__ = ["SPLITS", "SPLIT_SIZES", "multi30k_dir", "load_multi30k", "tokenize_caption", "tokenized_multi30k"]
 
 SPLITS = ("train", "val", "test_2016_flickr")
 SPLIT_SIZES = {"train": 29_000, "val": 1_014, "test_2016_flickr": 1_000}
 _FOLDER = "multi30k"
-_DATA_DIR_ENV = "COURSE_DATA_DIR"
 _TOKEN = re.compile(r"\w+|[^\w\s]")   # a run of letters/digits, or one punctuation mark
 
 
 def multi30k_dir() -> Path:
     """The folder holding the six .gz files (see the module docstring for where it is looked for)."""
-    candidates = []
-    if os.environ.get(_DATA_DIR_ENV):
-        candidates.append(Path(os.environ[_DATA_DIR_ENV]) / _FOLDER)
-    candidates.append(BUNDLED_DATA / _FOLDER)
-    candidates.append(Path(__file__).resolve().parents[1] / "data" / _FOLDER)
-    here = Path.cwd().resolve()
-    candidates += [folder / "data" / _FOLDER for folder in (here, *here.parents)]
-    for candidate in candidates:
-        if (candidate / "train.de.gz").is_file():
-            return candidate
-    raise FileNotFoundError(
-        "Multi30k is not here: looked for train.de.gz in " + ", ".join(str(c) for c in candidates[:3])
-        + " and data/multi30k/ above the working directory. Copy the six files of data/multi30k/ of the course, "
-        f"or set {_DATA_DIR_ENV} to a folder holding multi30k/.")
+    found = find_data(Path(_FOLDER) / "train.de.gz", "Multi30k", bundled=BUNDLED_DATA, package_file=__file__)
+    return found.parent
 
 
 def _read_lines(path: Path) -> list[str]:

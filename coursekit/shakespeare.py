@@ -16,7 +16,7 @@ import math
 import os
 from pathlib import Path
 
-from .bundled_data import BUNDLED_DATA
+from .bundled_data import BUNDLED_DATA, find_data
 
 __all__ = ["SHAKESPEARE_CHARS", "TRAIN_FRACTION", "shakespeare_path", "load_shakespeare", "split_text",
            "CharVocabulary", "bits_per_char"]
@@ -24,28 +24,13 @@ __all__ = ["SHAKESPEARE_CHARS", "TRAIN_FRACTION", "shakespeare_path", "load_shak
 SHAKESPEARE_CHARS = 1_115_394   # len(text) of the char-rnn file
 TRAIN_FRACTION = 0.9
 _RELATIVE = Path("tinyshakespeare") / "input.txt"
-_DATA_DIR_ENV = "COURSE_DATA_DIR"
 
 
 def shakespeare_path() -> Path:
     """Where input.txt is: $COURSE_DATA_DIR/tinyshakespeare/, else the copy the student wheel carries, else the data/ folder of the repository this package
     lives in, else a data/ folder in the working directory or one of its parents (a student's copy of the course,
     with the notebook open in exercises/08_.../, and a coursekit installed from a wheel)."""
-    candidates = []
-    if os.environ.get(_DATA_DIR_ENV):
-        candidates.append(Path(os.environ[_DATA_DIR_ENV]) / _RELATIVE)
-    candidates.append(BUNDLED_DATA / _RELATIVE)  # the student wheel's copy
-    candidates.append(Path(__file__).resolve().parents[1] / "data" / _RELATIVE)
-    here = Path.cwd().resolve()
-    candidates += [folder / "data" / _RELATIVE for folder in (here, *here.parents)]
-    for candidate in candidates:
-        if candidate.is_file():
-            return candidate
-    raise FileNotFoundError(
-        "tinyshakespeare is not here: looked for " + ", ".join(str(c) for c in candidates[:3])
-        + (" and data/ above the working directory" if len(candidates) > 3 else "")
-        + f". Copy input.txt into data/tinyshakespeare/ of the course, or set {_DATA_DIR_ENV} to a folder holding "
-        "tinyshakespeare/input.txt.")
+    return find_data(_RELATIVE, "tinyshakespeare", bundled=BUNDLED_DATA, package_file=__file__)
 
 
 def load_shakespeare(path: str | os.PathLike | None = None) -> str:

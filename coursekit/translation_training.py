@@ -38,7 +38,7 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from .bundled_data import BUNDLED_DATA
+from .bundled_data import BUNDLED_DATA, find_data
 from .multi30k import SPLITS, tokenized_multi30k
 
 __all__ = ["Budget", "BUDGETS", "budget_for", "model_config", "TranslationData", "prepare_translation_data",
@@ -48,7 +48,6 @@ __all__ = ["Budget", "BUDGETS", "budget_for", "model_config", "TranslationData",
 PAD_ID, UNK_ID, BOS_ID, EOS_ID = 0, 1, 2, 3
 TEST_SPLIT = "test_2016_flickr"
 RUNS_FILE = "translation_runs.json"
-_DATA_DIR_ENV = "COURSE_DATA_DIR"
 
 
 @dataclass(frozen=True)
@@ -395,19 +394,7 @@ def cross_attention_weights(model, src_ids, tgt_ids, layer: int = -1) -> torch.T
 def translation_runs_path() -> Path:
     """$COURSE_DATA_DIR/translation_runs.json, else the student wheel's copy, else the repository's data/, else a
     data/ folder in the working directory or one of its parents (as coursekit.modern_comparison looks)."""
-    candidates = []
-    if os.environ.get(_DATA_DIR_ENV):
-        candidates.append(Path(os.environ[_DATA_DIR_ENV]) / RUNS_FILE)
-    candidates.append(BUNDLED_DATA / RUNS_FILE)
-    candidates.append(Path(__file__).resolve().parents[1] / "data" / RUNS_FILE)
-    here = Path.cwd().resolve()
-    candidates += [folder / "data" / RUNS_FILE for folder in (here, *here.parents)]
-    for candidate in candidates:
-        if candidate.is_file():
-            return candidate
-    raise FileNotFoundError("the recorded translation runs are not here: looked for "
-                            + ", ".join(str(c) for c in candidates[:3]) + " and data/ above the working directory. "
-                            f"Copy data/{RUNS_FILE} of the course there, or set {_DATA_DIR_ENV} to a folder holding it.")
+    return find_data(RUNS_FILE, "the recorded translation runs", bundled=BUNDLED_DATA, package_file=__file__)
 
 
 def load_translation_runs(path: str | os.PathLike | None = None) -> dict:

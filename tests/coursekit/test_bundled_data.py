@@ -12,13 +12,15 @@ import coursekit.data.yelp as yelp
 import coursekit.modern_comparison as modern
 import coursekit.multi30k as multi30k
 import coursekit.shakespeare as shakespeare
+import coursekit.translation_training as translation_training
 from coursekit.bundled_data import BUNDLED_DATA
 
 REPO = Path(__file__).resolve().parents[2]
 LOOKUPS = [(shakespeare, "shakespeare_path", "tinyshakespeare/input.txt"),
            (modern, "results_path", "modern_vs_gpt.json"),
            (yelp, "synthetic_dir", "yelp_synthetic"),
-           (multi30k, "multi30k_dir", "multi30k")]
+           (multi30k, "multi30k_dir", "multi30k"),
+           (translation_training, "translation_runs_path", "translation_runs.json")]
 
 
 @pytest.fixture()
