@@ -21,6 +21,7 @@ from typing import Callable, Sequence
 
 import torch
 
+from .bundled_data import DATA_DIR_ENV
 from .data import load_yelp
 from .env import cpu_budget, set_seed
 from .loaders import make_loader
@@ -33,7 +34,6 @@ __all__ = ["REAL_TARBALL", "REAL_FOLDER", "RealBudget", "CPU_BUDGET", "GPU_BUDGE
 
 REAL_TARBALL = "yelp_review_full_csv.tgz"   # what `python -m coursekit.data download yelp_review_full` saves
 REAL_FOLDER = "yelp_review_full_csv"        # the tarball's folder, if someone unpacked it
-DATA_DIR_ENV = "COURSE_DATA_DIR"
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,7 @@ import warnings
 from pathlib import Path
 from typing import Iterable
 
-from ..bundled_data import BUNDLED_DATA
+from ..bundled_data import BUNDLED_DATA, DATA_DIR_ENV
 from ..progress import progress
 from .synth import generate_splits
 from .yelp_format import SkippedRow, YelpFormatError, decode_yelp_escapes, encode_yelp_text, read_yelp_csv, \
@@ -40,7 +40,7 @@ SPLITS = ("train", "test")
 NUM_CLASSES = 5
 TARBALL_NAME = "yelp_review_full_csv.tgz"
 TARBALL_FOLDER = "yelp_review_full_csv"
-DATA_DIR_ENV = "COURSE_DATA_DIR"  # overrides where the "synthetic" set is looked for: $COURSE_DATA_DIR/yelp_synthetic
+# DATA_DIR_ENV (COURSE_DATA_DIR) overrides where the "synthetic" set is looked for: $COURSE_DATA_DIR/yelp_synthetic
 
 
 class YelpSkippedRowsWarning(UserWarning):
