@@ -28,17 +28,14 @@ class DecodingProbe(nn.Module):
 
     def encode(self, src_ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """(B, S) ids -> memory (B, S, d_model), src_mask (B, 1, 1, S) True at real tokens."""
-        positions = torch.arange(src_ids.size(1), device=src_ids.device)
-        memory = torch.tanh(self.src_embedding(src_ids) + self.src_positions(positions))  # (B, S, d)
-        return memory, (src_ids != self.pad_id)[:, None, None, :]
+        return encode_source(self, src_ids)
 
     def decode(self, tgt_ids: torch.Tensor, memory: torch.Tensor, src_mask: torch.Tensor) -> torch.Tensor:
         """(B, T) target ids -> logits (B, T, tgt_vocab_size); position t sees target positions <= t."""
         T = tgt_ids.size(1)
         if T > self.max_len:
             raise ValueError(f"target length {T} is longer than max_len {self.max_len}")
-        keep_src = src_mask.reshape(src_mask.size(0), -1).to(memory.dtype)          # (B, S)
-        source = (memory * keep_src[..., None]).sum(1) / keep_src.sum(1, keepdim=True).clamp(min=1)  # (B, d)
+        source = pooled_source(memory, src_mask)                                    # (B, d)
         keep = (tgt_ids != self.pad_id).to(memory.dtype)[..., None]                 # (B, T, 1)
         positions = torch.arange(T, device=tgt_ids.device)
         x = (self.tgt_embedding(tgt_ids) + self.positions(positions)) * keep        # (B, T, d)
@@ -49,3 +46,17 @@ class DecodingProbe(nn.Module):
     def forward(self, src_ids: torch.Tensor, tgt_ids: torch.Tensor) -> torch.Tensor:
         memory, src_mask = self.encode(src_ids)
         return self.decode(tgt_ids, memory, src_mask)
+
+
+def encode_source(probe: nn.Module, src_ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """A probe's encoder (its `src_embedding`, `src_positions` and `pad_id`): (B, S) ids -> memory (B, S, d_model),
+    src_mask (B, 1, 1, S) True at real tokens; the source in order, so a decoder that reorders it is seen."""
+    positions = torch.arange(src_ids.size(1), device=src_ids.device)
+    memory = torch.tanh(probe.src_embedding(src_ids) + probe.src_positions(positions))   # (B, S, d)
+    return memory, (src_ids != probe.pad_id)[:, None, None, :]
+
+
+def pooled_source(memory: torch.Tensor, src_mask: torch.Tensor) -> torch.Tensor:
+    """The mean of the memory over the real source tokens: (B, S, d), (B, 1, 1, S) -> (B, d)."""
+    keep = src_mask.reshape(src_mask.size(0), -1).to(memory.dtype)                      # (B, S)
+    return (memory * keep[..., None]).sum(1) / keep.sum(1, keepdim=True).clamp(min=1)

@@ -14,8 +14,9 @@ Neither is an answer to an exercise:
 from __future__ import annotations
 
 import torch
-
 from torch import nn
+
+from .decoding import encode_source, pooled_source
 
 
 class BeamSearchProbe(nn.Module):
@@ -41,17 +42,14 @@ class BeamSearchProbe(nn.Module):
 
     def encode(self, src_ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """(B, S) ids -> memory (B, S, d_model), src_mask (B, 1, 1, S) True at real tokens."""
-        positions = torch.arange(src_ids.size(1), device=src_ids.device)
-        memory = torch.tanh(self.src_embedding(src_ids) + self.src_positions(positions))  # (B, S, d)
-        return memory, (src_ids != self.pad_id)[:, None, None, :]
+        return encode_source(self, src_ids)
 
     def decode(self, tgt_ids: torch.Tensor, memory: torch.Tensor, src_mask: torch.Tensor) -> torch.Tensor:
         """(B, T) target ids -> logits (B, T, tgt_vocab_size); position t sees target positions <= t."""
         T = tgt_ids.size(1)
         if T > self.max_len:
             raise ValueError(f"target length {T} is longer than max_len {self.max_len}")
-        keep_src = src_mask.reshape(src_mask.size(0), -1).to(memory.dtype)                  # (B, S)
-        source = (memory * keep_src[..., None]).sum(1) / keep_src.sum(1, keepdim=True).clamp(min=1)  # (B, d)
+        source = pooled_source(memory, src_mask)                                            # (B, d)
         keep = (tgt_ids != self.pad_id).to(memory.dtype)[..., None]                         # (B, T, 1)
         positions = torch.arange(T, device=tgt_ids.device)[None, :]                         # (1, T)
         x = self.tgt_embedding(positions * self.tgt_vocab_size + tgt_ids) * keep            # (B, T, d)
