@@ -685,6 +685,58 @@ def scenario_ModernGPT(get):
     return runs
 
 
+def scenario_label_smoothed_cross_entropy(get):
+    loss = get("label_smoothed_cross_entropy")
+    generator = _seeded(40)
+    logits = torch.randn(9, 11, generator=generator, dtype=torch.float64) * 2          # (N, V)
+    targets = torch.randint(1, 11, (9,), generator=generator)
+    targets[[1, 4]] = 0
+    other = targets.clone()
+    other[[0, 5]] = 2
+    return [loss(logits, targets), loss(logits, targets, 0.0), loss(logits, other, 0.3, 2),
+            loss(logits.float(), targets, 0.1), raised(lambda: loss(logits, targets, 1.0)),
+            raised(lambda: loss(logits, targets, -0.1))]
+
+
+def scenario_noam_lr(get):
+    lr = get("noam_lr")
+    values = [lr(step, 16, 10) for step in (0, 1, 5, 9, 10, 11, 100, 10_000)]
+    values += [lr(step, 512, 4000, 2.0) for step in (1, 4000, 30_000)]
+    return values + [raised(lambda: lr(5, 16, 0))]
+
+
+def scenario_beam_search(get):
+    search = get("beam_search")
+    torch.manual_seed(41)
+    model = solutions.Transformer(13, 11, 8, 2, 16, 1, max_len=24, dropout=0.1)
+    sources = [torch.randint(4, 13, (1, length), generator=_seeded(42 + length)) for length in (3, 6)]
+    results = []
+    for src in sources:
+        for beam_size in (1, 2, 5):
+            for penalty in (0.0, 0.6, 1.0):
+                results.append(search(model, src, beam_size, 8, length_penalty=penalty))
+        results.append(search(model, src, 3, 0))
+        results.append(search(model, src, 3, 1))
+    results.append(model.training)
+    return results + [raised(lambda: search(model, sources[0], 0, 5)),
+                      raised(lambda: search(model, torch.cat(sources[:1] * 2), 2, 5))]
+
+
+def scenario_corpus_bleu(get):
+    bleu = get("corpus_bleu")
+    generator = _seeded(43)
+    words = [f"w{i}" for i in range(6)]
+
+    def sentence(length):
+        return [words[i] for i in torch.randint(6, (length,), generator=generator).tolist()]
+
+    hypotheses = [sentence(n) for n in (7, 3, 9, 1, 5)]
+    references = [sentence(n) for n in (8, 4, 6, 2, 5)]
+    return [bleu(hypotheses, references, n) for n in (1, 2, 3, 4)] + [
+        bleu(references, references), bleu([[]], [["a"]]), bleu(hypotheses[:2], references[:2]),
+        raised(lambda: bleu(hypotheses, references[:3]))]
+
+
 SCENARIOS = {name[len("scenario_"):]: fn for name, fn in globals().items() if name.startswith("scenario_")}
 
 
