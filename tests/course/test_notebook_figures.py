@@ -5,6 +5,8 @@ with the reference implementation and inspects the drawn figure.
 """
 from __future__ import annotations
 
+import math
+
 import matplotlib
 import numpy as np
 import pytest
@@ -99,11 +101,11 @@ def test_10_schedules_peak_at_their_warm_up_and_08s_cosine_shares_the_base_peak(
     (the wider model and the longer warm-up peak lower), 08's warm-up + cosine reaches the base model's peak and
     ends at its floor, and the right panel peaks at the notebook's warm-up."""
     from coursekit.translation_training import BUDGETS
-    from solutions import lr_at, noam_lr
+    from solutions import noam_lr
 
     budget = BUDGETS["student"]
     try:
-        (figure,) = _run_cell("10_translation", "locked_08", {"np": np, "noam_lr": noam_lr, "lr_at": lr_at,
+        (figure,) = _run_cell("10_translation", "locked_08", {"np": np, "math": math, "noam_lr": noam_lr,
                                                               "BUDGET": budget})
     finally:
         plt.close("all")
