@@ -65,8 +65,10 @@ def chromium_path() -> str:
     pytest.skip("browser tests skipped: no Chromium at /usr/bin/chromium (make test installs it as root with apt-get)")
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser(chromium_path):
+    """One Chromium per test module: playwright's sync API holds an event loop while it is open, so a session-wide
+    one would make every later `sync_playwright()` of the run fail (tests/deploy/test_journey.py opens its own)."""
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as playwright:
