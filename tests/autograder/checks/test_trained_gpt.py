@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import math
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -18,6 +16,7 @@ from autograder.checks import remote as _remote
 from autograder.checks import trained_gpt as checks
 from autograder.course import heldout
 from autograder.sandbox import jail
+from jailed import run_in_jail
 from coursekit import probe
 from coursekit.lm_training import BUDGETS, bigram_loss, model_config, train_language_model
 from coursekit.shakespeare import CharVocabulary, load_shakespeare, split_text
@@ -133,13 +132,8 @@ def test_a_jailed_kernel_reads_the_text_without_the_held_out_slice(tmp_path):
     code = ("from coursekit.shakespeare import load_shakespeare\n"
             "text = load_shakespeare()\n"
             f"print(len(text)); print(repr(text[{start}:{start} + 80]))")
-    ipc = tmp_path / "ipc"
-    ipc.mkdir()
-    argv = jail.bwrap_command(jail.bwrap_path(), kernel_cmd=[sys.executable, "-s", "-c", code], ipc_dir=str(ipc),
-                              notebook_src=str(tmp_path), disk_bytes=16 * 1024**2, env={})
-    out = subprocess.run(argv, capture_output=True, text=True, timeout=120)
-    assert out.returncode == 0, out.stderr
-    length, shown = out.stdout.splitlines()
+    stdout = run_in_jail(code, tmp_path)
+    length, shown = stdout.splitlines()
     assert int(length) == len(text)
     assert shown == repr(text[start - (end - start):start - (end - start) + 80]) != repr(text[start:start + 80])
 

@@ -7,8 +7,6 @@ from __future__ import annotations
 import gzip
 import json
 import os
-import subprocess
-import sys
 
 import pytest
 import torch
@@ -18,6 +16,7 @@ import solutions
 from autograder.checks import trained_translator as checks
 from autograder.course import heldout_translation as heldout
 from autograder.sandbox import jail
+from jailed import run_in_jail
 from coursekit.multi30k import load_multi30k, multi30k_dir, tokenize_caption, tokenized_multi30k
 
 
@@ -78,13 +77,8 @@ def test_a_jailed_kernel_reads_the_test_split_without_the_held_out_pairs(tmp_pat
     """Through bwrap itself: coursekit's reader in the jail gets 1,000 parallel pairs, none of them held out."""
     code = ("import json\nfrom coursekit.multi30k import load_multi30k\n"
             "print(json.dumps(load_multi30k('test_2016_flickr')))")
-    ipc = tmp_path / "ipc"
-    ipc.mkdir()
-    argv = jail.bwrap_command(jail.bwrap_path(), kernel_cmd=[sys.executable, "-s", "-c", code], ipc_dir=str(ipc),
-                              notebook_src=str(tmp_path), disk_bytes=16 * 1024**2, env={})
-    out = subprocess.run(argv, capture_output=True, text=True, timeout=120)
-    assert out.returncode == 0, out.stderr
-    seen = [tuple(pair) for pair in json.loads(out.stdout)]
+    stdout = run_in_jail(code, tmp_path)
+    seen = [tuple(pair) for pair in json.loads(stdout)]
     test, val = load_multi30k("test_2016_flickr"), load_multi30k("val")
     assert seen == test[:heldout.HELDOUT_START] + val[:heldout.HELDOUT_PAIRS]
     assert not set(seen) & set(heldout.heldout_pairs())
