@@ -153,4 +153,4 @@ def expect_max_len(module, name: str, max_len: int, make_inputs) -> None:
     inputs = make_inputs(max_len + 1)
     expect_raises(ValueError, f"{name} on ids {shape_of(inputs[0])}", module, *inputs,
                   why=f"when the sequence is longer than max_len={max_len} (pass max_len on to "
-                      "PositionalEncoding(d_model, max_len, dropout), which raises it)")
+                      "PositionalEncoding(d_model, max_len, dropout), which raises it)", criterion=name.split("(")[0] + ".too_long")

@@ -218,7 +218,7 @@ def check_gpt(GPT) -> None:
         ])
     expect_raises(ValueError, f"{name} on ids of length {MAX_LEN + 1}", module,
                   randint(0, VOCAB, (1, MAX_LEN + 1), seed=82, device=device),
-                  why=f"when the sequence is longer than max_len={MAX_LEN}")
+                  why=f"when the sequence is longer than max_len={MAX_LEN}", criterion="GPT.too_long")
     # dropout reaches the model: dropout=0.5 in training mode changes the logits, in eval mode it does not
     dropped = construct(GPT, "GPT", VOCAB, D_MODEL, H, D_FF, LAYERS, max_len=MAX_LEN, dropout=0.5)
     prepare(dropped, reference_gpt(8, dropout=0.5), device, "GPT")
@@ -406,7 +406,8 @@ def check_estimate_loss(estimate_loss) -> None:
     model = _remote_lm(estimate_loss.channel, state, device, True)
     short = randint(0, 13, (8,), seed=119, device="cpu")
     expect_raises(ValueError, "estimate_loss(model, data of 8 tokens, block_size=8, device)", estimate_loss,
-                  model, short, 8, device, why="when no window of block_size + 1 tokens fits in data")
+                  model, short, 8, device, why="when no window of block_size + 1 tokens fits in data",
+                  criterion="estimate_loss.too_short")
 
 
 # ------------------------------------------------------------------------------------------------------- lr_at
@@ -442,7 +443,8 @@ def check_lr_at(lr_at) -> None:
                      details=expected_got(f"{expected:.6g}", f"{float(got):.6g}"), mistake=mistake)
     for warmup, max_steps in ((11, 10), (-1, 10)):
         expect_raises(ValueError, f"lr_at(0, 1e-3, warmup_steps={warmup}, max_steps={max_steps})", lr_at,
-                      0, 1e-3, warmup, max_steps, why="unless 0 <= warmup_steps <= max_steps")
+                      0, 1e-3, warmup, max_steps, why="unless 0 <= warmup_steps <= max_steps",
+                      criterion="lr_at.bad_warmup")
 
 
 # -------------------------------------------------------------------------------------------------- train_step

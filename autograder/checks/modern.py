@@ -126,7 +126,8 @@ def check_rotary_cos_sin(rotary_cos_sin) -> None:
                               ("rotary.cos_sin_swapped", lambda: M.rotary_tables(m, d, b, swap=True)[i]),
                               ("positional.frequency_base", lambda: M.rotary_tables(m, d, b / 10)[i]),
                           ])
-    expect_raises(ValueError, "rotary_cos_sin(8, 7)", rotary_cos_sin, 8, 7, why="for an odd d_head")
+    expect_raises(ValueError, "rotary_cos_sin(8, 7)", rotary_cos_sin, 8, 7, why="for an odd d_head",
+                  criterion="rotary_cos_sin.odd_d_head")
 
 
 @probed
@@ -219,10 +220,12 @@ def check_grouped_query_attention(GroupedQueryAttention) -> None:
     for args, why in (((25, 4, 1), "when d_model is not divisible by num_heads"),
                       ((24, 4, 3), "when num_heads is not divisible by num_kv_heads"),
                       ((20, 4, 2), "when d_head = d_model // num_heads is odd")):
-        expect_raises(ValueError, f"{name}{args}", GroupedQueryAttention, *args, why=why)
+        expect_raises(ValueError, f"{name}{args}", GroupedQueryAttention, *args, why=why,
+                      criterion="GroupedQueryAttention.bad_sizes")
     short = construct(GroupedQueryAttention, name, D_MODEL, H, 2, max_len=T - 1)
     expect_raises(ValueError, f"{name}({D_MODEL}, {H}, 2, max_len={T - 1}) on x {(B, T, D_MODEL)}",
-                  short, randn(B, T, D_MODEL, seed=49, device="cpu"), why="for a sequence longer than max_len")
+                  short, randn(B, T, D_MODEL, seed=49, device="cpu"), why="for a sequence longer than max_len",
+                  criterion="GroupedQueryAttention.too_long")
     # (num_heads, num_kv_heads, extra constructor arguments, mask)
     # 6 heads over 3 first: there query head h // 2 (right), h % 3 (tiled) and h % 2 (h % groups) all differ
     cases = [(6, 3, {"rope_base": 1000.0}, "causal"), (H, 2, {"max_len": MAX_LEN, "rope_base": 100.0},
@@ -275,7 +278,8 @@ def check_llama_block(LlamaBlock) -> None:
     name = "LlamaBlock"
     short = construct(LlamaBlock, name, D_MODEL, H, 2, D_FF, max_len=T - 1)
     expect_raises(ValueError, f"{name}({D_MODEL}, {H}, 2, {D_FF}, max_len={T - 1}) on x {(B, T, D_MODEL)}",
-                  short, randn(B, T, D_MODEL, seed=69, device="cpu"), why="for a sequence longer than max_len")
+                  short, randn(B, T, D_MODEL, seed=69, device="cpu"), why="for a sequence longer than max_len",
+                  criterion="LlamaBlock.too_long")
     for seed, (kv_heads, extra) in enumerate(((2, {"max_len": MAX_LEN}), (1, {}), (H, {}))):
         module = construct(LlamaBlock, name, D_MODEL, H, kv_heads, D_FF, **extra)
         ref = reference_module(reference.LlamaBlock, 70 + seed, D_MODEL, H, kv_heads, D_FF, **extra)
@@ -335,7 +339,7 @@ def check_modern_gpt(ModernGPT) -> None:
                       ])
     too_long = randint(0, VOCAB, (1, MAX_LEN + 1), seed=83, device=device)
     expect_raises(ValueError, f"{name}(..., max_len={MAX_LEN}) on ids {shape_of(too_long)}", module, too_long,
-                  why="for a sequence longer than max_len")
+                  why="for a sequence longer than max_len", criterion="ModernGPT.too_long")
     # the defaults of the contract: the same parameters (names and shapes) as the reference's ModernGPT(vocab_size)
     default = construct(ModernGPT, name, VOCAB)
     theirs = {n: tuple(s) for n, s, _dtype in describe(default, name).get("parameters", [])}

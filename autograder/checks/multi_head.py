@@ -114,7 +114,7 @@ def check_multi_head_attention(MultiHeadAttention) -> None:
     reference = _reference()
     expect_callable(MultiHeadAttention, "MultiHeadAttention", "module")
     expect_raises(ValueError, f"MultiHeadAttention({D_MODEL}, 5)", MultiHeadAttention, D_MODEL, 5,
-                  why="when d_model is not divisible by num_heads")
+                  why="when d_model is not divisible by num_heads", criterion="MultiHeadAttention.indivisible")
     for bias in (True, False):
         module = construct(MultiHeadAttention, "MultiHeadAttention", D_MODEL, H, dropout=0.0, bias=bias)
         with torch.random.fork_rng(devices=[]):

@@ -48,7 +48,7 @@ def check_sinusoidal_positional_encoding(sinusoidal_positional_encoding) -> None
                       mistakes=_table_mistakes(max_len, d_model),
                       shape_hint="rows are positions (max_len), columns are features (d_model)")
     expect_raises(ValueError, "sinusoidal_positional_encoding(10, 7)", sinusoidal_positional_encoding, 10, 7,
-                  why="for an odd d_model")
+                  why="for an odd d_model", criterion="sinusoidal_positional_encoding.odd_d_model")
 
 
 @probed
@@ -87,7 +87,7 @@ def check_positional_encoding(PositionalEncoding) -> None:
                   tested=f"PositionalEncoding({d_model}, max_len={max_len})", mistakes=_table_mistakes(max_len, d_model))
     long_x = randn(B, max_len + 1, d_model, seed=6, device=device)
     expect_raises(ValueError, f"PositionalEncoding (max_len={max_len}) on x {tuple(long_x.shape)}", module, long_x,
-                  why="when the sequence is longer than max_len")
+                  why="when the sequence is longer than max_len", criterion="PositionalEncoding.too_long")
     _check_positional_dropout(PositionalEncoding, x, expected, device, d_model, max_len)
 
 

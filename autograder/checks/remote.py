@@ -29,6 +29,8 @@ from typing import Any
 import torch
 
 from coursekit import probe
+from autograder.checks.probe_inputs import seed_for
+from autograder.checks.criteria import judged_by_criteria
 from autograder.errors import AutograderError
 
 MAX_REPLY_BYTES = 256 * 1024**2  # one reply; far above any check's needs (the largest is ~2 MB)
@@ -145,7 +147,7 @@ class RemoteObject:
         if _echo_args:
             extra["echo_args"] = True
         if _seed is not None:
-            extra["seed"] = int(_seed)
+            extra["seed"] = seed_for(int(_seed))  # this submission's seed (probe_inputs.py)
         if _no_grad:
             extra["no_grad"] = True
         return self.channel.send("call", self.target, args, kwargs, **extra)
@@ -196,6 +198,8 @@ def hand_in_locally(objects: tuple, named: dict, check: str = "check") -> tuple[
 
 def probed(check):
     """A check called with ordinary objects hands them in locally; RemoteObjects pass straight through."""
+    check = judged_by_criteria(check)
+
     @functools.wraps(check)
     def wrapper(*objects, **named):
         if all(isinstance(o, RemoteObject) for o in (*objects, *named.values())):

@@ -28,6 +28,8 @@ import numpy as np
 import torch
 from torch import nn
 
+from autograder.checks.criteria import edge_case
+from autograder.checks.probe_inputs import generator, seed_for
 from autograder.checks.remote import ProbeBroken, RemoteObject, StudentError, new
 from autograder.checks.tolerance import grading_device, tolerance
 from coursekit.checks.toolkit import CheckFailed
@@ -51,20 +53,18 @@ def seeded(seed: int):
     """Run a block with torch's global RNG seeded, restoring the caller's RNG state afterwards."""
     devices = [torch.cuda.current_device()] if torch.cuda.is_available() else []
     with torch.random.fork_rng(devices=devices):
-        torch.manual_seed(seed)
+        torch.manual_seed(seed_for(seed))
         yield
 
 
 def randn(*shape: int, seed: int, device, dtype=torch.float32) -> torch.Tensor:
     """Standard-normal tensor drawn on the CPU from its own generator (same numbers on every device)."""
-    generator = torch.Generator().manual_seed(seed)
-    return torch.randn(*shape, generator=generator, dtype=dtype).to(device)
+    return torch.randn(*shape, generator=generator(seed), dtype=dtype).to(device)
 
 
 def randint(low: int, high: int, shape, *, seed: int, device) -> torch.Tensor:
     """Integer tensor in [low, high) from its own CPU generator, moved to `device`."""
-    generator = torch.Generator().manual_seed(seed)
-    return torch.randint(low, high, tuple(shape), generator=generator).to(device)
+    return torch.randint(low, high, tuple(shape), generator=generator(seed)).to(device)
 
 
 def shape_of(x) -> str:
@@ -235,8 +235,14 @@ def construct(cls, name: str, *args, **kwargs) -> RemoteObject:
     return module
 
 
-def expect_raises(error_type, label: str, fn: Callable, *args, why: str, **kwargs) -> None:
-    """Student code must raise `error_type` (e.g. ValueError for a bad argument)."""
+def expect_raises(error_type, label: str, fn: Callable, *args, why: str, criterion: str, **kwargs) -> None:
+    """Student code must raise `error_type` (e.g. ValueError for a bad argument): a stated edge case, the
+    `criterion` of the catalogue `coursekit.criteria` (failing it costs that criterion's share, see criteria.py)."""
+    with edge_case(criterion):
+        _expect_raises(error_type, label, fn, *args, why=why, **kwargs)
+
+
+def _expect_raises(error_type, label: str, fn: Callable, *args, why: str, **kwargs) -> None:
     try:
         fn(*args, **kwargs)
     except StudentError as error:

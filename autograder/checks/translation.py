@@ -141,7 +141,8 @@ def check_label_smoothed_cross_entropy(label_smoothed_cross_entropy) -> None:
     logits, targets, _ = smoothing_probes(SMOOTHING_SEED, device)[0]
     for smoothing in (1.0, -0.1, 1.5):
         expect_raises(ValueError, f"label_smoothed_cross_entropy(logits, targets, smoothing={smoothing})", fn,
-                      logits.clone(), targets.clone(), smoothing=smoothing, why="when smoothing is outside [0, 1)")
+                      logits.clone(), targets.clone(), smoothing=smoothing, why="when smoothing is outside [0, 1)",
+                      criterion="label_smoothed_cross_entropy.bad_smoothing")
 
 
 # ------------------------------------------------------------------------------------------------------- noam_lr
@@ -195,7 +196,7 @@ def check_noam_lr(noam_lr) -> None:
                                        "s * warmup_steps ** -1.5)")
     for warmup in (0, -5):
         expect_raises(ValueError, f"noam_lr(10, 512, warmup_steps={warmup})", noam_lr, 10, 512, warmup,
-                      why="when warmup_steps < 1")
+                      why="when warmup_steps < 1", criterion="noam_lr.bad_warmup")
 
 
 # -------------------------------------------------------------------------------------------------- beam search
@@ -540,4 +541,5 @@ def check_corpus_bleu(corpus_bleu) -> None:
         fail(f"corpus_bleu: the score differs from {source}.", tested=tested,
              details=expected_got(f"{expected:.6f}", f"{got:.6f}"), mistake=mistake)
     expect_raises(ValueError, "corpus_bleu(3 hypotheses, 2 references)", corpus_bleu,
-                  [["a"], ["b"], ["c"]], [["a"], ["b"]], why="when the two lists differ in length")
+                  [["a"], ["b"], ["c"]], [["a"], ["b"]], why="when the two lists differ in length",
+                  criterion="corpus_bleu.length_mismatch")

@@ -36,6 +36,7 @@ import nbformat
 from nbclient import NotebookClient
 from nbclient.exceptions import CellTimeoutError, DeadKernelError
 
+from autograder.checks.criteria import PartialCredit
 from autograder.checks.remote import Channel, ProbeBroken, RemoteObject
 from autograder.course.cells import grade_id, is_grade, is_tests
 from autograder.sandbox.execute import DROPPED_KEY, OUTPUT_TYPES, SandboxedExecute, _size, error_output
@@ -74,35 +75,40 @@ def check_function(name: str):
         return None
 
 
-def verdict(channel: Channel, calls) -> tuple[str | None, str | None]:
-    """Run each handed-in check: (None, None) when all pass, else the first failure's message for the student and
-    the catalogue id of the mistake it diagnosed (`coursekit.mistakes`; None when it named none). Whether each
-    check passed goes into `channel.verdicts` (when it has them), which later checks of the notebook read to judge
-    their exercise given working parts (`autograder/checks/parts.py`)."""
+def verdict(channel: Channel, calls) -> tuple[str | None, str | None, float]:
+    """Run each handed-in check: (None, None, 1.0) when all pass, else the first failure's message for the student,
+    the catalogue id of the mistake it diagnosed (`coursekit.mistakes`; None when it named none) and the fraction
+    of the points it keeps (0.0, or more when only stated edge cases failed: `checks/criteria.py`). Whether each
+    check's core passed goes into `channel.verdicts` (when it has them), which later checks of the notebook read to
+    judge their exercise given working parts (`autograder/checks/parts.py`)."""
     verdicts = getattr(channel, "verdicts", {})
     first = [name for name, *_ in calls if name not in verdicts]  # a recorded verdict is final: never judged again
     for name in first:
         verdicts[name] = False  # until its check has passed
-    message, mistake = _verdict(channel, calls)
-    if message is None:
+    message, mistake, fraction = _verdict(channel, calls)
+    if fraction > 0:
         for name in first:
             verdicts[name] = True
-    return message, mistake
+    return message, mistake, fraction
 
 
-def _verdict(channel: Channel, calls) -> tuple[str | None, str | None]:
+def _verdict(channel: Channel, calls) -> tuple[str | None, str | None, float]:
+    partial: tuple[str, str | None, float] | None = None
     for name, positions, keywords in calls:
         check = check_function(name)
         if check is None:
-            return f"The grader has no check named {name!r}: tell your instructor.", None
+            return f"The grader has no check named {name!r}: tell your instructor.", None, 0.0
         objects = [RemoteObject(channel, {"subject": name, "index": i}) for i in positions]
         named = {k: RemoteObject(channel, {"subject": name, "key": k}) for k in keywords}
         try:
             check(*objects, **named)
+        except PartialCredit as failure:  # the core passed, some stated edge cases did not
+            if partial is None or failure.fraction < partial[2]:
+                partial = (str(failure), failure.mistake_id, failure.fraction)
         except AssertionError as failure:
-            return str(failure) or "The check failed.", getattr(failure, "mistake_id", None)
+            return str(failure) or "The check failed.", getattr(failure, "mistake_id", None), 0.0
         except ProbeBroken as broken:
-            return f"Your code could not be checked: {broken}.", None
+            return f"Your code could not be checked: {broken}.", None, 0.0
         except DeadKernelError:
             raise  # the student's code killed the kernel: the worker skips this cell and runs the notebook again
         except Exception as exc:  # noqa: BLE001 -- a bug of ours must not look like the student's fault, nor crash
@@ -111,17 +117,27 @@ def _verdict(channel: Channel, calls) -> tuple[str | None, str | None]:
             log.error("check %s failed with an internal error: %s at %s:%s", name, type(exc).__name__,
                       os.path.basename(where.filename), where.lineno)
             return ("The grader could not finish this check because of an internal error (not a problem in your "
-                    "answer): your instructor has been told."), None
-    return None, None
+                    "answer): your instructor has been told."), None, 0.0
+    return partial if partial is not None else (None, None, 1.0)
 
 
-def verdict_outputs(message: str | None) -> list:
-    """The grade cell's outputs: none when the checks passed, else one error output with the message only."""
+PARTIAL_METADATA = {"autograder": "partial-credit"}  # marks the judge's own outputs of a partly passed cell
+
+
+def verdict_outputs(message: str | None, fraction: float = 0.0, points: float = 0.0) -> list:
+    """The grade cell's outputs: none when the checks passed; one error output with the message when they failed;
+    for partial credit the message (plain text) and the score as the cell's result, which nbgrader reads as the
+    cell's grade (`nbgrader.utils.determine_grade`: a number as the result is partial credit)."""
     if message is None:
         return []
-    output = error_output("AssertionError", message)
-    output.traceback = ["AssertionError: " + message.splitlines()[0], *message.splitlines()[1:]]
-    return [output]
+    if fraction <= 0:
+        output = error_output("AssertionError", message)
+        output.traceback = ["AssertionError: " + message.splitlines()[0], *message.splitlines()[1:]]
+        return [output]
+    score = round(float(points) * fraction, 2)
+    return [nbformat.v4.new_output("display_data", data={"text/plain": message}, metadata=dict(PARTIAL_METADATA)),
+            nbformat.v4.new_output("execute_result", data={"text/plain": repr(score)},
+                                   metadata=dict(PARTIAL_METADATA), execution_count=None)]
 
 
 # ---------------------------------------------------------------------------------------------- the channel
@@ -174,8 +190,8 @@ class JudgedExecute(SandboxedExecute):
             self.verdicts.update({name: False for name, *_ in calls})
             return cell, resources  # the cell did not run: it keeps the note saying why
         deadline = min(time.monotonic() + self.limits.cell_timeout, self.deadline)
-        message, mistake = verdict(KernelChannel(self, index, deadline), calls)
-        cell.outputs = verdict_outputs(message)
+        message, mistake, fraction = verdict(KernelChannel(self, index, deadline), calls)
+        cell.outputs = verdict_outputs(message, fraction, cell.metadata.get("nbgrader", {}).get("points", 0))
         if mistake:
             self.mistakes[grade_id(cell)] = mistake
         return cell, resources

@@ -36,6 +36,7 @@ import sqlalchemy as sa
 from nbgrader.api import MissingEntry
 
 from autograder.course.coursedir import NOTEBOOK_IGNORE, course_id
+from autograder.course.probe_secret import course_secret, submission_salt
 from autograder.course.provided import PROVIDED_FILENAME, build_provided_source, provided_topics
 from autograder.errors import GradingError
 from autograder.gradebook.store import RunsTable, notebook_cells, open_gradebook
@@ -140,6 +141,7 @@ def build_jobs(course_dir: Path, db_url: str, assignment: str, students=None, fo
     if not cells:
         raise GradingError(f"assignment {assignment!r} has no notebooks in the gradebook: release it again")
     files = assignment_files(course_dir, assignment)
+    secret = course_secret(course_dir)
     notebook_bytes = submission_files.submission_limits(rules.config).notebook_bytes
     submitted = course_dir / "submitted"
     wanted = set(students) if students else None
@@ -162,7 +164,9 @@ def build_jobs(course_dir: Path, db_url: str, assignment: str, students=None, fo
                                  notebooks[notebook].decode("utf-8", errors="replace"),
                                  content_hash=content_hash(notebooks[notebook], nb_cells, files, limits, config),
                                  files=files, limits=limits, config=config, alembic_version=alembic_version,
-                                 coordinator_flags=tuple(flags))
+                                 coordinator_flags=tuple(flags),
+                                 probe_salt=submission_salt(secret, cid, assignment, student, notebook,
+                                                            notebooks[notebook]))
                 if force or needs_grading(runs.get(assignment, notebook, student), job.content_hash):
                     plan.jobs.append(job)
                 else:

@@ -27,13 +27,14 @@ from nbclient.exceptions import DeadKernelError
 from traitlets.config import Config
 import nbgrader.preprocessors
 
+from autograder.checks.probe_inputs import salted
 from autograder.course import cells
 from autograder.course.coursedir import alembic_on_path
 from autograder.grade import tamper_scan
 from autograder.sandbox.execute import error_output
 from autograder.grade.jobs import SANITIZE, SCORE, GradingJob, GradingResult
 from autograder.gradebook.store import open_gradebook
-from autograder.grade.judge import JudgedExecute, handed_in
+from autograder.grade.judge import PARTIAL_METADATA, JudgedExecute, handed_in
 from autograder.grade.sanitize_outputs import make_inert
 from autograder.sandbox import scratch
 from autograder.sandbox.scrub import scrub_notebook
@@ -146,15 +147,21 @@ def run_notebook(nb, resources: dict, limits: Limits, gpu: str | None, executor_
 
 
 def cell_messages(nb) -> dict[str, str]:
-    """grade_id -> the error its grade cell raised (what the student sees in feedback)."""
+    """grade_id -> the error its grade cell raised, or the judge's note of partial credit (what the student sees in
+    feedback)."""
     messages = {}
     for cell in nb.cells:
         if not (cells.is_code(cell) and cells.is_grade(cell)):
             continue
-        errors = [o for o in cell.get("outputs", []) if o.get("output_type") == "error"]
+        outputs = cell.get("outputs", [])
+        errors = [o for o in outputs if o.get("output_type") == "error"]
+        partial = [o for o in outputs if o.get("output_type") == "display_data"
+                   and o.get("metadata", {}).get("autograder") == PARTIAL_METADATA["autograder"]]
         if errors:
             error = errors[-1]
             messages[cells.grade_id(cell)] = f"{error.get('ename', 'Error')}: {error.get('evalue', '')}"[:2000]
+        elif partial:
+            messages[cells.grade_id(cell)] = f"Partial credit: {partial[-1]['data'].get('text/plain', '')}"[:2000]
     return messages
 
 
@@ -282,7 +289,8 @@ def grade_job(job: GradingJob) -> GradingResult:
             if moved:
                 flags.append(tamper_scan.Flag("reordered-grade-cells", "review", moved[0],
                                               "grade cells were moved; they ran in the released notebook's order"))
-            nb, notes, mistakes = run_notebook(nb, resources, limits, assigned_gpu(job.gpu), config=config)
+            with salted(job.probe_salt):  # this submission's probe inputs (checks/probe_inputs.py)
+                nb, notes, mistakes = run_notebook(nb, resources, limits, assigned_gpu(job.gpu), config=config)
             scrub_notebook(nb, {run_dir: "<submission>", db_dir: "<grader-tmp>"})
             nb, resources = run_steps(SCORE, nb, resources, config)
             flags = flags + make_inert(nb, [c["source"] for c in job.cells["source"] if c["locked"]])  # formgrader

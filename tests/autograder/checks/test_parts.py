@@ -235,9 +235,9 @@ def test_the_judge_records_verdicts_that_later_checks_read():
     try:
         probe._State.subjects["positionwise_feed_forward"] = ((namespace.PositionwiseFeedForward,), {})
         probe._State.subjects["encoder_block"] = ((namespace.EncoderBlock,), {})
-        message, _ = verdict(channel, [("positionwise_feed_forward", [0], [])])
+        message, _, _ = verdict(channel, [("positionwise_feed_forward", [0], [])])
         assert message and channel.verdicts == {"positionwise_feed_forward": False}
-        message, _ = verdict(channel, [("encoder_block", [0], [])])
+        message, _, _ = verdict(channel, [("encoder_block", [0], [])])
         assert message is None, message
         assert channel.verdicts == {"positionwise_feed_forward": False, "encoder_block": True}
     finally:

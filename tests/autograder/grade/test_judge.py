@@ -28,7 +28,7 @@ def _verdict(check: str, obj):
 
 def _verdict_and_mistake(check: str, obj):
     probe._State.subjects[check] = ((obj,), {})
-    return judge.verdict(LoopbackChannel(), [(check, [0], [])])
+    return judge.verdict(LoopbackChannel(), [(check, [0], [])])[:2]
 
 
 def test_a_correct_answer_passes_and_a_wrong_one_gets_the_checks_message():
@@ -47,7 +47,8 @@ def test_a_correct_answer_passes_and_a_wrong_one_gets_the_checks_message():
 
 def test_nothing_handed_in_unknown_checks_and_our_own_bugs_are_told_apart(monkeypatch):
     probe._State.subjects.pop("make_padding_mask", None)
-    message, mistake = judge.verdict(LoopbackChannel(), [("make_padding_mask", [0], [])])
+    message, mistake, fraction = judge.verdict(LoopbackChannel(), [("make_padding_mask", [0], [])])
+    assert fraction == 0.0
     assert "was not defined when the grade cell ran" in message and mistake is None
     assert "no check named 'no_such_exercise'" in _verdict("no_such_exercise", len)
 
