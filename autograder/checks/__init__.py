@@ -14,6 +14,8 @@ are imported lazily, on first use of one of their checks. Beside them:
 - `remote.py`        the grader's side of the probe: `RemoteObject`, the channel to the kernel, strict decoding.
 - `toolkit.py`       what every check uses: calls, comparisons on the grading device, `fail(..., mistake=id)`.
 - `tolerance.py`     the grading device and the tolerances (the only place they are set).
+- `probe_inputs.py`  per-submission probe inputs: seeds, sizes and texts drawn from this submission's salt.
+- `criteria.py`      partial credit by criterion: stated edge cases cost their share, not the whole exercise.
 - `parts.py`         follow-through credit: a composite is judged given working parts (the parts graph's use).
 - `stand_ins.py`     the course's stand-ins for parts that failed their own check (lent only after that check).
 - `trained_weights.py` a trained model's weights taken out of the kernel and judged in the reference architecture.
