@@ -136,3 +136,45 @@ def test_a_probe_reply_is_bounded_before_it_is_decoded(tmp_path):
     assert str(judge.MAX_PROBE_REPLY_ITEMS) in many[0]["evalue"]
     assert "too large to be read" in huge[0]["evalue"] and str(judge.MAX_PROBE_REPLY_BYTES) in huge[0]["evalue"]
     assert growth < 200 * 1024**2, f"the grader grew by {growth / 1024**2:.0f} MiB"
+
+
+def test_partial_credit_is_a_numeric_result_nbgrader_scores_and_the_feedback_lists_the_criteria():
+    """A correct MultiHeadAttention that forgets its ValueError keeps 80% of its points, through nbgrader's own
+    scoring of the grade cell's outputs; a stub still gets 0 with an error output."""
+    import nbformat
+    import pytest
+    import torch
+    from nbgrader.utils import determine_grade
+
+    from autograder.checks.criteria import EDGE_SHARE
+    from autograder.grade.worker import cell_messages
+
+    class Forgetful(solutions.MultiHeadAttention):
+        def __init__(self, d_model, num_heads, dropout=0.1, bias=True):
+            torch.nn.Module.__init__(self)
+            self.__dict__.update(solutions.MultiHeadAttention(
+                d_model if d_model % num_heads == 0 else num_heads, num_heads, dropout, bias).__dict__)
+
+    message, mistake, fraction = _verdict_with_fraction("multi_head_attention", Forgetful)
+    assert fraction == pytest.approx(1 - EDGE_SHARE) and "✗" in message and "✓ the main behaviour" in message
+    cell = nbformat.v4.new_code_cell("hand_in(...)")
+    cell.metadata["nbgrader"] = {"grade": True, "solution": False, "locked": True, "points": 25,
+                                 "grade_id": "test_multi_head_attention"}
+    cell.outputs = judge.verdict_outputs(message, fraction, 25)
+    assert determine_grade(cell) == (25 * (1 - EDGE_SHARE), 25.0)
+    notebook = nbformat.v4.new_notebook(cells=[cell])
+    assert "d_model not divisible by num_heads" in cell_messages(notebook)["test_multi_head_attention"]
+
+    class Stub(torch.nn.Module):
+        def __init__(self, d_model, num_heads, dropout=0.1, bias=True):
+            raise NotImplementedError()
+
+    message, _, fraction = _verdict_with_fraction("multi_head_attention", Stub)
+    assert fraction == 0.0
+    cell.outputs = judge.verdict_outputs(message, fraction, 25)
+    assert determine_grade(cell) == (0, 25.0)
+
+
+def _verdict_with_fraction(check: str, obj):
+    probe._State.subjects[check] = ((obj,), {})
+    return judge.verdict(LoopbackChannel(), [(check, [0], [])])

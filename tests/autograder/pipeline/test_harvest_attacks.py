@@ -6,6 +6,11 @@ it caught as its own answers. The grader restores the released order (and flags 
 only once every exercise it holds has been judged: the harvester earns what the blank notebook earns, nothing.
 A classmate who pastes the stand-ins into the solution cells is reported by the similarity check.
 
+Door 2, the replay (03): a classmate's correct notebook wraps its functions to record every probe's inputs and
+outputs, and prints the table into its own graded notebook (and feedback). A blank notebook that answers from that
+table, submitted by another student or resubmitted by the recorder itself, is probed with other inputs (the salt
+of each submitted notebook: autograder/checks/probe_inputs.py) and earns what the blank notebook earns.
+
 Door 3, held-out data (07, 08, 10): a lookup 'model' with no training answers the shipped test labels (07), the
 validation text (08) or the test captions (10) from what the kernel can read. The trained-model checks evaluate
 the contract's architecture with the handed-in weights, on data the kernel cannot read: the lookups earn nothing;
@@ -25,6 +30,8 @@ import pytest
 from nbformat.v4 import new_code_cell
 
 from autograder.checks.stand_ins import source_for
+from coursekit.api import hand_in_names
+from replay import PRINT_TABLE, decode, recorder_source, replayer_source, table_in
 
 pytestmark = [pytest.mark.slow, pytest.mark.pipeline]
 
@@ -147,6 +154,15 @@ def _lookup(released, check: str, code: str):
     return nb
 
 
+def _scores(course: Path, assignment: str) -> dict:
+    from nbgrader.api import Gradebook
+
+    with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:
+        return {sub.student.id: {g.name: g.auto_score or 0.0 for nb in sub.notebooks for g in nb.grades
+                                 if not g.name.startswith("written_")}
+                for sub in gb.assignment_submissions(assignment)}
+
+
 def _grade_class(tmp: Path, assignment: str, students) -> dict:
     from nbgrader.api import Gradebook
 
@@ -167,12 +183,9 @@ def _grade_class(tmp: Path, assignment: str, students) -> dict:
     collect(course, tmp / "inbox")
     summary = grade(course, assignment, workers=2, limits=dataclasses.replace(Limits(), notebook_timeout=900),
                     progress=False)
-    with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:
-        scores = {sub.student.id: {g.name: g.auto_score or 0.0 for nb in sub.notebooks for g in nb.grades
-                                   if not g.name.startswith("written_")}
-                  for sub in gb.assignment_submissions(assignment)}
+    scores = _scores(course, assignment)
     flags = {row["student"]: {f["code"] for f in row["flags"]} for row in summary.graded}
-    return {"course": course, "scores": scores, "flags": flags}
+    return {"course": course, "scores": scores, "flags": flags, "released": released}
 
 
 # ------------------------------------------------------------------------------------------- door 1: harvest
@@ -206,6 +219,57 @@ def test_a_resubmitted_stand_in_is_reported(harvest):
     reported = {frozenset((p.a, p.b)) for p in result.reported}
     assert frozenset(("resubmitter", STAND_INS)) in reported
     assert not any(student in pair for pair in reported for student in ("honest", "blank", "harvester"))
+
+
+# ---------------------------------------------------------------------------------------------- door 2: replay
+REPLAYED = "03_attention"
+
+
+def _before_first_grade_cell(nb, code: str):
+    nb = nbformat.from_dict(nb)
+    first = next(c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade"))
+    nb.cells.insert(nb.cells.index(first), new_code_cell(code))
+    return nb
+
+
+def _recorder(source):
+    nb = _before_first_grade_cell(source, recorder_source(hand_in_names(REPLAYED)))
+    nb.cells.append(new_code_cell(PRINT_TABLE))
+    return nb
+
+
+@pytest.fixture(scope="module")
+def replay(tmp_path_factory):
+    from autograder.grade.engine import grade
+    from autograder.sandbox.limits import Limits
+    from autograder.submissions.collect import collect
+
+    tmp = tmp_path_factory.mktemp("replay")
+    first = _grade_class(tmp, REPLAYED, {
+        "honest": lambda source, released: source,
+        "blank": lambda source, released: released,
+        "recorder": lambda source, released: _recorder(source),
+    })
+    course = first["course"]
+    table = table_in((course / "autograded" / "recorder" / REPLAYED / f"{REPLAYED}.ipynb").read_text())
+    assert table and len(decode(table)) >= 3, "the recorder's table did not reach its graded notebook"
+    replayer = _before_first_grade_cell(first["released"], replayer_source(hand_in_names(REPLAYED), table))
+    for student in ("replayer", "recorder"):  # a classmate, and the recorder's own resubmission
+        target = tmp / "inbox2" / student / REPLAYED / f"{REPLAYED}.ipynb"
+        target.parent.mkdir(parents=True)
+        nbformat.write(replayer, target)
+    collect(course, tmp / "inbox2")
+    grade(course, REPLAYED, students=["replayer", "recorder"], workers=2,
+          limits=dataclasses.replace(Limits(), notebook_timeout=900), progress=False)
+    return {"first": first["scores"], "second": _scores(course, REPLAYED)}
+
+
+def test_a_replayed_table_earns_what_a_blank_notebook_earns(replay):
+    first, second = replay["first"], replay["second"]
+    assert first["recorder"] == first["honest"] and sum(first["honest"].values()) > 0  # recorded from a full run
+    assert sum(second["replayer"].values()) == sum(first["blank"].values()) == 0, second["replayer"]
+    assert sum(second["recorder"].values()) == 0, second["recorder"]
+    assert second["honest"] == first["honest"]  # not regraded, unchanged
 
 
 # ---------------------------------------------------------------------------------- door 3: held-out data
