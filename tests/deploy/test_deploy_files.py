@@ -404,6 +404,27 @@ def test_profile_filter_hides_the_instructor_image_from_students(values):
     assert "instructor" in grader
 
 
+def test_k8s_hub_says_why_a_login_is_refused_with_the_one_machine_block(values, monkeypatch):
+    """The "not on the roster" login message: values.yaml's extraConfig holds the very block of the one-machine
+    hub config (one text, kept equal here), and it works: an authenticated name that is not allowed gets the
+    roster message, an allowed one gets in."""
+    from jupyterhub.auth import Authenticator
+    from tornado import web
+
+    code = values["hub"]["extraConfig"]["20-transformers101-roster-message"]
+    hub_config = (DEPLOY / "jupyterhub" / "jupyterhub_config.py").read_text()
+    start = hub_config.index("# --- a refused login says why")
+    end = hub_config.index("Authenticator.check_allowed = _check_allowed_saying_why")
+    assert hub_config[start:end] in code
+    monkeypatch.setattr(Authenticator, "check_allowed", Authenticator.check_allowed)  # restored afterwards
+    exec(compile(code, "extraConfig", "exec"), {})
+    authenticator = Authenticator(allowed_users={"ann"})
+    assert authenticator.check_allowed("ann") is True
+    with pytest.raises(web.HTTPError) as refused:
+        authenticator.check_allowed("bob")
+    assert refused.value.status_code == 403 and f"bob is not on the roster of {COURSE_ID}" in refused.value.log_message
+
+
 def test_exchange_is_a_shared_rwx_volume_at_the_configured_path(values, resources):
     single = values["singleuser"]
     (volume,) = [v for v in single["storage"]["extraVolumes"] if v["name"] == "nbgrader-exchange"]
