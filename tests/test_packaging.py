@@ -109,6 +109,22 @@ def test_every_installed_distribution_is_pinned_in_constraints():
     assert not wrong, f"installed (version, pinned) that disagree with constraints.txt: {wrong}"
 
 
+OLDEST_PYTHON = "3.11.2"  # Debian 12's python3.11, which deploy/one-machine/install.sh builds the environments with
+
+
+def test_every_pinned_distribution_installs_on_the_oldest_python_the_deployment_uses():
+    """A pin whose Requires-Python excludes Debian 12's 3.11.2 breaks the one-machine install (soupsieve 4.x needs
+    3.11.5: pip then finds no soupsieve at all)."""
+    from packaging.specifiers import SpecifierSet
+
+    too_new = {}
+    for dist in md.distributions():
+        requires = dist.metadata.get("Requires-Python")
+        if requires and not SpecifierSet(requires).contains(OLDEST_PYTHON):
+            too_new[normalise(dist.metadata["Name"])] = (dist.version, requires)
+    assert not too_new, f"pinned distributions that need a newer Python than {OLDEST_PYTHON}: {too_new}"
+
+
 def test_environment_yml_agrees_with_constraints_package_by_package():
     env = yaml.safe_load((ROOT / "environment.yml").read_text())
     assert "conda-forge" in env["channels"]
