@@ -3,23 +3,37 @@
 Every argument has teeth: a non-default `eps` and `base`/`rope_base`, `num_kv_heads` in {1, 2, num_heads} (and
 6 heads over 3 key/value heads, where the two wrong groupings differ from each other and from the right one),
 `max_len` probed by a sequence one longer, T > 1 with masks that block something.
+
+Probe inputs are this submission's (`probe_inputs`): every size, length, base, eps and error case below is drawn with
+`pick(label, options)` from the space written next to it (the first option is the input of salt 0), every tensor and
+every reference module's weights from `seed_for`. The spaces keep what each case was chosen for: d_model divisible
+by 6 and by 4 with an even d_head (6 heads over 3 and 4 heads over 1, 2, 4), d_ff, max_len and the model's sizes
+all different from each other and from the contract's defaults (so a swapped or dropped argument shows), T >= 5 so
+that the masks block something, an odd d_head for the error, values of the size where eps matters.
 """
 from __future__ import annotations
 
 import torch
 
 from autograder.checks import known_mistakes as M
+from autograder.checks.criteria import edge_case
+from autograder.checks.probe_inputs import pick
 from autograder.checks.toolkit import (
     as_tensor, call, construct, describe, expect_callable, expect_raises, expect_tensor, fail, fetch, prepare,
-    randint, randn, shape_of, start_check,
+    randint, randn, seeded, shape_of, start_check,
 )
 from autograder.checks.parts import given_working_parts
 from autograder.checks.remote import probed
 
-B, T, H, D_HEAD, D_FF = 2, 7, 4, 6, 20
-D_MODEL = H * D_HEAD                  # 24
-VOCAB, NUM_LAYERS, MAX_LEN = 19, 2, 16
 ROTARY_LOOSER = 10.0                  # atol 1e-4: the contract's tolerance for rotary outputs
+
+# the spaces the checks draw from (first option: the input of salt 0)
+BATCHES = [2, 3]
+LENGTHS = [7, 6, 8, 9, 10]            # T: below every max_len of the core cases, T - 1 >= 5 for the error case
+D_MODELS = [24, 48, 72]               # divisible by 6 and by 4, even d_head both ways
+D_FFS = [20, 36, 44, 52]              # never a d_model, a max_len or a default
+MAX_LENS = [16, 12, 14, 18]           # > every T of the core cases (ModernGPT also runs T = max_len)
+PADDED = [2, 1, 3]                    # padded key positions at the end of the second sequence
 
 
 def _reference():
@@ -29,9 +43,8 @@ def _reference():
 
 
 def reference_module(factory, seed: int, *args, **kwargs):
-    """A reference module built under a fixed seed, its RMSNorm weights randomised so that they matter."""
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
+    """A reference module built under this submission's seed, its RMSNorm weights randomised so that they matter."""
+    with seeded(seed):
         module = factory(*args, **kwargs)
         for parameter in module.parameters():
             if parameter.dim() == 1:          # the only vectors of these modules are RMSNorm weights
@@ -47,10 +60,10 @@ def only_contract_parameters(module, reference, name: str, hint: str) -> None:
         fail(f"{name} has parameters the exercise does not ask for: {', '.join(extra)[:200]}.", hint=hint)
 
 
-def causal_padding_mask(T_: int, device, seed: int) -> torch.Tensor:
-    """(B, 1, T, T): causal, and the second row's last two positions are padding (blocked as keys)."""
-    keep = torch.ones(B, T_, dtype=torch.bool)
-    keep[1, T_ - 2:] = False
+def causal_padding_mask(B_: int, T_: int, padded: int, device) -> torch.Tensor:
+    """(B, 1, T, T): causal, and the second row's last `padded` positions are padding (blocked as keys)."""
+    keep = torch.ones(B_, T_, dtype=torch.bool)
+    keep[1, T_ - padded:] = False
     causal = torch.tril(torch.ones(T_, T_, dtype=torch.bool))
     return (keep[:, None, None, :] & causal).to(device)
 
@@ -61,23 +74,28 @@ def check_rmsnorm(RMSNorm) -> None:
     """RMSNorm(d_model, eps=1e-6): weight (d_model,) of ones; x * rsqrt(mean(x**2, -1) + eps) * weight."""
     device = start_check()
     reference = _reference()
-    module = construct(RMSNorm, "RMSNorm", D_MODEL)
-    ref = reference.RMSNorm(D_MODEL)
+    d_model = pick("rmsnorm.d_model", [24, 20, 28, 32])
+    B_, T_ = pick("rmsnorm.batch", BATCHES), pick("rmsnorm.length", LENGTHS)
+    # values of the size where eps matters: mean(x**2) is about 1.5 * scale**2
+    small = pick("rmsnorm.small_scale", [1e-3, 8e-4, 1.5e-3])            # with the default eps=1e-6
+    eps = pick("rmsnorm.eps", [0.05, 0.03, 0.08, 0.1])                   # with values of size 0.3
+    module = construct(RMSNorm, "RMSNorm", d_model)
+    ref = reference.RMSNorm(d_model)
     only_contract_parameters(module, ref, "RMSNorm", "RMSNorm has one parameter, `weight`, and no bias")
     prepare(module, ref, device, "RMSNorm", copy=False)
     weight = fetch(module.attr("weight"), "RMSNorm.weight")
     weight = as_tensor(weight, "RMSNorm.weight")
-    if tuple(weight.shape) != (D_MODEL,) or not bool(torch.all(weight.detach().cpu() == 1)):
-        fail("RMSNorm.weight must start as ones of shape (d_model,).", details=[f"d_model={D_MODEL}"],
+    if tuple(weight.shape) != (d_model,) or not bool(torch.all(weight.detach().cpu() == 1)):
+        fail("RMSNorm.weight must start as ones of shape (d_model,).", details=[f"d_model={d_model}"],
              hint="self.weight = nn.Parameter(torch.ones(d_model))")
-    for eps, scale, seed in ((None, 1e-3, 1), (0.05, 0.3, 2)):
-        label = f"RMSNorm({D_MODEL})" if eps is None else f"RMSNorm({D_MODEL}, eps={eps})"
-        module = construct(RMSNorm, "RMSNorm", D_MODEL) if eps is None else \
-            construct(RMSNorm, "RMSNorm", D_MODEL, eps=eps)
-        ref = reference_module(reference.RMSNorm, seed, D_MODEL, **({} if eps is None else {"eps": eps}))
+    for eps, scale, seed in ((None, small, 1), (eps, 0.3, 2)):
+        label = f"RMSNorm({d_model})" if eps is None else f"RMSNorm({d_model}, eps={eps})"
+        module = construct(RMSNorm, "RMSNorm", d_model) if eps is None else \
+            construct(RMSNorm, "RMSNorm", d_model, eps=eps)
+        ref = reference_module(reference.RMSNorm, seed, d_model, **({} if eps is None else {"eps": eps}))
         prepare(module, ref, device, "RMSNorm")
-        # values of the size where eps matters, with a mean LayerNorm would remove
-        x = (randn(B, T, D_MODEL, seed=10 + seed, device=device) + 0.7) * scale
+        # values with a mean that LayerNorm would remove
+        x = (randn(B_, T_, d_model, seed=10 + seed, device=device) + 0.7) * scale
         tested = f"{label} on x {shape_of(x)} of size about {scale:g}"
         with torch.no_grad():
             expected = ref(x)
@@ -105,7 +123,12 @@ def check_rotary_cos_sin(rotary_cos_sin) -> None:
     start_check()
     expect_callable(rotary_cos_sin, "rotary_cos_sin")
     reference = _reference()
-    for max_len, d_head, base in ((13, 10, None), (9, 6, 500.0), (5, 2, None)):
+    # max_len != d_head everywhere (a swap shows); the last case has one pair only (d_head 2)
+    cases = ((pick("rotary.max_len.1", [13, 11, 12, 15]), pick("rotary.d_head.1", [10, 8, 14, 16]), None),
+             (pick("rotary.max_len.2", [9, 7, 11, 5]), pick("rotary.d_head.2", [6, 4, 12]),
+              pick("rotary.base", [500.0, 300.0, 700.0, 2000.0])),
+             (pick("rotary.max_len.3", [5, 3, 4, 6]), 2, None))
+    for max_len, d_head, base in cases:
         kwargs = {} if base is None else {"base": base}
         tested = f"max_len={max_len}, d_head={d_head}" + (f", base={base}" if base is not None else "")
         expected = reference.rotary_cos_sin(max_len, d_head, **kwargs)
@@ -126,7 +149,8 @@ def check_rotary_cos_sin(rotary_cos_sin) -> None:
                               ("rotary.cos_sin_swapped", lambda: M.rotary_tables(m, d, b, swap=True)[i]),
                               ("positional.frequency_base", lambda: M.rotary_tables(m, d, b / 10)[i]),
                           ])
-    expect_raises(ValueError, "rotary_cos_sin(8, 7)", rotary_cos_sin, 8, 7, why="for an odd d_head",
+    odd = (pick("rotary.odd.max_len", [8, 6, 9, 10]), pick("rotary.odd.d_head", [7, 5, 9, 11]))
+    expect_raises(ValueError, f"rotary_cos_sin{odd}", rotary_cos_sin, *odd, why="for an odd d_head",
                   criterion="rotary_cos_sin.odd_d_head")
 
 
@@ -136,7 +160,14 @@ def check_apply_rotary(apply_rotary) -> None:
     device = start_check()
     expect_callable(apply_rotary, "apply_rotary")
     reference = _reference()
-    cases = [((B, 3, 5, 8), 10000.0, 30), ((4, T, D_HEAD), 300.0, 31), ((T, 4), 10.0, 32)]
+    # T (odd) never equals d_head (even): a transposed output shows by its shape
+    cases = [((pick("apply_rotary.batch", BATCHES), pick("apply_rotary.heads", [3, 2, 4]),
+               pick("apply_rotary.T.1", [5, 7, 9]), pick("apply_rotary.d.1", [8, 6, 10])),
+              pick("apply_rotary.base.1", [10000.0, 5000.0, 20000.0]), 30),
+             ((pick("apply_rotary.rows", [4, 3, 5]), pick("apply_rotary.T.2", [7, 5, 9]),
+               pick("apply_rotary.d.2", [6, 8, 4])), pick("apply_rotary.base.2", [300.0, 200.0, 500.0]), 31),
+             ((pick("apply_rotary.T.3", [7, 5, 9]), pick("apply_rotary.d.3", [4, 6])),
+              pick("apply_rotary.base.3", [10.0, 20.0, 50.0]), 32)]
     for shape, base, seed in cases:
         x = randn(*shape, seed=seed, device=device)
         cos, sin = (t.to(device) for t in reference.rotary_cos_sin(shape[-2], shape[-1], base))
@@ -158,12 +189,14 @@ def check_swi_glu(SwiGLU) -> None:
     """SwiGLU(d_model, d_ff): w_gate, w_up, w_down without bias; w_down(silu(w_gate(x)) * w_up(x))."""
     device = start_check()
     reference = _reference()
-    module = construct(SwiGLU, "SwiGLU", D_MODEL, D_FF)
-    ref = reference_module(reference.SwiGLU, 3, D_MODEL, D_FF)
+    d_model, d_ff = pick("swiglu.d_model", [24, 16, 28, 32]), pick("swiglu.d_ff", D_FFS)
+    B_, T_ = pick("swiglu.batch", BATCHES), pick("swiglu.length", LENGTHS)
+    module = construct(SwiGLU, "SwiGLU", d_model, d_ff)
+    ref = reference_module(reference.SwiGLU, 3, d_model, d_ff)
     only_contract_parameters(module, ref, "SwiGLU", "the three nn.Linear layers take bias=False")
     prepare(module, ref, device, "SwiGLU")
-    x = randn(B, T, D_MODEL, seed=40, device=device)
-    tested = f"SwiGLU({D_MODEL}, {D_FF}) on x {shape_of(x)}"
+    x = randn(B_, T_, d_model, seed=40, device=device)
+    tested = f"SwiGLU({d_model}, {d_ff}) on x {shape_of(x)}"
     with torch.no_grad():
         expected = ref(x)
         got = call("SwiGLU.forward", module, x.clone(), tested=tested)
@@ -217,29 +250,23 @@ def check_grouped_query_attention(GroupedQueryAttention) -> None:
     reference = _reference()
     name = "GroupedQueryAttention"
     expect_callable(GroupedQueryAttention, name, "module")
-    for args, why in (((25, 4, 1), "when d_model is not divisible by num_heads"),
-                      ((24, 4, 3), "when num_heads is not divisible by num_kv_heads"),
-                      ((20, 4, 2), "when d_head = d_model // num_heads is odd")):
-        expect_raises(ValueError, f"{name}{args}", GroupedQueryAttention, *args, why=why,
-                      criterion="GroupedQueryAttention.bad_sizes")
-    short = construct(GroupedQueryAttention, name, D_MODEL, H, 2, max_len=T - 1)
-    expect_raises(ValueError, f"{name}({D_MODEL}, {H}, 2, max_len={T - 1}) on x {(B, T, D_MODEL)}",
-                  short, randn(B, T, D_MODEL, seed=49, device="cpu"), why="for a sequence longer than max_len",
-                  criterion="GroupedQueryAttention.too_long")
+    d_model, max_len = pick("gqa.d_model", D_MODELS), pick("gqa.max_len", MAX_LENS)
+    B_, T_, padded = pick("gqa.batch", BATCHES), pick("gqa.length", LENGTHS), pick("gqa.padded", PADDED)
     # (num_heads, num_kv_heads, extra constructor arguments, mask)
     # 6 heads over 3 first: there query head h // 2 (right), h % 3 (tiled) and h % 2 (h % groups) all differ
-    cases = [(6, 3, {"rope_base": 1000.0}, "causal"), (H, 2, {"max_len": MAX_LEN, "rope_base": 100.0},
-                                                      "causal+padding"),
-             (H, 1, {}, "causal"), (H, H, {}, "none"), (H, 2, {}, "causal+padding")]
+    cases = [(6, 3, {"rope_base": pick("gqa.rope_base.1", [1000.0, 500.0, 2000.0, 3000.0])}, "causal"),
+             (4, 2, {"max_len": max_len, "rope_base": pick("gqa.rope_base.2", [100.0, 50.0, 200.0, 300.0])},
+              "causal+padding"),
+             (4, 1, {}, "causal"), (4, 4, {}, "none"), (4, 2, {}, "causal+padding")]
     for seed, (heads, kv_heads, extra, mask_name) in enumerate(cases):
-        module = construct(GroupedQueryAttention, name, D_MODEL, heads, kv_heads, **extra)
-        ref = reference_module(reference.GroupedQueryAttention, 50 + seed, D_MODEL, heads, kv_heads, **extra)
+        module = construct(GroupedQueryAttention, name, d_model, heads, kv_heads, **extra)
+        ref = reference_module(reference.GroupedQueryAttention, 50 + seed, d_model, heads, kv_heads, **extra)
         _gqa_structure(module, ref, name)
         prepare(module, ref, device, name)
-        x = randn(B, T, D_MODEL, seed=60 + seed, device=device)
-        mask = {"none": None, "causal": torch.tril(torch.ones(T, T, dtype=torch.bool, device=device)),
-                "causal+padding": causal_padding_mask(T, device, seed)}[mask_name]
-        shown = ", ".join([f"{D_MODEL}, {heads}, {kv_heads}", *(f"{k}={v}" for k, v in extra.items())])
+        x = randn(B_, T_, d_model, seed=60 + seed, device=device)
+        mask = {"none": None, "causal": torch.tril(torch.ones(T_, T_, dtype=torch.bool, device=device)),
+                "causal+padding": causal_padding_mask(B_, T_, padded, device)}[mask_name]
+        shown = ", ".join([f"{d_model}, {heads}, {kv_heads}", *(f"{k}={v}" for k, v in extra.items())])
         tested = f"{name}({shown}) on x {shape_of(x)}, mask: {mask_name}"
         with torch.no_grad():
             expected = ref(x, mask)
@@ -247,6 +274,20 @@ def check_grouped_query_attention(GroupedQueryAttention) -> None:
         expect_tensor(got, expected, f"{name} output", device, tested=tested, looser=ROTARY_LOOSER,
                       shape_hint="(B, T, d_model): heads merged and projected by w_o",
                       mistakes=gqa_mistakes(ref, x, mask))
+    # the stated edge cases: each impossible split of the sizes (and only that one), a sequence one too long
+    for args, why in ((pick("gqa.indivisible", [(25, 4, 1), (26, 4, 2), (30, 4, 1), (21, 6, 3)]),
+                       "when d_model is not divisible by num_heads"),
+                      (pick("gqa.ungrouped", [(24, 4, 3), (24, 6, 4), (32, 4, 3), (36, 6, 4)]),
+                       "when num_heads is not divisible by num_kv_heads"),
+                      (pick("gqa.odd_head", [(20, 4, 2), (12, 4, 2), (28, 4, 1), (18, 6, 3)]),
+                       "when d_head = d_model // num_heads is odd")):
+        expect_raises(ValueError, f"{name}{args}", GroupedQueryAttention, *args, why=why,
+                      criterion="GroupedQueryAttention.bad_sizes")
+    with edge_case("GroupedQueryAttention.too_long"):
+        short = construct(GroupedQueryAttention, name, d_model, 4, 2, max_len=T_ - 1)
+        expect_raises(ValueError, f"{name}({d_model}, 4, 2, max_len={T_ - 1}) on x {(B_, T_, d_model)}",
+                      short, randn(B_, T_, d_model, seed=49, device="cpu"), why="for a sequence longer than max_len",
+                      criterion="GroupedQueryAttention.too_long")
 
 
 # ------------------------------------------------------------------------------------------------ block and model
@@ -276,25 +317,31 @@ def check_llama_block(LlamaBlock) -> None:
     device = start_check()
     reference = _reference()
     name = "LlamaBlock"
-    short = construct(LlamaBlock, name, D_MODEL, H, 2, D_FF, max_len=T - 1)
-    expect_raises(ValueError, f"{name}({D_MODEL}, {H}, 2, {D_FF}, max_len={T - 1}) on x {(B, T, D_MODEL)}",
-                  short, randn(B, T, D_MODEL, seed=69, device="cpu"), why="for a sequence longer than max_len",
-                  criterion="LlamaBlock.too_long")
-    for seed, (kv_heads, extra) in enumerate(((2, {"max_len": MAX_LEN}), (1, {}), (H, {}))):
-        module = construct(LlamaBlock, name, D_MODEL, H, kv_heads, D_FF, **extra)
-        ref = reference_module(reference.LlamaBlock, 70 + seed, D_MODEL, H, kv_heads, D_FF, **extra)
+    d_model, d_ff = pick("llama.d_model", D_MODELS), pick("llama.d_ff", D_FFS)
+    max_len = pick("llama.max_len", MAX_LENS)
+    B_, T_, padded = pick("llama.batch", BATCHES), pick("llama.length", LENGTHS), pick("llama.padded", PADDED)
+    H = 4
+    for seed, (kv_heads, extra) in enumerate(((2, {"max_len": max_len}), (1, {}), (H, {}))):
+        module = construct(LlamaBlock, name, d_model, H, kv_heads, d_ff, **extra)
+        ref = reference_module(reference.LlamaBlock, 70 + seed, d_model, H, kv_heads, d_ff, **extra)
         only_contract_parameters(module, ref, name, "norm1 and norm2 are RMSNorm (weight only); the linear layers "
                                                     "of attn and ffn have no bias")
         prepare(module, ref, device, name)
-        x = randn(B, T, D_MODEL, seed=75 + seed, device=device)
-        mask = causal_padding_mask(T, device, seed)
-        shown = ", ".join([f"{D_MODEL}, {H}, {kv_heads}, {D_FF}", *(f"{k}={v}" for k, v in extra.items())])
+        x = randn(B_, T_, d_model, seed=75 + seed, device=device)
+        mask = causal_padding_mask(B_, T_, padded, device)
+        shown = ", ".join([f"{d_model}, {H}, {kv_heads}, {d_ff}", *(f"{k}={v}" for k, v in extra.items())])
         tested = f"{name}({shown}) on x {shape_of(x)} with a causal and padding mask {shape_of(mask)}"
         with torch.no_grad():
             expected = ref(x, mask)
             got = call(f"{name}.forward", module, x.clone(), mask.clone(), tested=tested)
         expect_tensor(got, expected, f"{name} output", device, tested=tested, looser=ROTARY_LOOSER,
                       mistakes=block_mistakes(ref, x, mask))
+    # the stated edge case: max_len reaches the attention, so a sequence one too long raises ValueError
+    with edge_case("LlamaBlock.too_long"):
+        short = construct(LlamaBlock, name, d_model, H, 2, d_ff, max_len=T_ - 1)
+        expect_raises(ValueError, f"{name}({d_model}, {H}, 2, {d_ff}, max_len={T_ - 1}) on x {(B_, T_, d_model)}",
+                      short, randn(B_, T_, d_model, seed=69, device="cpu"), why="for a sequence longer than max_len",
+                      criterion="LlamaBlock.too_long")
 
 
 @probed
@@ -304,11 +351,15 @@ def check_modern_gpt(ModernGPT) -> None:
     device = start_check()
     reference = _reference()
     name = "ModernGPT"
-    # 6 heads over 3 key/value heads: none of the sizes is the default, so each argument must be passed on
-    sizes = {"d_model": D_MODEL, "num_heads": 6, "num_kv_heads": 3, "d_ff": D_FF, "num_layers": NUM_LAYERS,
-             "max_len": MAX_LEN}
-    module = construct(ModernGPT, name, VOCAB, **sizes)
-    ref = reference_module(reference.ModernGPT, 80, VOCAB, **sizes)
+    vocab, B_ = pick("modern_gpt.vocab", [19, 17, 23, 29]), pick("modern_gpt.batch", BATCHES)
+    # 6 heads over 3 key/value heads: none of the sizes is the default, and all differ from each other, so each
+    # argument must be passed on (and to its own place)
+    sizes = {"d_model": pick("modern_gpt.d_model", D_MODELS), "num_heads": 6, "num_kv_heads": 3,
+             "d_ff": pick("modern_gpt.d_ff", D_FFS), "num_layers": pick("modern_gpt.num_layers", [2, 5]),
+             "max_len": pick("modern_gpt.max_len", MAX_LENS)}
+    max_len = sizes["max_len"]
+    module = construct(ModernGPT, name, vocab, **sizes)
+    ref = reference_module(reference.ModernGPT, 80, vocab, **sizes)
     parameters = {n for n, _shape, _dtype in describe(module, name).get("parameters", [])}
     if "lm_head.weight" in parameters:
         fail(f"{name}.lm_head is not tied to the token embedding (it has a weight of its own).",
@@ -317,14 +368,14 @@ def check_modern_gpt(ModernGPT) -> None:
         fail(f"{name} has a position table ({', '.join(p for p in parameters if 'position' in p)[:120]}).",
              hint="ModernGPT has no position embedding: positions enter through the rotary angles")
     only_contract_parameters(module, ref, name, "token_embedding, blocks of LlamaBlock and norm; lm_head is tied")
-    max_len = fetch(module.attr("max_len"), f"{name}.max_len")
-    if max_len != MAX_LEN:
-        fail(f"{name}.max_len should be the constructor's max_len ({MAX_LEN}), got {max_len!r}.")
+    got_max_len = fetch(module.attr("max_len"), f"{name}.max_len")
+    if got_max_len != max_len:
+        fail(f"{name}.max_len should be the constructor's max_len ({max_len}), got {got_max_len!r}.")
     prepare(module, ref, device, name)
-    for T_, seed in ((9, 81), (MAX_LEN, 82)):
-        ids = randint(0, VOCAB, (B, T_), seed=seed, device=device)
+    for T_, seed in ((pick("modern_gpt.length", [9, 5, 7, 10, 11]), 81), (max_len, 82)):
+        ids = randint(0, vocab, (B_, T_), seed=seed, device=device)
         shown = ", ".join(f"{k}={v}" for k, v in sizes.items())
-        tested = f"{name}({VOCAB}, {shown}) on ids {shape_of(ids)}"
+        tested = f"{name}({vocab}, {shown}) on ids {shape_of(ids)}"
         with torch.no_grad():
             expected = ref(ids)
             got = call(f"{name}.forward", module, ids.clone(), tested=tested)
@@ -337,25 +388,26 @@ def check_modern_gpt(ModernGPT) -> None:
                           ("llama.post_norm", lambda: M.modern_gpt(ref, ids, post_norm=True)),
                           *[(m, lambda f=f: M.modern_gpt(ref, ids, attn_flags=f)) for m, f in _ATTN_FLAGS],
                       ])
-    too_long = randint(0, VOCAB, (1, MAX_LEN + 1), seed=83, device=device)
-    expect_raises(ValueError, f"{name}(..., max_len={MAX_LEN}) on ids {shape_of(too_long)}", module, too_long,
-                  why="for a sequence longer than max_len", criterion="ModernGPT.too_long")
     # the defaults of the contract: the same parameters (names and shapes) as the reference's ModernGPT(vocab_size)
-    default = construct(ModernGPT, name, VOCAB)
+    default = construct(ModernGPT, name, vocab)
     theirs = {n: tuple(s) for n, s, _dtype in describe(default, name).get("parameters", [])}
-    ours = {n: tuple(p.shape) for n, p in reference.ModernGPT(VOCAB).named_parameters()}
+    ours = {n: tuple(p.shape) for n, p in reference.ModernGPT(vocab).named_parameters()}
     if theirs != ours:
         differing = sorted(n for n in set(theirs) | set(ours) if theirs.get(n) != ours.get(n))
-        fail(f"{name}({VOCAB}) with the default sizes has different parameters from the exercise's.",
+        fail(f"{name}({vocab}) with the default sizes has different parameters from the exercise's.",
              details=[f"first difference: {differing[0]}: expected {ours.get(differing[0])}, "
                       f"got {theirs.get(differing[0])}"],
              hint="keep the defaults d_model=128, num_heads=4, num_kv_heads=2, d_ff=344, num_layers=4, max_len=256")
-    reference_default = reference_module(reference.ModernGPT, 84, VOCAB)
+    reference_default = reference_module(reference.ModernGPT, 84, vocab)
     prepare(default, reference_default, device, name)
-    ids = randint(0, VOCAB, (1, 5), seed=85, device=device)
-    tested = f"{name}({VOCAB}) with the default sizes on ids {shape_of(ids)}"
+    ids = randint(0, vocab, (1, pick("modern_gpt.default_length", [5, 4, 6, 7])), seed=85, device=device)
+    tested = f"{name}({vocab}) with the default sizes on ids {shape_of(ids)}"
     with torch.no_grad():
         expected = reference_default(ids)
         got = call(f"{name}.forward", default, ids.clone(), tested=tested)
     expect_tensor(got, expected, f"{name} logits", device, tested=tested, looser=ROTARY_LOOSER,
                   note="keep the defaults d_model=128, num_heads=4, num_kv_heads=2, d_ff=344, num_layers=4")
+    # the stated edge case: a sequence one longer than max_len
+    too_long = randint(0, vocab, (1, max_len + 1), seed=83, device=device)
+    expect_raises(ValueError, f"{name}(..., max_len={max_len}) on ids {shape_of(too_long)}", module, too_long,
+                  why="for a sequence longer than max_len", criterion="ModernGPT.too_long")

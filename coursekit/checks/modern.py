@@ -12,6 +12,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from coursekit.criteria import edge_case
 from coursekit.checks.toolkit import (expect_close, expect_dtype, expect_shape, expect_type, fail,
                                      first_matching_hint, mistake_hint, passed, run, uses_parts)
 
@@ -220,8 +221,9 @@ def check_rotary_cos_sin(rotary_cos_sin) -> None:
             hint = "use the `base` argument instead of 10000."
         expect_close(cos, np.cos(angle), f"the cos table of {label}", hint, atol=1e-5)
         expect_close(sin, np.sin(angle), f"the sin table of {label}", hint, atol=1e-5)
-    _expect_raises("rotary_cos_sin(4, 5)", lambda: rotary_cos_sin(4, 5),
-                   "features are rotated in pairs: check `d_head % 2` and raise ValueError.")
+    with edge_case("rotary_cos_sin.odd_d_head"):
+        _expect_raises("rotary_cos_sin(4, 5)", lambda: rotary_cos_sin(4, 5),
+                       "features are rotated in pairs: check `d_head % 2` and raise ValueError.")
     passed("rotary_cos_sin")
 
 
@@ -289,8 +291,9 @@ def check_grouped_query_attention(GroupedQueryAttention) -> None:
     for args, why in (((10, 4, 2), "d_model 10 is not divisible by 4 heads"),
                       ((12, 6, 4), "6 query heads cannot be shared out evenly over 4 key/value heads"),
                       ((12, 4, 1), "d_head = 12 // 4 = 3 is odd, and rotary angles turn pairs of features")):
-        _expect_raises(f"GroupedQueryAttention{args}", lambda args=args: GroupedQueryAttention(*args),
-                       f"{why}: check it in __init__ and raise ValueError.")
+        with edge_case("GroupedQueryAttention.bad_sizes"):
+            _expect_raises(f"GroupedQueryAttention{args}", lambda args=args: GroupedQueryAttention(*args),
+                           f"{why}: check it in __init__ and raise ValueError.")
     causal = torch.tril(torch.ones(T, T, dtype=torch.bool))
     x = torch.randn(2, T, d_model, generator=torch.Generator().manual_seed(96))       # (2, 4, 12)
     for num_heads, num_kv_heads, keep in ((6, 3, causal), (6, 1, None), (6, 6, causal)):
@@ -320,9 +323,10 @@ def check_grouped_query_attention(GroupedQueryAttention) -> None:
                                    atol=_ROTARY_ATOL)
         expect_close(out, _gqa(params, "", xs, num_heads, num_kv_heads, keep_np),
                      f"{label}(x" + (", causal mask)" if keep is not None else ")"), hint, atol=_ROTARY_ATOL)
-    short = run("GroupedQueryAttention", GroupedQueryAttention, d_model, 6, 3, max_len=3)
-    _expect_raises("GroupedQueryAttention(12, 6, 3, max_len=3) on a sequence of 4",
-                   lambda: short(x), "compare T = x.size(1) with max_len at the start of forward.")
+    with edge_case("GroupedQueryAttention.too_long"):
+        short = run("GroupedQueryAttention", GroupedQueryAttention, d_model, 6, 3, max_len=3)
+        _expect_raises("GroupedQueryAttention(12, 6, 3, max_len=3) on a sequence of 4",
+                       lambda: short(x), "compare T = x.size(1) with max_len at the start of forward.")
     passed("GroupedQueryAttention", "(6 heads over 3, 1 and 6 key/value heads; causal mask)")
 
 
@@ -350,9 +354,10 @@ def check_llama_block(LlamaBlock) -> None:
         (answer("no_ffn_residual"), mistake_hint("llama.missing_residual", "around the feed-forward.")),
     ], atol=_ROTARY_ATOL)
     expect_close(out, answer(), "LlamaBlock(x, causal mask)", hint, atol=_ROTARY_ATOL)
-    short = run("LlamaBlock", LlamaBlock, d_model, num_heads, num_kv_heads, d_ff, max_len=T - 1)
-    _expect_raises(f"LlamaBlock(..., max_len={T - 1}) on a sequence of {T}", lambda: short(x),
-                   "pass max_len on to GroupedQueryAttention, whose forward raises ValueError when T > max_len.")
+    with edge_case("LlamaBlock.too_long"):
+        short = run("LlamaBlock", LlamaBlock, d_model, num_heads, num_kv_heads, d_ff, max_len=T - 1)
+        _expect_raises(f"LlamaBlock(..., max_len={T - 1}) on a sequence of {T}", lambda: short(x),
+                       "pass max_len on to GroupedQueryAttention, whose forward raises ValueError when T > max_len.")
     passed("LlamaBlock")
 
 
@@ -399,7 +404,8 @@ def check_modern_gpt(ModernGPT) -> None:
         (answer(scaled=True), mistake_hint("modern_gpt.embedding_scaled")),
     ], atol=_ROTARY_ATOL)
     expect_close(logits, answer(), "ModernGPT(ids)", hint, atol=_ROTARY_ATOL)
-    _expect_raises(f"ModernGPT(..., max_len={max_len}) on ids of length {max_len + 1}",
-                   lambda: model(torch.zeros(1, max_len + 1, dtype=torch.long)),
-                   "compare T = ids.size(1) with self.max_len at the start of forward.")
+    with edge_case("ModernGPT.too_long"):
+        _expect_raises(f"ModernGPT(..., max_len={max_len}) on ids of length {max_len + 1}",
+                       lambda: model(torch.zeros(1, max_len + 1, dtype=torch.long)),
+                       "compare T = ids.size(1) with self.max_len at the start of forward.")
     passed("ModernGPT", "(tied, no position table, causal)")

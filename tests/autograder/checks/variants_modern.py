@@ -140,7 +140,11 @@ class SwiGLUStudent(nn.Module):
 
 # ------------------------------------------------------------------------------------------ grouped-query attention
 class GQATorchSDPA(nn.Module):
-    """F.scaled_dot_product_attention(enable_gqa=True), tables recomputed at every call (nothing stored)."""
+    """F.scaled_dot_product_attention(enable_gqa=True), tables recomputed at every call (nothing stored).
+
+    MISTAKE "no_length_check": the one thing wrong is the missing ValueError for T > max_len (it computes the
+    tables for any T, so it runs and answers correctly on a sequence that is too long)."""
+    MISTAKE = None
 
     def __init__(self, d_model, num_heads, num_kv_heads, max_len=512, rope_base=10000.0):
         super().__init__()
@@ -155,7 +159,7 @@ class GQATorchSDPA(nn.Module):
 
     def forward(self, x, mask=None):
         B, T, _ = x.shape
-        if T > self.max_len:
+        if T > self.max_len and self.MISTAKE != "no_length_check":
             raise ValueError("too long")
         cos, sin = (t.to(x.device) for t in rotary_cos_sin_outer(T, self.d_head, self.base))
         q = self.w_q(x).view(B, T, self.h, self.d_head).transpose(1, 2)
@@ -173,7 +177,8 @@ class GQAStudent(nn.Module):
 
     def __init__(self, d_model, num_heads, num_kv_heads, max_len=512, rope_base=10000.0):
         super().__init__()
-        if d_model % num_heads or num_heads % num_kv_heads or (d_model // num_heads) % 2:
+        if self.MISTAKE != "no_size_check" and (d_model % num_heads or num_heads % num_kv_heads
+                                                or (d_model // num_heads) % 2):
             raise ValueError("bad sizes")
         self.h, self.kv, self.d_head, self.max_len = num_heads, num_kv_heads, d_model // num_heads, max_len
         self.w_q = nn.Linear(d_model, d_model, bias=False)
@@ -219,7 +224,10 @@ class LlamaBlockStudent(nn.Module):
     def __init__(self, d_model, num_heads, num_kv_heads, d_ff, max_len=512):
         super().__init__()
         self.norm1 = RMSNormFunctional(d_model)
-        self.attn = self.ATTENTION(d_model, num_heads, num_kv_heads, max_len)
+        if self.MISTAKE == "no_max_len":   # max_len not passed on: the attention takes its default, 512
+            self.attn = self.ATTENTION(d_model, num_heads, num_kv_heads)
+        else:
+            self.attn = self.ATTENTION(d_model, num_heads, num_kv_heads, max_len)
         self.norm2 = RMSNormSubclass(d_model)
         self.ffn = SwiGLUSigmoid(d_model, d_ff)
 
@@ -242,7 +250,9 @@ class ModernGPTStudent(nn.Module):
         self.token_embedding = nn.Embedding(vocab_size, d_model)
         if self.MISTAKE == "positions":
             self.position_embedding = nn.Embedding(max_len, d_model)
-        self.blocks = nn.ModuleList(LlamaBlockStudent(d_model, num_heads, num_kv_heads, d_ff, max_len)
+        # "no_length_check": no ValueError of its own, and the blocks keep their default max_len (512)
+        block_max_len = 512 if self.MISTAKE == "no_length_check" else max_len
+        self.blocks = nn.ModuleList(LlamaBlockStudent(d_model, num_heads, num_kv_heads, d_ff, block_max_len)
                                     for _ in range(num_layers))
         self.norm = RMSNormFunctional(d_model)
         self.lm_head = nn.Linear(d_model, vocab_size, bias=False)
@@ -251,7 +261,7 @@ class ModernGPTStudent(nn.Module):
 
     def forward(self, ids):
         T = ids.size(1)
-        if T > self.max_len:
+        if T > self.max_len and self.MISTAKE != "no_length_check":
             raise ValueError("too long")
         x = self.token_embedding(ids)
         if self.MISTAKE == "scaled":
@@ -260,3 +270,22 @@ class ModernGPTStudent(nn.Module):
         for block in self.blocks:
             x = block(x, mask)
         return self.lm_head(x if self.MISTAKE == "no_final_norm" else self.norm(x))
+
+
+# ----------------------------------------------------------------------------------------------------- stubs
+def rotary_cos_sin_stub(max_len, d_head, base=10000.0):
+    """The released notebook's unanswered exercise."""
+    raise NotImplementedError()
+
+
+def module_stub(name: str, where: str = "__init__"):
+    """The released notebook's unanswered class (`where`: "__init__" as released, or "forward" only)."""
+    def init(self, *args, **kwargs):
+        nn.Module.__init__(self)
+        if where == "__init__":
+            raise NotImplementedError()
+
+    def forward(self, *args, **kwargs):
+        raise NotImplementedError()
+
+    return type(name, (nn.Module,), {"__init__": init, "forward": forward})

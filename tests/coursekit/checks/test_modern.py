@@ -105,3 +105,19 @@ def test_unimplemented_stubs_say_so():
 
     fails_with(checks.check_rotary_cos_sin, stub, "not implemented yet")
     fails_with(checks.check_apply_rotary, stub, "not implemented yet")
+
+
+@pytest.mark.parametrize("check, answer, criterion", [
+    (checks.check_rotary_cos_sin, W.rotary_cos_sin_wrong("no_check"), "rotary_cos_sin.odd_d_head"),
+    (checks.check_grouped_query_attention, mistake(W.GQAStudent, "no_size_check"), "GroupedQueryAttention.bad_sizes"),
+    (checks.check_grouped_query_attention, mistake(W.GQATorchSDPA, "no_length_check"),
+     "GroupedQueryAttention.too_long"),
+    (checks.check_llama_block, mistake(W.LlamaBlockStudent, "no_max_len"), "LlamaBlock.too_long"),
+    (checks.check_modern_gpt, mistake(W.ModernGPTStudent, "no_length_check"), "ModernGPT.too_long"),
+], ids=lambda v: v if isinstance(v, str) else "")
+def test_a_missing_stated_edge_case_is_named(check, answer, criterion):
+    """An answer right but for one stated edge case fails the public check, which says which edge case it was."""
+    from coursekit.criteria import CRITERIA
+
+    fails_with(check, answer, "should raise ValueError",
+               f"an edge case the exercise states: {CRITERIA[criterion].text}")
