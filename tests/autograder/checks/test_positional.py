@@ -27,7 +27,7 @@ def test_sinusoidal_odd_d_model_must_raise():
 
 def test_sinusoidal_wrong_shape_and_dtype():
     V.fails_with(checks.check_sinusoidal_positional_encoding, lambda n, d: solutions.sinusoidal_positional_encoding(
-        n, d).T, "wrong shape", "expected shape (12, 8)")
+        n, d).T, "wrong shape", "expected shape (")
     V.fails_with(checks.check_sinusoidal_positional_encoding, lambda n, d: solutions.sinusoidal_positional_encoding(
         n, d).double(), "float32")
 
