@@ -98,8 +98,8 @@ def check_build_vocab(build_vocab) -> None:
     high = pick("embeddings.vocab.min_freq", [3, 4])              # 3 * high words: some count equals min_freq
     specials = pick("embeddings.vocab.specials", [("<pad>", "<unk>"), ("<unk>", "<pad>"), ("<pad>", "<unk>", "<eos>"),
                                                   ("<unk>",), ("<pad>", "<bos>", "<unk>", "<eos>")])
-    extra = pick("embeddings.vocab.extra", [["<unk>", "<unk>", "<eos>"], ["<pad>", "<unk>"], ["<eos>", "<bos>", "<eos>"],
-                                            ["<unk>", "<bos>"]])
+    extra = pick("embeddings.vocab.extra", [["<unk>", "<unk>", "<eos>"], ["<pad>", "<unk>"],
+                                            ["<eos>", "<bos>", "<eos>"], ["<unk>", "<bos>"]])
     cases = [
         (f"{n_texts} texts, default arguments", _corpus(1, n_words, n_texts), {}),
         (f"{n_texts} texts, min_freq=2", _corpus(2, n_words, n_texts), {"min_freq": 2}),
@@ -145,9 +145,9 @@ def check_encode(encode) -> None:
     unknown = _words(30, 99)[:6]
     unknown = [w for w in unknown if w not in known][:3]
     # '<unk>' is never id 1 here, and never the last id either (hard-coded 1 or len(vocab) - 1 would pass otherwise)
-    unk_elsewhere = pick("embeddings.encode.specials", [("<pad>", "<bos>", "<unk>"), ("<unk>", "<pad>", "<bos>"),
-                                                        ("<pad>", "<bos>", "<eos>", "<unk>"), ("<bos>", "<eos>", "<unk>"),
-                                                        ("<unk>", "<eos>")])
+    unk_elsewhere = pick("embeddings.encode.specials", [
+        ("<pad>", "<bos>", "<unk>"), ("<unk>", "<pad>", "<bos>"), ("<pad>", "<bos>", "<eos>", "<unk>"),
+        ("<bos>", "<eos>", "<unk>"), ("<unk>", "<eos>")])
     cases = [
         ("known tokens", reference.build_vocab(texts), known[:5]),
         ("known and unknown tokens", reference.build_vocab(texts), known[3:6] + unknown + known[:2]),

@@ -21,7 +21,7 @@ def test_split_heads_mistakes(kind, diagnosis):
 
 def test_split_heads_wrong_shape():
     V.fails_with(checks.check_split_heads, lambda x, h: solutions.split_heads(x, h).transpose(1, 2),
-                 "wrong shape", "expected shape (2, 3, 5, 4)")
+                 "wrong shape", "expected shape (")
 
 
 @pytest.mark.parametrize("fn", [solutions.merge_heads, V.merge_heads_cat, V.merge_heads_permute])
@@ -60,6 +60,6 @@ def test_mha_structure_problems():
     V.fails_with(checks.check_multi_head_attention, V.mistake(V.MultiHeadAttentionBase, "renamed"),
                  "submodule `w_o`")
     V.fails_with(checks.check_multi_head_attention, V.mistake(V.MultiHeadAttentionBase, "averaged"),
-                 "the attention weights has the wrong shape", "expected shape (2, 3, 5, 5)")
+                 "the attention weights has the wrong shape", "expected shape (")
     V.fails_with(checks.check_multi_head_attention, V.mistake(V.MultiHeadAttentionBase, "no_value_error"),
                  "ValueError", "not divisible")
