@@ -2,10 +2,13 @@
 from __future__ import annotations
 
 import pytest
+from torch import nn
 
 import solutions
 import variants as V
 from autograder.checks import multi_head as checks
+from autograder.checks.criteria import PartialCredit
+from coursekit.criteria import CRITERIA
 
 
 @pytest.mark.parametrize("fn", [solutions.split_heads, V.split_heads_stack, V.split_heads_permute])
@@ -63,3 +66,26 @@ def test_mha_structure_problems():
                  "the attention weights has the wrong shape", "expected shape (")
     V.fails_with(checks.check_multi_head_attention, V.mistake(V.MultiHeadAttentionBase, "no_value_error"),
                  "ValueError", "not divisible")
+
+
+# ----------------------------------------------------------------------------- partial credit by criterion (door 4)
+def test_mha_only_missing_indivisible_error_gets_partial_credit():
+    with pytest.raises(PartialCredit) as info:
+        checks.check_multi_head_attention(V.mistake(V.MultiHeadAttentionBase, "no_value_error"))
+    assert info.value.fraction >= 0.8, str(info.value)
+    assert f"✗ {CRITERIA['MultiHeadAttention.indivisible'].text}" in str(info.value), str(info.value)
+    assert "✓ the main behaviour" in str(info.value)
+
+
+def test_mha_stub_gets_no_partial_credit():
+    class Stub(nn.Module):
+        def __init__(self, d_model, num_heads, dropout=0.0, bias=True):
+            super().__init__()
+            if d_model % num_heads:
+                raise ValueError("d_model must be divisible by num_heads")
+            raise NotImplementedError()
+
+    with pytest.raises(AssertionError) as info:
+        checks.check_multi_head_attention(Stub)
+    assert not isinstance(info.value, PartialCredit), str(info.value)
+    assert "not implemented yet" in str(info.value)
