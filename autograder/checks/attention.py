@@ -1,4 +1,14 @@
-"""Hidden checks of notebook 03 (scaled dot-product attention and the masks; True = may attend)."""
+"""Hidden checks of notebook 03 (scaled dot-product attention and the masks; True = may attend).
+
+Every input is this submission's (autograder/checks/probe_inputs.py); with no salt, the first option of each space:
+- make_padding_mask: ids (3, 7) (B 2-4, T 5-9, B != T) with lengths 5, 2, 7 (one full row, others 1..T-1), and
+  ids (4, 6) (B 3-5, T 4-8) with pad_id 3 (1-9) and lengths 4, 6, 1, 6 (one full row, none of length 1 in the
+  first place: position 1 holds the ordinary token 0);
+- make_causal_mask: sizes 5 (3-6) and 7 (6-10), distinct;
+- scaled_dot_product_attention: B 2 (2-3), H 3 (2-4), T_q 5 (3-6), T_k 7 (6-9), d_k 4 (3-8), d_v 6 (5-10), all six
+  distinct (so that every transposed or misplaced axis shows, and sqrt(T_k) != sqrt(d_k)); the padded lengths T_k
+  and 2..T_k-1.
+"""
 from __future__ import annotations
 
 from autograder.checks.remote import probed
@@ -6,6 +16,7 @@ from autograder.checks.remote import probed
 import torch
 
 from autograder.checks import known_mistakes as M
+from autograder.checks.probe_inputs import current_salt, generator, pick, rng
 from autograder.checks.toolkit import (
     as_tensor, call, expect_callable, expect_shape, expect_tensor, fail, randn, shape_of, start_check,
 )
@@ -17,20 +28,50 @@ def _reference():
     return reference
 
 
-def padded_ids(lengths, T: int, *, pad_id: int = 0, vocab: int = 20, seed: int = 0, device="cpu") -> torch.Tensor:
+def padded_ids(lengths, T: int, *, pad_id: int = 0, vocab: int = 20, seed: int = 0, device="cpu",
+               salted: bool = False) -> torch.Tensor:
     """(B, T) random ids, never pad_id, post-padded with pad_id to the given lengths (each >= 1).
+
+    `salted`: drawn with this submission's seed for `seed` (probe_inputs.generator), as the checks of 03 and 04 do;
+    without it the ids are the same for every submission (`seed` as written), for callers whose fixed cases were
+    chosen on those ids.
 
     With pad_id != 0, every row has the ordinary token 0 at position 1, so code that hard-codes 0 as padding shows
     (position 1, not 0, so that no causal row becomes fully blocked).
     """
-    generator = torch.Generator().manual_seed(seed)
-    ids = torch.randint(1, vocab, (len(lengths), T), generator=generator)
+    draw = generator(seed) if salted else torch.Generator().manual_seed(seed)
+    ids = torch.randint(1, vocab, (len(lengths), T), generator=draw)
     ids = torch.where(ids == pad_id, torch.full_like(ids, 1 if pad_id != 1 else 2), ids)
     if pad_id != 0:
         ids[:, 1] = 0
     for row, length in enumerate(lengths):
         ids[row, length:] = pad_id
     return ids.to(device)
+
+
+def draw_sizes(label: str, spaces: dict, valid=lambda sizes: len(set(sizes.values())) == len(sizes)) -> dict:
+    """One size from each space for this submission ({name: options}, the first options with no salt), drawn
+    again (a bounded number of times) until `valid` (by default: all distinct) holds."""
+    sizes = {name: options[0] for name, options in spaces.items()}
+    if not current_salt():
+        return sizes
+    draw = rng(label)
+    for _ in range(500):
+        drawn = {name: draw.choice(list(options)) for name, options in spaces.items()}
+        if valid(drawn):
+            return drawn
+    return sizes
+
+
+def draw_lengths(label: str, first: list[int], T: int, B: int) -> list[int]:
+    """B sequence lengths in 1..T, one of them T (a full row) and one shorter (a padded row); `first` with no salt."""
+    if not current_salt():
+        return list(first)
+    draw = rng(label)
+    lengths = [draw.randint(1, T) for _ in range(B)]
+    full, short = draw.sample(range(B), 2)
+    lengths[full], lengths[short] = T, draw.randint(1, T - 1)
+    return lengths
 
 
 def _mask_problem(got, expected, label, tested, inverted, extra=()):
@@ -56,8 +97,14 @@ def check_make_padding_mask(make_padding_mask) -> None:
     device = start_check()
     expect_callable(make_padding_mask, "make_padding_mask")
     reference = _reference()
-    cases = [({}, padded_ids([5, 2, 7], 7, seed=1, device=device)),
-             ({"pad_id": 3}, padded_ids([4, 6, 1, 6], 6, pad_id=3, seed=2, device=device))]
+    first = draw_sizes("attention.padding_mask.first", {"B": [3, 2, 4], "T": [7, 5, 6, 8, 9]})
+    second = draw_sizes("attention.padding_mask.second", {"B": [4, 3, 5], "T": [6, 4, 5, 7, 8]})
+    pad_id = pick("attention.padding_mask.pad_id", [3, 1, 2, 4, 5, 6, 7, 8, 9])
+    lengths = draw_lengths("attention.padding_mask.lengths_first", [5, 2, 7], first["T"], first["B"])
+    other = draw_lengths("attention.padding_mask.lengths_second", [4, 6, 1, 6], second["T"], second["B"])
+    cases = [({}, padded_ids(lengths, first["T"], seed=1, device=device, salted=True)),
+             ({"pad_id": pad_id}, padded_ids(other, second["T"], pad_id=pad_id, seed=2, device=device,
+                                               salted=True))]
     for kwargs, ids in cases:
         tested = f"ids {tuple(ids.shape)}" + (f", pad_id={kwargs['pad_id']}" if kwargs else "")
         expected = reference.make_padding_mask(ids, **kwargs)
@@ -75,7 +122,8 @@ def check_make_causal_mask(make_causal_mask) -> None:
     device = start_check()
     expect_callable(make_causal_mask, "make_causal_mask")
     reference = _reference()
-    for size, kwargs in ((5, {}), (7, {"device": device})):
+    sizes = draw_sizes("attention.causal_mask.sizes", {"first": [5, 3, 4, 6], "second": [7, 6, 8, 9, 10]})
+    for size, kwargs in ((sizes["first"], {}), (sizes["second"], {"device": device})):
         tested = f"size={size}" + (f", device={device.type}" if kwargs else "")
         expected = reference.make_causal_mask(size, **kwargs)
         got = call("make_causal_mask", make_causal_mask, size, **kwargs, tested=tested)
@@ -104,8 +152,12 @@ def check_scaled_dot_product_attention(scaled_dot_product_attention) -> None:
     device = start_check()
     expect_callable(scaled_dot_product_attention, "scaled_dot_product_attention")
     reference = _reference()
-    B, H, T_q, T_k, d_k, d_v = 2, 3, 5, 7, 4, 6
-    padding = reference.make_padding_mask(padded_ids([7, 4], T_k, seed=3, device=device))   # (B, 1, 1, T_k)
+    sizes = draw_sizes("attention.sdpa.sizes", {"B": [2, 3], "H": [3, 2, 4], "T_q": [5, 3, 4, 6],
+                                                "T_k": [7, 6, 8, 9], "d_k": [4, 3, 5, 8], "d_v": [6, 5, 7, 10]})
+    B, H, T_q, T_k, d_k, d_v = (sizes[name] for name in ("B", "H", "T_q", "T_k", "d_k", "d_v"))
+    lengths = [T_k, pick("attention.sdpa.length", [4, *range(2, T_k)])] + \
+        [rng("attention.sdpa.lengths").randint(2, T_k) for _ in range(B - 2)]
+    padding = reference.make_padding_mask(padded_ids(lengths, T_k, seed=3, device=device, salted=True))  # (B,1,1,T_k)
     causal = reference.make_causal_mask(T_k, device=device)                                  # (T_k, T_k)
     cases = [
         ("no mask", (B, H, T_q), None),

@@ -1,4 +1,18 @@
-"""Hidden checks of notebook 01 (tokens and embeddings)."""
+"""Hidden checks of notebook 01 (tokens and embeddings).
+
+Every input is this submission's (autograder/checks/probe_inputs.py); with no salt, the first option of each space:
+- texts: pseudo-words drawn from this submission's seeds (2 to 6 letters: a pool of ~3e8 words), 12 (or 12-16)
+  distinct words per corpus, counted 1, 1, 1, 2, 2, 2, ... (ties in every group of three), split into 9 (or 7-11)
+  texts, shuffled until first appearance differs from alphabetical order inside some tie (the ties mistake shows);
+  min_freq 2 and 3 (or 4, with enough words that some count equals min_freq); custom specials from a pool of
+  orders where '<unk>' is not id 1 (encode) / subsets of the four specials (build_vocab);
+- pad_batch: 4 (3-5) sequences of distinct lengths in 1..9, the longest != B, values 4..50; pad_id 9 (1-9, != 0),
+  a truncating max_len strictly between the shortest and the longest length, a padding max_len 1-3 past the longest;
+- TokenEmbedding: statistics on (V, d_model) in {300, 256, 320, 400} x {64, 48, 80, 96} with padding_idx None, 0 and
+  5 (1..V-1); values on V in 17..29, d_model in {8, 6, 10, 12}, ids (3-4, 5-7);
+- word2vec: 14 (12-18) words, 4 (3-5) of them unknown to the keyed vectors, vector_size 6 (5-9);
+- attention_over_words: 9 (9-12) words, vector_size 12 (10-16), one query over 5 (4-6) keys, 3 keys, 1 key.
+"""
 from __future__ import annotations
 
 from autograder.checks.remote import new, probed
@@ -9,9 +23,10 @@ import numpy as np
 import torch
 
 from autograder.checks import known_mistakes as M
+from autograder.checks.probe_inputs import current_salt, generator, pick, rng, seed_for
 from autograder.checks.toolkit import (
     as_tensor, call, construct, describe, expect_callable, expect_shape, expect_tensor, fail, is_integer, prepare,
-    start_check, to_numpy, values_close,
+    seeded, start_check, to_numpy, values_close,
 )
 
 SPECIALS = ("<pad>", "<unk>", "<bos>", "<eos>")
@@ -24,8 +39,8 @@ def _reference():
 
 
 def _words(n: int, seed: int) -> list[str]:
-    """n distinct lowercase pseudo-words (deterministic)."""
-    rng = random.Random(seed)
+    """n distinct lowercase pseudo-words (this submission's, for the written seed)."""
+    rng = random.Random(seed_for(seed))
     words: set[str] = set()
     while len(words) < n:
         words.add("".join(rng.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(rng.randint(2, 6))))
@@ -33,13 +48,19 @@ def _words(n: int, seed: int) -> list[str]:
 
 
 def _corpus(seed: int, n_words: int = 12, n_texts: int = 9, extra=()) -> list[list[str]]:
-    """Texts whose word counts include ties, in an order that is neither alphabetical nor by count."""
-    rng = random.Random(seed)
+    """Texts whose word counts include ties, in an order that is neither alphabetical nor by count.
+
+    The order of first appearance differs from the alphabetical order inside some tie (redrawn until it does, a
+    bounded number of times), so that breaking ties by first appearance (Counter.most_common) shows."""
+    rng = random.Random(seed_for(seed))
     words = _words(n_words, seed)
     rng.shuffle(words)
     counts = [1 + (i // 3) for i in range(n_words)]  # groups of three tokens share a count: ties
     tokens = [w for w, c in zip(words, counts) for _ in range(c)] + list(extra)
-    rng.shuffle(tokens)
+    for _ in range(50):
+        rng.shuffle(tokens)
+        if M.build_vocab([tokens], ties="first_seen") != M.build_vocab([tokens]):
+            break
     size = max(1, len(tokens) // n_texts)
     return [tokens[i:i + size] for i in range(0, len(tokens), size)]
 
@@ -72,12 +93,20 @@ def check_build_vocab(build_vocab) -> None:
     start_check()
     expect_callable(build_vocab, "build_vocab")
     reference = _reference()
+    n_words = pick("embeddings.vocab.n_words", [12, 13, 14, 15, 16])
+    n_texts = pick("embeddings.vocab.n_texts", [9, 7, 8, 10, 11])
+    high = pick("embeddings.vocab.min_freq", [3, 4])              # 3 * high words: some count equals min_freq
+    specials = pick("embeddings.vocab.specials", [("<pad>", "<unk>"), ("<unk>", "<pad>"), ("<pad>", "<unk>", "<eos>"),
+                                                  ("<unk>",), ("<pad>", "<bos>", "<unk>", "<eos>")])
+    extra = pick("embeddings.vocab.extra", [["<unk>", "<unk>", "<eos>"], ["<pad>", "<unk>"],
+                                            ["<eos>", "<bos>", "<eos>"], ["<unk>", "<bos>"]])
     cases = [
-        ("9 texts, default arguments", _corpus(1), {}),
-        ("9 texts, min_freq=2", _corpus(2), {"min_freq": 2}),
-        ("9 texts, min_freq=3", _corpus(3, n_words=15), {"min_freq": 3}),
-        ("texts containing the token '<unk>'", _corpus(4, extra=["<unk>", "<unk>", "<eos>"]), {}),
-        ("custom specials ('<pad>', '<unk>')", _corpus(5), {"specials": ("<pad>", "<unk>")}),
+        (f"{n_texts} texts, default arguments", _corpus(1, n_words, n_texts), {}),
+        (f"{n_texts} texts, min_freq=2", _corpus(2, n_words, n_texts), {"min_freq": 2}),
+        (f"{n_texts} texts, min_freq={high}", _corpus(3, n_words=max(15, 3 * high + 3), n_texts=n_texts),
+         {"min_freq": high}),
+        ("texts containing special tokens", _corpus(4, n_words, n_texts, extra=extra), {}),
+        (f"custom specials {specials}", _corpus(5, n_words, n_texts), {"specials": specials}),
     ]
     for tested, texts, kwargs in cases:
         expected = reference.build_vocab(texts, **kwargs)
@@ -95,7 +124,7 @@ def check_build_vocab(build_vocab) -> None:
             fail("build_vocab: the vocabulary differs from the reference solution.", tested=tested, details=details,
                  mistake=mistake)
     # tokenized_texts is any iterable: a generator can be read only once.
-    texts = _corpus(6)
+    texts = _corpus(6, n_words, n_texts)
     expected = reference.build_vocab(texts)
     once = new(build_vocab.channel, "builtins.iter", [list(t) for t in texts])  # an iterator, read once, in the kernel
     got = call("build_vocab", build_vocab, once, tested="a generator of token lists")
@@ -115,11 +144,15 @@ def check_encode(encode) -> None:
     known = sorted({t for text in texts for t in text})
     unknown = _words(30, 99)[:6]
     unknown = [w for w in unknown if w not in known][:3]
+    # '<unk>' is never id 1 here, and never the last id either (hard-coded 1 or len(vocab) - 1 would pass otherwise)
+    unk_elsewhere = pick("embeddings.encode.specials", [
+        ("<pad>", "<bos>", "<unk>"), ("<unk>", "<pad>", "<bos>"), ("<pad>", "<bos>", "<eos>", "<unk>"),
+        ("<bos>", "<eos>", "<unk>"), ("<unk>", "<eos>")])
     cases = [
         ("known tokens", reference.build_vocab(texts), known[:5]),
         ("known and unknown tokens", reference.build_vocab(texts), known[3:6] + unknown + known[:2]),
         ("an empty token list", reference.build_vocab(texts), []),
-        ("a vocabulary whose '<unk>' id is not 1", reference.build_vocab(texts, specials=("<pad>", "<bos>", "<unk>")),
+        ("a vocabulary whose '<unk>' id is not 1", reference.build_vocab(texts, specials=unk_elsewhere),
          unknown + known[:3]),
     ]
     for tested, vocab, tokens in cases:
@@ -149,13 +182,25 @@ def check_pad_batch(pad_batch) -> None:
     start_check()
     expect_callable(pad_batch, "pad_batch")
     reference = _reference()
-    rng = random.Random(11)
-    sequences = [[rng.randint(4, 50) for _ in range(n)] for n in (5, 2, 7, 3)]
+    lengths = [5, 2, 7, 3]
+    draw = rng("embeddings.pad_batch.lengths")
+    if current_salt():
+        while True:  # distinct lengths, the longest different from B (a transposed result shows by its shape)
+            lengths = draw.sample(range(1, 10), draw.choice([3, 4, 5]))
+            if max(lengths) != len(lengths):
+                break
+    values = random.Random(seed_for(11))
+    sequences = [[values.randint(4, 50) for _ in range(n)] for n in lengths]
+    shortest, longest = min(lengths), max(lengths)
+    cut = pick("embeddings.pad_batch.cut", [4, *range(shortest + 1, longest)])
+    cut = cut if shortest < cut < longest else shortest + 1
+    padded = longest + pick("embeddings.pad_batch.padded", [2, 1, 3])
+    pad_id, other_pad_id = pick("embeddings.pad_batch.pad_id", [(9, 1), (1, 9), (3, 7), (7, 2), (5, 8), (2, 6)])
     cases = [
-        ("4 sequences of lengths 5, 2, 7, 3", {}),
-        ("pad_id=9", {"pad_id": 9}),
-        ("max_len=4 (shorter than the longest: truncation)", {"max_len": 4}),
-        ("max_len=9 (longer than the longest)", {"max_len": 9, "pad_id": 1}),
+        (f"{len(lengths)} sequences of lengths {', '.join(map(str, lengths))}", {}),
+        (f"pad_id={pad_id}", {"pad_id": pad_id}),
+        (f"max_len={cut} (shorter than the longest: truncation)", {"max_len": cut}),
+        (f"max_len={padded} (longer than the longest)", {"max_len": padded, "pad_id": other_pad_id}),
     ]
     for tested, kwargs in cases:
         expected = reference.pad_batch([list(s) for s in sequences], **kwargs)
@@ -183,8 +228,9 @@ def check_token_embedding(TokenEmbedding) -> None:
     zero."""
     device = start_check()
     reference = _reference()
-    V, d_model = 300, 64
-    for padding_idx in (None, 0, 5):
+    V = pick("embeddings.token_embedding.stats_V", [300, 256, 320, 400])
+    d_model = pick("embeddings.token_embedding.stats_d_model", [64, 48, 80, 96])
+    for padding_idx in (None, 0, pick("embeddings.token_embedding.padding_idx", [5, *range(1, 12)])):
         module = construct(TokenEmbedding, "TokenEmbedding", V, d_model, padding_idx=padding_idx)
         info = describe(module, "TokenEmbedding", attrs=["weight"])
         params = [name for name, _shape, _dtype in info.get("parameters", [])]
@@ -206,12 +252,13 @@ def check_token_embedding(TokenEmbedding) -> None:
                  mistake="embedding.unit_init" if abs(std - 1) < 0.05 else None,
                  hint="torch.randn(vocab_size, d_model) * d_model ** -0.5")
     # values: copy the reference table, then look up ids
-    V, d_model, B, T = 23, 8, 3, 5
-    ids = torch.randint(0, V, (B, T), generator=torch.Generator().manual_seed(3)).to(device)
+    V = pick("embeddings.token_embedding.V", [23, *range(17, 30)])
+    d_model = pick("embeddings.token_embedding.d_model", [8, 6, 10, 12])
+    B, T = pick("embeddings.token_embedding.batch", [(3, 5), (3, 6), (4, 5), (4, 7), (3, 7)])
+    ids = torch.randint(0, V, (B, T), generator=generator(3)).to(device)
     for padding_idx in (None, 0):
         module = construct(TokenEmbedding, "TokenEmbedding", V, d_model, padding_idx=padding_idx)
-        with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(1)
+        with seeded(1):
             ref = reference.TokenEmbedding(V, d_model, padding_idx=padding_idx)
         prepare(module, ref, device, "TokenEmbedding")
         tested = f"TokenEmbedding({V}, {d_model}, padding_idx={padding_idx}) on ids {tuple(ids.shape)}"
@@ -225,7 +272,7 @@ def check_token_embedding(TokenEmbedding) -> None:
 # ------------------------------------------------------------------------------ embedding_matrix_from_word2vec
 def _keyed_vectors(words, size: int, seed: int, channel=None):
     """gensim KeyedVectors with random vectors: here (channel None) or, the same, in the student's kernel."""
-    vectors = np.random.default_rng(seed).standard_normal((len(words), size)).astype(np.float32)
+    vectors = np.random.default_rng(seed_for(seed)).standard_normal((len(words), size)).astype(np.float32)
     if channel is not None:
         kv = new(channel, "gensim.models.KeyedVectors", vector_size=size)
         kv.attr("add_vectors")(list(words), vectors)
@@ -243,14 +290,22 @@ def check_embedding_matrix_from_word2vec(embedding_matrix_from_word2vec) -> None
     start_check()
     expect_callable(embedding_matrix_from_word2vec, "embedding_matrix_from_word2vec")
     reference = _reference()
-    words = _words(14, 21)
-    kv = _keyed_vectors(words[:10] + ["extra", "words"], 6, seed=2)  # words[10:] are unknown to word2vec
-    their_kv = _keyed_vectors(words[:10] + ["extra", "words"], 6, seed=2, channel=embedding_matrix_from_word2vec.channel)
+    n_words = pick("embeddings.word2vec.n_words", [14, *range(12, 19)])
+    n_unknown = pick("embeddings.word2vec.n_unknown", [4, 3, 5])
+    size = pick("embeddings.word2vec.vector_size", [6, 5, 7, 8, 9])
+    others = ["extra", "words"]                                      # in word2vec, not in the vocabulary
+    words = [w for w in _words(n_words + 2, 21) if w not in others][:n_words]
+    known = words[:n_words - n_unknown] + others                     # words[n_words - n_unknown:] are unknown
+    kv = _keyed_vectors(known, size, seed=2)
+    their_kv = _keyed_vectors(known, size, seed=2, channel=embedding_matrix_from_word2vec.channel)
     ordered = {token: i for i, token in enumerate([*SPECIALS, *words])}
     shuffled_items = list(ordered.items())
-    random.Random(5).shuffle(shuffled_items)
+    shuffle = random.Random(seed_for(5))
+    while [i for _token, i in shuffled_items] == list(range(len(shuffled_items))):  # dict order != id order
+        shuffle.shuffle(shuffled_items)
     cases = [
-        ("a vocabulary of 18 entries (4 specials, 4 words unknown to word2vec), vector_size 6", ordered),
+        (f"a vocabulary of {len(ordered)} entries ({len(SPECIALS)} specials, {n_unknown} words unknown to word2vec), "
+         f"vector_size {size}", ordered),
         ("the same vocabulary with its dict entries in a different order than the ids", dict(shuffled_items)),
     ]
     for tested, vocab in cases:
@@ -280,11 +335,14 @@ def check_attention_over_words(attention_over_words) -> None:
     start_check()
     expect_callable(attention_over_words, "attention_over_words")
     reference = _reference()
-    words = _words(9, 31)
-    size = 12
+    n_keys = pick("embeddings.attention_over_words.n_keys", [5, 4, 6])
+    words = _words(pick("embeddings.attention_over_words.n_words", [9, 10, 11, 12]), 31)
+    size = pick("embeddings.attention_over_words.vector_size", [12, 10, 11, 13, 14, 16])
     kv = _keyed_vectors(words, size, seed=4)
     their_kv = _keyed_vectors(words, size, seed=4, channel=attention_over_words.channel)
-    cases = [(words[0], words[1:6]), (words[6], [words[2], words[6], words[8]]), (words[3], [words[7]])]
+    order = words[:1] + rng("embeddings.attention_over_words.order").sample(words[1:], len(words) - 1) \
+        if current_salt() else words                                 # which words play which role
+    cases = [(order[0], order[1:1 + n_keys]), (order[6], [order[2], order[6], order[8]]), (order[3], [order[7]])]
     for query, keys in cases:
         tested = f"a query word over {len(keys)} key words, vector_size {size}"
         expected_w, expected_v = reference.attention_over_words(query, list(keys), kv)

@@ -1,4 +1,10 @@
-"""Hidden checks of notebook 04 (multi-head attention)."""
+"""Hidden checks of notebook 04 (multi-head attention).
+
+Every input is this submission's (autograder/checks/probe_inputs.py); with no salt, the first option of each space:
+B 2 (2-3), T 5 (4-6), T_k 7 (7-9), H 3 (2-4), d_head 4 (3-5), all five distinct (T_k != T for cross-attention;
+d_model = H * d_head); split_heads also with num_heads = d_head (so d_head' = H); the indivisible num_heads 5 (the
+first of 5, 7, 9, 11 that does not divide d_model); padded lengths: full rows and one of 2..T-1 (2..T_k-1).
+"""
 from __future__ import annotations
 
 from autograder.checks.parts import given_working_parts
@@ -7,13 +13,20 @@ from autograder.checks.remote import probed
 import torch
 
 from autograder.checks import known_mistakes as M
+from autograder.checks.probe_inputs import pick, rng
 from autograder.checks.toolkit import (
-    call, construct, expect_callable, expect_raises, expect_tensor, fail, prepare, randn, shape_of, start_check,
+    call, construct, expect_callable, expect_raises, expect_tensor, fail, prepare, randn, seeded, shape_of,
+    start_check,
 )
-from autograder.checks.attention import padded_ids
+from autograder.checks.attention import draw_sizes, padded_ids
 
-B, T, T_K, H, D_HEAD = 2, 5, 7, 3, 4          # all distinct; T_K != T for cross-attention
-D_MODEL = H * D_HEAD                           # 12
+
+def _sizes() -> tuple[int, int, int, int, int, int]:
+    """(B, T, T_K, H, D_HEAD, D_MODEL) of this submission: B, T, T_K, H, D_HEAD all distinct, D_MODEL = H * D_HEAD."""
+    sizes = draw_sizes("multi_head.sizes", {"B": [2, 3], "T": [5, 4, 6], "T_K": [7, 8, 9], "H": [3, 2, 4],
+                                            "D_HEAD": [4, 3, 5]})
+    B, T, T_K, H, D_HEAD = (sizes[name] for name in ("B", "T", "T_K", "H", "D_HEAD"))
+    return B, T, T_K, H, D_HEAD, H * D_HEAD
 
 
 def _reference():
@@ -28,7 +41,8 @@ def check_split_heads(split_heads) -> None:
     device = start_check()
     expect_callable(split_heads, "split_heads")
     reference = _reference()
-    for num_heads in (H, 4):                    # d_head 4 and 3: B, T, H, d_head stay distinct
+    B, T, _T_K, H, D_HEAD, D_MODEL = _sizes()
+    for num_heads in (H, D_HEAD):               # d_head D_HEAD and H: B, T, H, d_head stay distinct
         x = randn(B, T, D_MODEL, seed=40 + num_heads, device=device)
         tested = f"x {shape_of(x)}, num_heads={num_heads}"
         expected = reference.split_heads(x, num_heads)
@@ -46,6 +60,7 @@ def check_merge_heads(merge_heads) -> None:
     device = start_check()
     expect_callable(merge_heads, "merge_heads")
     reference = _reference()
+    B, T, _T_K, H, D_HEAD, _D_MODEL = _sizes()
     x = randn(B, H, T, D_HEAD, seed=50, device=device)
     tested = f"x {shape_of(x)}"
     expected = reference.merge_heads(x)
@@ -86,12 +101,19 @@ def attention_cases(device):
     """
     from solutions.attention import make_causal_mask, make_padding_mask
 
+    B, T, T_K, _H, _D_HEAD, D_MODEL = _sizes()
+    rows = rng("multi_head.padding_lengths")
+    short = pick("multi_head.padding_short", [3, *range(2, T)])
+    short_k = pick("multi_head.padding_short_k", [4, *range(2, T_K)])
+    self_lengths = [T, short] + [rows.randint(2, T) for _ in range(B - 2)]
+    cross_lengths = [short_k, T_K] + [rows.randint(2, T_K) for _ in range(B - 2)]
     x = randn(B, T, D_MODEL, seed=60, device=device)
     memory = randn(B, T_K, D_MODEL, seed=61, device=device)
     x_key, x_value = randn(B, T, D_MODEL, seed=64, device=device), randn(B, T, D_MODEL, seed=65, device=device)
     memory_value = randn(B, T_K, D_MODEL, seed=66, device=device)
-    self_padding = make_padding_mask(padded_ids([T, 3], T, seed=62, device=device))          # (B, 1, 1, T)
-    cross_padding = make_padding_mask(padded_ids([4, T_K], T_K, seed=63, device=device))     # (B, 1, 1, T_K)
+    self_padding = make_padding_mask(padded_ids(self_lengths, T, seed=62, device=device, salted=True))  # (B, 1, 1, T)
+    cross_padding = make_padding_mask(                                                     # (B, 1, 1, T_K)
+        padded_ids(cross_lengths, T_K, seed=63, device=device, salted=True))
     causal = make_causal_mask(T, device=device)                                              # (T, T)
     return [
         ("self-attention, no mask", x, x, x, None),
@@ -113,12 +135,14 @@ def check_multi_head_attention(MultiHeadAttention) -> None:
     device = start_check()
     reference = _reference()
     expect_callable(MultiHeadAttention, "MultiHeadAttention", "module")
-    expect_raises(ValueError, f"MultiHeadAttention({D_MODEL}, 5)", MultiHeadAttention, D_MODEL, 5,
+    _B, _T, _T_K, H, _D_HEAD, D_MODEL = _sizes()
+    indivisible = pick("multi_head.indivisible", [n for n in (5, 7, 9, 11) if D_MODEL % n])
+    expect_raises(ValueError, f"MultiHeadAttention({D_MODEL}, {indivisible})", MultiHeadAttention, D_MODEL,
+                  indivisible,
                   why="when d_model is not divisible by num_heads", criterion="MultiHeadAttention.indivisible")
     for bias in (True, False):
         module = construct(MultiHeadAttention, "MultiHeadAttention", D_MODEL, H, dropout=0.0, bias=bias)
-        with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(7)
+        with seeded(7):
             ref = reference.MultiHeadAttention(D_MODEL, H, dropout=0.0, bias=bias)
         prepare(module, ref, device, "MultiHeadAttention")
         cases = attention_cases(device) if bias else attention_cases(device)[1:2]

@@ -1,4 +1,13 @@
-"""Hidden checks of notebook 02 (positional encoding)."""
+"""Hidden checks of notebook 02 (positional encoding).
+
+Every input is this submission's (autograder/checks/probe_inputs.py); with no salt, the first option of each space:
+- sinusoidal tables (max_len, d_model): (12, 8) (max_len 10-15 > d_model 6-10), (9, 6) (7-9, 4-6, distinct),
+  (5, 2) (3-7, d_model 2), (16, 20) (14-18 < d_model 20-26); d_model even and >= 4 in all but the third case
+  (so that every exponent and base mistake shows); the odd case (10, 7) (8-11, odd 5-13);
+- PositionalEncoding: B 3 (2-4) < T 7 (5-9) < max_len 20 (16-24), d_model 10 (8-14, even), B * T * d_model >= 200
+  (the dropout fraction is measured on that many entries); the too-long input T = max_len + 1 (1-3);
+- LearnedPositionalEmbedding: B 3 (2-4), T 6 (4-8) < max_len 11 (9-14), d_model 8 (6-12), all distinct.
+"""
 from __future__ import annotations
 
 from autograder.checks.parts import given_working_parts
@@ -7,9 +16,11 @@ from autograder.checks.remote import probed
 import torch
 
 from autograder.checks import known_mistakes as M
+from autograder.checks.attention import draw_sizes
+from autograder.checks.probe_inputs import pick
 from autograder.checks.toolkit import (
     as_tensor, call, construct, describe, expect_callable, expect_raises, expect_shape, expect_tensor, fail, prepare,
-    randn, start_check, values_close,
+    randn, seeded, start_check, values_close,
 )
 
 
@@ -36,7 +47,13 @@ def check_sinusoidal_positional_encoding(sinusoidal_positional_encoding) -> None
     start_check()
     expect_callable(sinusoidal_positional_encoding, "sinusoidal_positional_encoding")
     reference = _reference()
-    for max_len, d_model in ((12, 8), (9, 6), (5, 2), (16, 20)):
+    tables = [
+        draw_sizes("positional.table.wide", {"max_len": [12, 10, 11, 13, 14, 15], "d_model": [8, 6, 10]}),
+        draw_sizes("positional.table.mid", {"max_len": [9, 7, 8], "d_model": [6, 4]}),
+        draw_sizes("positional.table.narrow", {"max_len": [5, 3, 4, 6, 7], "d_model": [2]}),
+        draw_sizes("positional.table.deep", {"max_len": [16, 14, 15, 17, 18], "d_model": [20, 22, 24, 26]}),
+    ]
+    for max_len, d_model in ((t["max_len"], t["d_model"]) for t in tables):
         tested = f"max_len={max_len}, d_model={d_model}"
         expected = reference.sinusoidal_positional_encoding(max_len, d_model)
         got = call("sinusoidal_positional_encoding", sinusoidal_positional_encoding, max_len, d_model, tested=tested)
@@ -47,7 +64,9 @@ def check_sinusoidal_positional_encoding(sinusoidal_positional_encoding) -> None
         expect_tensor(got.cpu(), expected, "the table", "cpu", tested=tested, dtype=torch.float32,
                       mistakes=_table_mistakes(max_len, d_model),
                       shape_hint="rows are positions (max_len), columns are features (d_model)")
-    expect_raises(ValueError, "sinusoidal_positional_encoding(10, 7)", sinusoidal_positional_encoding, 10, 7,
+    odd = draw_sizes("positional.table.odd", {"max_len": [10, 8, 9, 11], "d_model": [7, 5, 9, 11, 13]})
+    expect_raises(ValueError, f"sinusoidal_positional_encoding({odd['max_len']}, {odd['d_model']})",
+                  sinusoidal_positional_encoding, odd["max_len"], odd["d_model"],
                   why="for an odd d_model", criterion="sinusoidal_positional_encoding.odd_d_model")
 
 
@@ -57,7 +76,10 @@ def check_positional_encoding(PositionalEncoding) -> None:
     """PositionalEncoding(d_model, max_len=512, dropout=0.0): buffer pe, forward(x) = x + pe[:T]."""
     device = start_check()
     reference = _reference()
-    B, T, d_model, max_len = 3, 7, 10, 20
+    sizes = draw_sizes("positional.encoding.sizes", {"B": [3, 2, 4], "T": [7, 5, 6, 8, 9],
+                                                     "d_model": [10, 8, 12, 14], "max_len": [20, 16, 18, 22, 24]},
+                       valid=lambda s: s["B"] < s["T"] < s["max_len"] and s["B"] * s["T"] * s["d_model"] >= 200)
+    B, T, d_model, max_len = (sizes[name] for name in ("B", "T", "d_model", "max_len"))
     module = construct(PositionalEncoding, "PositionalEncoding", d_model, max_len=max_len, dropout=0.0)
     ref = reference.PositionalEncoding(d_model, max_len=max_len, dropout=0.0)
     prepare(module, ref, device, "PositionalEncoding", copy=False)  # nothing to copy: the table is computed
@@ -85,7 +107,7 @@ def check_positional_encoding(PositionalEncoding) -> None:
     pe = call("PositionalEncoding.pe", module.attr("pe").fetch)
     expect_tensor(pe, table, "PositionalEncoding.pe", device,
                   tested=f"PositionalEncoding({d_model}, max_len={max_len})", mistakes=_table_mistakes(max_len, d_model))
-    long_x = randn(B, max_len + 1, d_model, seed=6, device=device)
+    long_x = randn(B, max_len + pick("positional.encoding.too_long", [1, 2, 3]), d_model, seed=6, device=device)
     expect_raises(ValueError, f"PositionalEncoding (max_len={max_len}) on x {tuple(long_x.shape)}", module, long_x,
                   why="when the sequence is longer than max_len", criterion="PositionalEncoding.too_long")
     _check_positional_dropout(PositionalEncoding, x, expected, device, d_model, max_len)
@@ -124,16 +146,18 @@ def check_learned_positional_embedding(LearnedPositionalEmbedding) -> None:
     """LearnedPositionalEmbedding(max_len, d_model): submodule `embedding`; forward(x) = x + embedding(arange(T))."""
     device = start_check()
     reference = _reference()
-    B, T, d_model, max_len = 3, 6, 8, 11
+    sizes = draw_sizes("positional.learned.sizes", {"B": [3, 2, 4], "T": [6, 4, 5, 7, 8], "d_model": [8, 6, 10, 12],
+                                                    "max_len": [11, 9, 10, 12, 13, 14]},
+                       valid=lambda s: len(set(s.values())) == 4 and s["T"] < s["max_len"])
+    B, T, d_model, max_len = (sizes[name] for name in ("B", "T", "d_model", "max_len"))
     module = construct(LearnedPositionalEmbedding, "LearnedPositionalEmbedding", max_len, d_model)
     if "Embedding" not in describe(module, "LearnedPositionalEmbedding").get("module_bases", {}).get("embedding", []):
         fail("LearnedPositionalEmbedding needs a submodule `embedding = nn.Embedding(max_len, d_model)`.")
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(2)
+    with seeded(2):
         ref = reference.LearnedPositionalEmbedding(max_len, d_model)
     prepare(module, ref, device, "LearnedPositionalEmbedding")
     table = ref.embedding.weight.detach()
-    for T in (6, max_len):
+    for T in (T, max_len):
         x = randn(B, T, d_model, seed=7 + T, device=device)
         tested = f"LearnedPositionalEmbedding({max_len}, {d_model}) on x {tuple(x.shape)}"
         with torch.no_grad():

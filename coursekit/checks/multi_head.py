@@ -12,6 +12,7 @@ from torch import nn
 from coursekit.checks.toolkit import (expect_close, expect_shape, expect_type, fail, first_matching_hint,
                                      mistake_hint, passed, run, softmax_rows)
 from coursekit.checks.toolkit import uses_parts
+from coursekit.criteria import edge_case
 
 # A small example where every size differs, so a swapped axis cannot hide: B=2, H=3, T=4, d_head=2 (d_model=6).
 _B, _H, _T, _D_HEAD = 2, 3, 4, 2
@@ -201,18 +202,19 @@ def check_multi_head_attention(MultiHeadAttention) -> None:
     _check_linear_submodules(module, _D_MODEL, bias=True)
     _check_linear_submodules(run("MultiHeadAttention", MultiHeadAttention, _D_MODEL, _H, bias=False),
                              _D_MODEL, bias=False)
-    try:
-        MultiHeadAttention(7, 2)
-    except ValueError:
-        pass
-    except NotImplementedError:
-        fail("MultiHeadAttention is not implemented yet (it still raises NotImplementedError).")
-    except Exception as error:
-        fail(f"MultiHeadAttention(7, 2) raised {type(error).__name__}, expected ValueError.",
-             "check `d_model % num_heads != 0` at the start of __init__ and raise ValueError with a message.")
-    else:
-        fail("MultiHeadAttention(7, 2) should raise ValueError: 7 features cannot be split into 2 equal heads.",
-             "check `d_model % num_heads != 0` at the start of __init__ and raise ValueError with a message.")
+    with edge_case("MultiHeadAttention.indivisible"):
+        try:
+            MultiHeadAttention(7, 2)
+        except ValueError:
+            pass
+        except NotImplementedError:
+            fail("MultiHeadAttention is not implemented yet (it still raises NotImplementedError).")
+        except Exception as error:
+            fail(f"MultiHeadAttention(7, 2) raised {type(error).__name__}, expected ValueError.",
+                 "check `d_model % num_heads != 0` at the start of __init__ and raise ValueError with a message.")
+        else:
+            fail("MultiHeadAttention(7, 2) should raise ValueError: 7 features cannot be split into 2 equal heads.",
+                 "check `d_model % num_heads != 0` at the start of __init__ and raise ValueError with a message.")
 
     module.eval()
     params = _fixed_params(module, seed=4)

@@ -14,6 +14,7 @@ from coursekit.checks.toolkit import (
     run,
 )
 from coursekit.checks.toolkit import uses_parts
+from coursekit.criteria import edge_case
 
 
 def _table_by_loops(max_len: int, d_model: int, rule: str = "correct") -> torch.Tensor:
@@ -66,18 +67,19 @@ def check_sinusoidal_positional_encoding(sinusoidal_positional_encoding) -> None
     first_row = pe[0].tolist()
     if first_row[0::2] != [0.0] * 4 or first_row[1::2] != [1.0] * 4:
         fail("position 0 should be [0, 1, 0, 1, ...].", "sin(0) = 0 and cos(0) = 1.")
-    try:
-        sinusoidal_positional_encoding(4, 5)
-    except ValueError:
-        pass
-    except NotImplementedError:
-        raise
-    except Exception as error:
-        fail(f"an odd d_model should raise ValueError, got {type(error).__name__}: {error}",
-             "check `d_model % 2` first and raise ValueError with a message.")
-    else:
-        fail("sinusoidal_positional_encoding(4, 5) should raise ValueError (d_model must be even).",
-             "check `d_model % 2` first and raise ValueError with a message.")
+    with edge_case("sinusoidal_positional_encoding.odd_d_model"):
+        try:
+            sinusoidal_positional_encoding(4, 5)
+        except ValueError:
+            pass
+        except NotImplementedError:
+            raise
+        except Exception as error:
+            fail(f"an odd d_model should raise ValueError, got {type(error).__name__}: {error}",
+                 "check `d_model % 2` first and raise ValueError with a message.")
+        else:
+            fail("sinusoidal_positional_encoding(4, 5) should raise ValueError (d_model must be even).",
+                 "check `d_model % 2` first and raise ValueError with a message.")
     long = run("sinusoidal_positional_encoding", sinusoidal_positional_encoding, 2000, 16)
     if not torch.isfinite(long).all() or long.abs().max() > 1.0 + 1e-6:
         fail("for 2000 positions some values are not finite or outside [-1, 1].",
@@ -130,16 +132,17 @@ def check_positional_encoding(PositionalEncoding) -> None:
     if not (dropped == 0).any():
         fail("with dropout=0.5 in train mode no value was zeroed.",
              mistake_hint("positional.dropout_ignored", "apply self.dropout to x + pe[:T]."))
-    try:
-        module(torch.zeros(1, max_len + 1, d_model))
-    except ValueError:
-        pass
-    except Exception as error:
-        fail(f"T > max_len should raise ValueError, got {type(error).__name__}: {error}",
-             "compare x.size(1) with self.pe.size(0) and raise ValueError with a clear message.")
-    else:
-        fail("a sequence longer than max_len should raise ValueError.",
-             "compare x.size(1) with self.pe.size(0) before adding.")
+    with edge_case("PositionalEncoding.too_long"):
+        try:
+            module(torch.zeros(1, max_len + 1, d_model))
+        except ValueError:
+            pass
+        except Exception as error:
+            fail(f"T > max_len should raise ValueError, got {type(error).__name__}: {error}",
+                 "compare x.size(1) with self.pe.size(0) and raise ValueError with a clear message.")
+        else:
+            fail("a sequence longer than max_len should raise ValueError.",
+                 "compare x.size(1) with self.pe.size(0) before adding.")
     passed("PositionalEncoding")
 
 

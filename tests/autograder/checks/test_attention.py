@@ -15,7 +15,7 @@ def test_padding_mask_correct_answers_pass(fn):
 
 def test_padding_mask_mistakes():
     V.fails_with(checks.check_make_padding_mask, V.padding_mask_wrong("inverted"), "attention.mask_inverted")
-    V.fails_with(checks.check_make_padding_mask, V.padding_mask_wrong("shape"), "expected shape (3, 1, 1, 7)")
+    V.fails_with(checks.check_make_padding_mask, V.padding_mask_wrong("shape"), "expected shape (", ", 1, 1, ")
     V.fails_with(checks.check_make_padding_mask, V.padding_mask_wrong("float"), "bool")
 
 
@@ -54,7 +54,7 @@ def test_sdpa_inverted_mask_with_minus_inf_reports_nan_and_the_mistake():
 
 def test_sdpa_wrong_shape():
     V.fails_with(checks.check_scaled_dot_product_attention, V.sdpa_wrong("transposed_weights"),
-                 "wrong shape", "expected shape (2, 3, 5, 7)")
+                 "wrong shape", "expected shape (")
 
 
 def test_sdpa_must_return_a_tuple():

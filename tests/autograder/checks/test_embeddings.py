@@ -60,7 +60,7 @@ def test_pad_batch_mistakes_are_named(kind, diagnosis):
 
 def test_pad_batch_wrong_shape_and_dtype():
     V.fails_with(checks.check_pad_batch, lambda s, pad_id=0, max_len=None: solutions.pad_batch(s, pad_id, max_len).T,
-                 "wrong shape", "expected shape (4, 7)")
+                 "wrong shape", "expected shape (")
     V.fails_with(checks.check_pad_batch,
                  lambda s, pad_id=0, max_len=None: solutions.pad_batch(s, pad_id, max_len).float(), "int64")
 
@@ -82,7 +82,7 @@ def test_token_embedding_mistakes():
     V.fails_with(checks.check_token_embedding, V.mistake(V.TokenEmbeddingWrong, "scaled"), "embedding.scaled")
     V.fails_with(checks.check_token_embedding, V.mistake(V.TokenEmbeddingWrong, "xavier_init"), "std d_model ** -0.5")
     V.fails_with(checks.check_token_embedding, V.mistake(V.TokenEmbeddingWrong, "unit_init"), "got mean",
-                 "std 1.0")
+                 "embedding.unit_init")
     V.fails_with(checks.check_token_embedding, V.mistake(V.TokenEmbeddingWrong, "padding_row"), "all zeros")
     V.fails_with(checks.check_token_embedding, lambda v, d, padding_idx=None: None, "inherits from nn.Module")
 

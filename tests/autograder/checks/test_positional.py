@@ -2,10 +2,13 @@
 from __future__ import annotations
 
 import pytest
+from torch import nn
 
 import solutions
 import variants as V
 from autograder.checks import positional as checks
+from autograder.checks.criteria import PartialCredit
+from coursekit.criteria import CRITERIA
 
 
 @pytest.mark.parametrize("fn", [solutions.sinusoidal_positional_encoding, V.pe_numpy, V.pe_exp_log])
@@ -27,7 +30,7 @@ def test_sinusoidal_odd_d_model_must_raise():
 
 def test_sinusoidal_wrong_shape_and_dtype():
     V.fails_with(checks.check_sinusoidal_positional_encoding, lambda n, d: solutions.sinusoidal_positional_encoding(
-        n, d).T, "wrong shape", "expected shape (12, 8)")
+        n, d).T, "wrong shape", "expected shape (")
     V.fails_with(checks.check_sinusoidal_positional_encoding, lambda n, d: solutions.sinusoidal_positional_encoding(
         n, d).double(), "float32")
 
@@ -74,3 +77,51 @@ def test_learned_mistakes():
                  "positional.from_batch_axis")
     V.fails_with(checks.check_learned_positional_embedding, V.mistake(V.LearnedPositionalEmbeddingWrong, "no_x"),
                  "positional.x_not_added")
+
+
+# ----------------------------------------------------------------------------- partial credit by criterion (door 4)
+def _partial(check, answer, criterion):
+    """`check(answer)` passes its core and fails only `criterion`: PartialCredit keeping >= 80 %, the case crossed."""
+    with pytest.raises(PartialCredit) as info:
+        check(answer)
+    assert info.value.fraction >= 0.8, str(info.value)
+    assert f"✗ {CRITERIA[criterion].text}" in str(info.value), str(info.value)
+    assert "✓ the main behaviour" in str(info.value)
+
+
+def _plain_failure(check, answer):
+    with pytest.raises(AssertionError) as info:
+        check(answer)
+    assert not isinstance(info.value, PartialCredit), str(info.value)
+
+
+def test_sinusoidal_only_missing_odd_d_model_error_gets_partial_credit():
+    _partial(checks.check_sinusoidal_positional_encoding, V.pe_wrong("no_error"),
+             "sinusoidal_positional_encoding.odd_d_model")
+
+
+def test_positional_encoding_only_missing_too_long_error_gets_partial_credit():
+    _partial(checks.check_positional_encoding, V.mistake(V.PositionalEncodingWrong, "no_error"),
+             "PositionalEncoding.too_long")
+
+
+def test_stubs_get_no_partial_credit():
+    def not_implemented(max_len, d_model):
+        raise NotImplementedError()
+
+    def always_value_error(max_len, d_model):
+        raise ValueError("d_model must be even")
+
+    class StubEncoding(nn.Module):
+        def __init__(self, d_model, max_len=512, dropout=0.0):
+            super().__init__()
+            self.max_len = max_len
+
+        def forward(self, x):
+            if x.size(1) > self.max_len:
+                raise ValueError("too long")
+            raise NotImplementedError()
+
+    _plain_failure(checks.check_sinusoidal_positional_encoding, not_implemented)
+    _plain_failure(checks.check_sinusoidal_positional_encoding, always_value_error)
+    _plain_failure(checks.check_positional_encoding, StubEncoding)

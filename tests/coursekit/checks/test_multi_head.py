@@ -8,6 +8,7 @@ import torch
 from torch import nn
 
 from coursekit.checks import CheckFailed
+from coursekit.criteria import CRITERIA
 from coursekit.mistakes import text_of
 from coursekit.checks.multi_head import check_merge_heads, check_multi_head_attention, check_split_heads
 from solutions import MultiHeadAttention as ReferenceMHA
@@ -149,8 +150,10 @@ def test_multi_head_attention_without_value_error():
             self.h = num_heads
             self.w_q, self.w_k, self.w_v, self.w_o = (nn.Linear(d_model, d_model, bias=bias) for _ in range(4))
 
-    with pytest.raises(CheckFailed, match="should raise ValueError"):
+    with pytest.raises(CheckFailed, match="should raise ValueError") as error:
         check_multi_head_attention(NoCheck)
+    assert f"(an edge case the exercise states: {CRITERIA['MultiHeadAttention.indivisible'].text})" \
+        in str(error.value)
 
 
 def test_multi_head_attention_missing_submodule():

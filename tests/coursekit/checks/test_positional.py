@@ -7,6 +7,7 @@ from torch import nn
 import solutions
 from coursekit.checks import positional as checks
 from coursekit.checks.toolkit import CheckFailed, snake_case
+from coursekit.criteria import CRITERIA
 from coursekit.mistakes import text_of
 
 
@@ -64,7 +65,22 @@ def test_odd_d_model_accepted():
             return torch.zeros(max_len, d_model)
         return solutions.sinusoidal_positional_encoding(max_len, d_model)
 
-    assert "ValueError" in hint_of(checks.check_sinusoidal_positional_encoding, sinusoidal_positional_encoding)
+    hint = hint_of(checks.check_sinusoidal_positional_encoding, sinusoidal_positional_encoding)
+    assert "ValueError" in hint
+    assert f"(an edge case the exercise states: {CRITERIA['sinusoidal_positional_encoding.odd_d_model'].text})" in hint
+
+
+class NoLengthCheck(solutions.PositionalEncoding):
+    """Correct, except that a sequence longer than max_len is not refused (it fails later, with a shape error)."""
+
+    def forward(self, x):
+        return self.dropout(x + self.pe[: x.size(1)])
+
+
+def test_pe_too_long_is_the_stated_edge_case():
+    hint = hint_of(checks.check_positional_encoding, NoLengthCheck)
+    assert "T > max_len should raise ValueError" in hint
+    assert f"(an edge case the exercise states: {CRITERIA['PositionalEncoding.too_long'].text})" in hint
 
 
 class ParameterTable(nn.Module):
