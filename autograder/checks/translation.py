@@ -6,11 +6,15 @@ a training loop does), an exhaustive search over every output sequence of a tiny
 `greedy_decode` for beam search, `sacrebleu` for BLEU; elsewhere the reference (`solutions.translation`). Beam search
 is judged by the ranking score of the returned tokens, not by the tokens, since ties may fall either way.
 
-Every probe input of a check is generated in one function from one seed (`*_SEED`), so that the seed can later be
-made per submission.
+Every probe input of a check is generated in one function from one seed (`*_SEED`) and is this submission's
+(autograder/checks/probe_inputs.py): the random tensors, corpora and models from `seed_for` / `generator`, and the
+scalar arguments (sizes, smoothing values, ignore_index, d_model / warm-up / step / factor of the schedule, beam
+sizes, max_len, length penalties, bos / eos ids, max_n, the edge cases' bad values) drawn with `pick` from the
+spaces documented at each draw, whose first option is the value used with no salt.
 """
 from __future__ import annotations
 
+import functools
 import math
 import numbers
 import random
@@ -20,6 +24,7 @@ import torch
 import torch.nn.functional as F
 
 from autograder.checks import known_mistakes as M
+from autograder.checks.probe_inputs import current_salt, generator, pick, sample, seed_for
 from autograder.checks.remote import ProbeBroken, RemoteObject, StudentError, probed
 from autograder.checks.tolerance import tolerance
 from autograder.checks.toolkit import (
@@ -64,22 +69,63 @@ class SmoothingCase(NamedTuple):
     kwargs: dict           # smoothing / ignore_index as passed (left out: the defaults 0.1 / 0)
 
 
+def _first(value, options) -> list:
+    """`value` first, then the other `options`: a space for `pick` whose value with no salt is `value`."""
+    return [value, *(option for option in options if option != value)]
+
+
+# the smoothing values drawn for the cases that pass one other than 0 and the default 0.1
+SMOOTHING_VALUES = (0.25, 0.3, 0.6, 0.05, 0.15, 0.2, 0.35, 0.4, 0.45, 0.5, 0.7, 0.8, 0.9)
+
+
+def smoothing_configs() -> list[tuple[int, int, float | None, int | None, int]]:
+    """(N, V, smoothing, ignore_index, ignored positions) of the probes, None = left out of the call, this
+    submission's: every case keeps what it was chosen for (both left out; smoothing alone; smoothing 0 with
+    ignore_index 0 passed; ignore_index other than 0, where class 0 is then an ordinary target; the default 0.1
+    passed with no ignored position), the sizes and values drawn around it."""
+    def size(label, value, low, high):
+        return pick(f"translation.smoothing.{label}", _first(value, range(low, high + 1)))
+
+    def smoothing(label, value):
+        return pick(f"translation.smoothing.{label}", _first(value, SMOOTHING_VALUES))
+
+    configs = []
+    for k, (n, v, value, ignore_index, ignored) in enumerate((
+            (12, 7, None, None, 4), (10, 5, 0.25, None, 3), (9, 6, 0.0, 0, 2), (11, 8, 0.3, 5, 3),
+            (8, 4, 0.6, 2, 1), (6, 9, 0.1, 0, 0))):
+        n, v = size(f"{k}.N", n, 6, 14), size(f"{k}.V", v, 4, 10)
+        if value not in (None, 0.0, 0.1):
+            value = smoothing(f"{k}.smoothing", value)
+        if ignore_index not in (None, 0):
+            ignore_index = pick(f"translation.smoothing.{k}.ignore_index", _first(ignore_index, range(1, v)))
+            ignore_index = min(ignore_index, v - 1)                     # a class of this V, never 0
+        if ignored:
+            ignored = pick(f"translation.smoothing.{k}.ignored", _first(ignored, range(1, n // 2 + 1)))
+        configs.append((n, v, value, ignore_index, min(ignored, n - 2)))
+    return configs
+
+
+def bad_smoothings() -> list[float]:
+    """The smoothing values outside [0, 1) tried: 1 (the boundary, always) and one below 0 and one above 1."""
+    return [1.0, pick("translation.smoothing.below", (-0.1, -0.01, -0.05, -0.3, -0.5, -1.0)),
+            pick("translation.smoothing.above", (1.5, 1.01, 1.1, 1.2, 2.0, 3.0))]
+
+
 def smoothing_probes(seed: int, device) -> list[SmoothingCase]:
     """Logits and targets with ignored (padding) positions; ignore_index 0 (the default) and others, where class 0
     is then an ordinary target; smoothing 0 (plain cross-entropy), the default 0.1 and others."""
     cases = []
-    # (N, V, smoothing, ignore_index, ignored positions); None = left out of the call
-    for k, (n, v, smoothing, ignore_index, ignored) in enumerate((
-            (12, 7, None, None, 4), (10, 5, 0.25, None, 3), (9, 6, 0.0, 0, 2), (11, 8, 0.3, 5, 3),
-            (8, 4, 0.6, 2, 1), (6, 9, 0.1, 0, 0))):
+    for k, (n, v, smoothing, ignore_index, ignored) in enumerate(smoothing_configs()):
         pad = 0 if ignore_index is None else ignore_index
         logits = randn(n, v, seed=seed + k, device=device) * 2                       # (N, V)
         targets = randint(0, v - 1, (n,), seed=seed + 50 + k, device=device)         # (N,)
         targets = torch.where(targets >= pad, targets + 1, targets)                  # never pad, class 0 included
         if pad != 0:
             targets[0] = 0
-        positions = torch.randperm(n, generator=torch.Generator().manual_seed(seed + 100 + k))[:ignored]
+        positions = torch.randperm(n, generator=generator(seed + 100 + k))[:ignored]
         targets[positions.to(device)] = pad
+        if pad != 0 and not (targets == 0).any():                                   # class 0 stays a target
+            targets[int((targets != pad).nonzero()[0])] = 0
         kwargs = {key: value for key, value in (("smoothing", smoothing), ("ignore_index", ignore_index))
                   if value is not None}
         cases.append(SmoothingCase(logits, targets, kwargs))
@@ -139,25 +185,49 @@ def check_label_smoothed_cross_entropy(label_smoothed_cross_entropy) -> None:
         expect_tensor(grad, leaf.grad, "the gradient of the loss with respect to the logits", device,
                       tested=tested + " then .backward()")
     logits, targets, _ = smoothing_probes(SMOOTHING_SEED, device)[0]
-    for smoothing in (1.0, -0.1, 1.5):
+    for smoothing in bad_smoothings():
         expect_raises(ValueError, f"label_smoothed_cross_entropy(logits, targets, smoothing={smoothing})", fn,
                       logits.clone(), targets.clone(), smoothing=smoothing, why="when smoothing is outside [0, 1)",
                       criterion="label_smoothed_cross_entropy.bad_smoothing")
 
 
 # ------------------------------------------------------------------------------------------------------- noam_lr
+def noam_configs(seed: int) -> list[tuple[int, int, float | None]]:
+    """(d_model, warmup_steps, factor or None = left out), this submission's: the paper's scale with factor left
+    out, a short warm-up with a factor above 1, warmup_steps 1 (pure decay) with a factor below 1, factor 1.0
+    passed, and one configuration drawn from the seed."""
+    draw = random.Random(seed_for(seed))
+
+    def drawn(label, value, options):
+        return pick(f"translation.noam.{label}", _first(value, options))
+
+    return [(drawn("0.d_model", 512, (256, 384, 768, 1024, 128)),
+             drawn("0.warmup", 4000, (500, 1000, 2000, 3000, 6000, 8000)), None),
+            (drawn("1.d_model", 64, (48, 80, 96, 128, 160)), drawn("1.warmup", 10, range(3, 41)),
+             drawn("1.factor", 2.0, (1.5, 2.5, 3.0, 4.0, 1.25))),
+            (drawn("2.d_model", 256, (128, 192, 320, 512)), 1, drawn("2.factor", 0.5, (0.25, 0.3, 0.75, 0.1, 0.8))),
+            (drawn("3.d_model", 32, (16, 24, 40, 48, 64)), drawn("3.warmup", 25, range(11, 61)), 1.0),
+            (draw.choice((48, 96, 160)), draw.randint(3, 40), round(draw.uniform(0.3, 3.0), 3))]
+
+
 def noam_probes(seed: int) -> list[tuple[int, int, int, float | None]]:
     """(step, d_model, warmup_steps, factor or None = left out) around and far beyond each warm-up; step 0 and 1
-    first. The seed draws one extra configuration."""
-    draw = random.Random(seed)
-    configs = [(512, 4000, None), (64, 10, 2.0), (256, 1, 0.5), (32, 25, 1.0),
-               (draw.choice((48, 96, 160)), draw.randint(3, 40), round(draw.uniform(0.3, 3.0), 3))]
+    first, and one step drawn from around the warm-up (this submission's)."""
     cases = []
-    for d_model, warmup, factor in configs:
+    for k, (d_model, warmup, factor) in enumerate(noam_configs(seed)):
+        around = [max(2, round(warmup * f)) for f in (0.3, 0.7, 1.3, 1.7, 3.5, 7.0, 25.0)]
+        drawn = pick(f"translation.noam.{k}.step", _first(warmup, around + [2, 3]))   # no salt: a step listed
         steps = sorted({0, 1, max(warmup // 2, 1), max(warmup - 1, 1), warmup, warmup + 1, 2 * warmup,
-                        10 * warmup + 3})
+                        10 * warmup + 3, drawn})
         cases += [(step, d_model, warmup, factor) for step in steps]
     return cases
+
+
+def bad_warmups() -> list[tuple[int, int, int]]:
+    """(step, d_model, warmup_steps) with warmup_steps below 1: 0 (the boundary, always) and one below 0."""
+    step = pick("translation.noam.bad.step", (10, 1, 5, 100, 4000))
+    d_model = pick("translation.noam.bad.d_model", (512, 64, 128, 256))
+    return [(step, d_model, 0), (step, d_model, pick("translation.noam.bad.warmup", (-5, -1, -2, -10, -4000)))]
 
 
 def _noam_call(noam_lr, step, d_model, warmup, factor, tested):
@@ -194,8 +264,8 @@ def check_noam_lr(noam_lr) -> None:
              details=expected_got(f"{expected:.6g}", f"{got:.6g}"), mistake=mistake,
              hint=None if mistake else "s = max(step, 1); factor * d_model ** -0.5 * min(s ** -0.5, "
                                        "s * warmup_steps ** -1.5)")
-    for warmup in (0, -5):
-        expect_raises(ValueError, f"noam_lr(10, 512, warmup_steps={warmup})", noam_lr, 10, 512, warmup,
+    for step, d_model, warmup in bad_warmups():
+        expect_raises(ValueError, f"noam_lr({step}, {d_model}, warmup_steps={warmup})", noam_lr, step, d_model, warmup,
                       why="when warmup_steps < 1", criterion="noam_lr.bad_warmup")
 
 
@@ -228,55 +298,163 @@ class BeamCase(NamedTuple):
     training: bool         # the model handed in in training mode (dropout on)
 
 
-def beam_probes(seed: int) -> tuple[list[BeamProbe], list[BeamCase]]:
-    """Two random probes (bos 2 / eos 3, and bos 4 / eos 5; <pad> and <bos> never likely outputs, <eos> likelier
-    the longer the hypothesis), source sentences for each, and the calls: greedy (beam 1), beams of 2, 3 and 5 with
-    length penalties 0, 0.6 and 1, and a beam wide enough to be an exhaustive search, some on a model handed in
-    in training mode.
+class BeamSettings(NamedTuple):
+    """The scalar arguments of the beam-search calls, this submission's (`beam_settings`)."""
+    small: int                  # the narrow beam (greedy is beam 1, the exhaustive one WIDE_BEAM)
+    large: int                  # the wider beam
+    middle: int                 # the second probe's third beam
+    max_len: int                # the first probe's calls (its exhaustive ones: EXHAUSTIVE_LEN)
+    max_lens: tuple[int, int]   # the second probe's calls
+    length_penalty: float       # the penalty passed besides 0 and the default 0.6 (left out or passed)
+    ids: tuple[int, int]        # the second probe's bos_id / eos_id, passed (the first probe's: the defaults 2 / 3)
 
-    Besides two plain sources, the first probe gets sources found by a deterministic search over a pool drawn
-    from the seed: one where the length penalty changes the best translation, one where counting <bos> in L
-    does. If the pool has none, a plain source stands in: the checks stay valid, they only exercise less."""
+
+def beam_settings() -> BeamSettings:
+    """Beam sizes from 2 to 6 (two distinct ones per probe, besides greedy and the exhaustive beam), max_len 5 to
+    10 (within the probe's 16 positions), a length penalty other than 0 and 0.6 between 0.8 and 1.5, and ids for
+    the second probe other than <pad> 0 and the defaults 2 / 3."""
+    small, large = pick("translation.beam.sizes", [(2, 5), (2, 4), (3, 5), (2, 6), (3, 6), (3, 4), (4, 6)])
+    return BeamSettings(small, large, pick("translation.beam.middle", (3, 2, 4)),
+                        pick("translation.beam.max_len", (8, 7, 9, 10)),
+                        pick("translation.beam.max_lens", [(6, 7), (5, 7), (6, 8), (7, 6), (7, 9), (8, 6)]),
+                        pick("translation.beam.length_penalty", (1.0, 0.8, 0.9, 1.2, 1.5)),
+                        pick("translation.beam.ids", [(4, 5), (5, 4), (6, 1), (1, 4), (5, 6), (6, 4), (4, 1)]))
+
+
+SOURCE_POOL = 24         # sources drawn for each probe model (the first two are the plain ones)
+SOURCE_SEARCH = 24       # at most this many more drawn for one model while a search below finds none
+MODEL_DRAWS = 12         # at most this many first-probe models drawn, one after the other, until the searches succeed
+
+
+def _sources(generator: torch.Generator):
+    """Source sentences (1, S), S from 2 to 7, drawn one after the other from `generator`, without end."""
+    j = 0
+    while True:
+        yield torch.randint(1, SRC_VOCAB, (1, 2 + j % 6), generator=generator)
+        j += 1
+
+
+def _probe_model(draws: torch.Generator, bos_id: int, eos_id: int):
+    """A BeamSearchProbe with weights drawn from `draws` (in eval mode): <pad> and <bos> never likely outputs,
+    <eos> likelier the longer the hypothesis."""
     from coursekit.probe.translation import BeamSearchProbe
 
+    model = BeamSearchProbe(**_probe_config())
+    with torch.no_grad():
+        for parameter in model.parameters():
+            parameter.copy_(torch.randn(parameter.shape, generator=draws) * 0.8)
+        model.generator.bias[[0, bos_id]] = -30.0
+        model.position_bias[:, eos_id] = -3.0 + 0.7 * torch.arange(PROBE_MAX_LEN)
+    return model.eval()
+
+
+# What the first probe's searched sources must show, each on a source of its own: (the mistake's switches of
+# M.beam_search, the switches of mistakes whose translation must differ from it in the same call). Ranking by the
+# raw score (beam.no_length_penalty), told apart from counting <bos> in L: that mistake also favours short
+# translations, where it shows at all, so the diagnosis (which tries ranking by the raw score first) needs a call
+# where the two differ; counting <bos> in L (beam.length_counts_bos); searching on past the contract's stopping
+# rule (no catalogue id: the check compares with the contract's search, not with the best it can find).
+SEARCHED_MISTAKES = (({"rank_raw": True}, ({"length_counts_bos": True},)), ({"length_counts_bos": True}, ()),
+                     ({"early_stop": False}, ()))
+
+
+def _searched_sources(model, draws, bos_id: int, eos_id: int, settings: BeamSettings) -> list | None:
+    """Two plain sources, then for each of SEARCHED_MISTAKES the first source drawn on which one call (a beam of
+    settings.small or .large, a length penalty of 0.6 or settings.length_penalty) gives a translation of that
+    mistake that ranks apart from the reference's (the check compares ranking scores, so it then fails) and that
+    differs from the translations of the mistakes to tell it from (so the diagnosis names it). None when
+    SOURCE_POOL - 2 + SOURCE_SEARCH sources have no such call for one of them."""
     reference = _reference()
+    drawn = _sources(draws)
+    pool = [next(drawn) for _ in range(SOURCE_POOL)]
+    sources, candidates = pool[:2], pool[2:]
+    memo = {}   # (source index, beam, lp, switches) -> (tokens, raw log-probability)
+
+    def translation(index, beam, lp, flags) -> tuple[list[int], float]:
+        key = (index, beam, lp, tuple(sorted(flags.items())))
+        if key not in memo:
+            src = candidates[index]
+            args = (model, src, beam, settings.max_len, bos_id, eos_id, lp)
+            tokens = M.beam_search(*args, **flags) if flags else reference.beam_search(*args)
+            memo[key] = tokens, M.sequence_log_prob(model, src, tokens, bos_id)
+        return memo[key]
+
+    def apart(a, b, lp) -> bool:
+        return not math.isclose(a[1] / _penalty(len(a[0]), lp), b[1] / _penalty(len(b[0]), lp),
+                                rel_tol=1e-4, abs_tol=1e-4)
+
+    def shows(index, flags, others) -> bool:
+        for lp in (0.6, settings.length_penalty):
+            for beam in (settings.small, settings.large):
+                got = translation(index, beam, lp, flags)
+                if apart(got, translation(index, beam, lp, {}), lp) and all(
+                        len(got[0]) != len(other[0]) or apart(got, other, 0.0)
+                        for other in (translation(index, beam, lp, o) for o in others)):
+                    return True
+        return False
+
+    for flags, others in SEARCHED_MISTAKES:
+        for index in range(SOURCE_POOL - 2 + SOURCE_SEARCH):
+            while index >= len(candidates):
+                candidates.append(next(drawn))
+            if shows(index, flags, others):
+                sources.append(candidates[index])
+                break
+        else:
+            return None
+    return sources
+
+
+def beam_probes(seed: int) -> tuple[list[BeamProbe], list[BeamCase]]:
+    """Two random probes (bos 2 / eos 3, and other ids; see `_probe_model`), source sentences for each, and the
+    calls (`beam_settings`): greedy (beam 1), two wider beams with length penalties 0, 0.6 and another, and a beam
+    wide enough to be an exhaustive search, some on a model handed in in training mode.
+
+    Besides two plain sources, the first probe gets sources found by a deterministic search over sources drawn
+    from the seed (`_searched_sources`): one where the length penalty changes the best translation (so that ranking
+    by the raw score, `beam.no_length_penalty`, shows), one where counting <bos> in L does
+    (`beam.length_counts_bos`), one where searching on after beam_size finished hypotheses does. When a model shows
+    one of them on none of its sources, the next model drawn is tried (at most MODEL_DRAWS), so that each shows on
+    every submission's inputs."""
+    return _beam_probes(seed, current_salt())
+
+
+@functools.lru_cache(maxsize=4)
+def _beam_probes(seed: int, salt: int) -> tuple[list[BeamProbe], list[BeamCase]]:
+    """beam_probes for this salt (the search costs up to seconds: done once per submission and process; the
+    tensors handed out are never changed in place by the checks, which move or clone them)."""
+    settings = beam_settings()
     probes = []
-    for k, (bos_id, eos_id) in enumerate(((2, 3), (4, 5))):
-        generator = torch.Generator().manual_seed(seed + k)
-        model = BeamSearchProbe(**_probe_config())
-        with torch.no_grad():
-            for parameter in model.parameters():
-                parameter.copy_(torch.randn(parameter.shape, generator=generator) * 0.8)
-            model.generator.bias[[0, bos_id]] = -30.0
-            model.position_bias[:, eos_id] = -3.0 + 0.7 * torch.arange(PROBE_MAX_LEN)
-        model.eval()
-        pool = [torch.randint(1, SRC_VOCAB, (1, 2 + j % 6), generator=generator) for j in range(24)]
-        sources = pool[:2]
-        if k == 0:
-            def found(test):
-                return next((src for src in pool[2:] if test(src)), pool[2])
-
-            def search(src, lp, **flags):
-                return [M.beam_search(model, src, beam, 8, bos_id, eos_id, lp, **flags) if flags else
-                        reference.beam_search(model, src, beam, 8, bos_id, eos_id, lp) for beam in (2, 5)]
-
-            sources.append(found(lambda src: search(src, 0.0) != search(src, 0.6)
-                                 or search(src, 0.0) != search(src, 1.0)))
-            sources.append(found(lambda src: any(search(src, lp, length_counts_bos=True) != search(src, lp)
-                                                 for lp in (0.6, 1.0))))
+    for k, (bos_id, eos_id) in enumerate(((2, 3), settings.ids)):
+        draws = generator(seed + k)
+        for _attempt in range(MODEL_DRAWS if k == 0 else 1):
+            model = _probe_model(draws, bos_id, eos_id)
+            if k == 1:
+                drawn = _sources(draws)
+                sources = [next(drawn) for _ in range(2)]
+                break
+            sources = _searched_sources(model, draws, bos_id, eos_id, settings)
+            if sources is not None:
+                break
+        else:
+            raise RuntimeError(f"beam_probes: no probe model of {MODEL_DRAWS} shows every searched mistake")
         state = {key: value.detach().clone() for key, value in model.state_dict().items()}
         probes.append(BeamProbe(state, bos_id, eos_id, sources))
+    small, large, middle, max_len, (first, second) = settings[:5]
     cases = []
     for source in range(len(probes[0].sources)):
-        cases.append(BeamCase(0, source, 1, 8, None, False, False))
-        cases += [BeamCase(0, source, beam, 8, lp, False, False)
-                  for beam in (2, 5) for lp in (0.0, None, 1.0)]
-        cases += [BeamCase(0, source, WIDE_BEAM, EXHAUSTIVE_LEN, lp, False, False) for lp in (0.0, 0.6, 1.0)]
+        cases.append(BeamCase(0, source, 1, max_len, None, False, False))
+        cases += [BeamCase(0, source, beam, max_len, lp, False, False)
+                  for beam in (small, large) for lp in (0.0, None, settings.length_penalty)]
+        cases += [BeamCase(0, source, WIDE_BEAM, EXHAUSTIVE_LEN, lp, False, False)
+                  for lp in (0.0, 0.6, settings.length_penalty)]
     for source in range(len(probes[1].sources)):
-        cases += [BeamCase(1, source, 1, 6, 0.6, True, False), BeamCase(1, source, 2, 6, 1.0, True, False),
-                  BeamCase(1, source, 5, 7, 0.0, True, False), BeamCase(1, source, 3, 6, 0.6, True, False)]
+        cases += [BeamCase(1, source, 1, first, 0.6, True, False),
+                  BeamCase(1, source, small, first, settings.length_penalty, True, False),
+                  BeamCase(1, source, large, second, 0.0, True, False),
+                  BeamCase(1, source, middle, first, 0.6, True, False)]
     for source in range(2):
-        cases += [BeamCase(0, source, beam, 8, 0.6, False, True) for beam in (1, 2)]
+        cases += [BeamCase(0, source, beam, max_len, 0.6, False, True) for beam in (1, small)]
     return probes, cases
 
 
@@ -473,33 +651,54 @@ def check_beam_search(beam_search) -> None:
 
 
 # -------------------------------------------------------------------------------------------------- corpus BLEU
-WORDS = ("a", "dog", "the", "runs", "in", "park", "red", "ball")
+WORDS = ("a", "dog", "the", "runs", "in", "park", "red", "ball",   # the words with no salt: the first 8
+         "man", "on", "street", "girl", "blue", "shirt", "water", "two", "with", "jumps", "at", "woman")
+VOCABULARY = 8           # words of the corpora, sampled from WORDS (never "zebra": a word no reference holds)
 
 
 def bleu_probes(seed: int) -> list[tuple[list[list[str]], list[list[str]], int | None]]:
     """(hypotheses, references, max_n or None = left out) on corpora of a small vocabulary: hypotheses shorter than
     their references (the brevity penalty) and longer, repeated words beyond the reference's count (clipping),
     corpora whose 3- and 4-gram precision is 0 (BLEU 0 at max_n 4, not at max_n 2), empty hypotheses, one
-    sentence, a perfect corpus; max_n 1 to 4."""
-    draw = random.Random(seed)
+    sentence, a perfect corpus; max_n 1 to 4. The words, the corpora and the max_n of the cases that do not need
+    max_n 4 (sacrebleu's) are this submission's."""
+    draw = random.Random(seed_for(seed))
+    words = sample("translation.bleu.words", WORDS, VOCABULARY)
 
     def sentence(length):
-        return [draw.choice(WORDS) for _ in range(length)]
+        return [draw.choice(words) for _ in range(length)]
+
+    def max_n(label, value, options=(1, 2, 3)):
+        return pick(f"translation.bleu.max_n.{label}", _first(value, options))
 
     refs = [sentence(draw.randint(5, 10)) for _ in range(6)]
     shorter = [r[:len(r) - draw.randint(1, 3)] for r in refs]                      # c < r
     shorter[0] = shorter[0] + [shorter[0][0]] * 3                                  # repeats beyond the reference
     longer = [r + sentence(draw.randint(1, 3)) for r in refs]                      # c > r
     longer[1] = [refs[1][1]] * 4 + longer[1]
-    edited = [[w if draw.random() < 0.75 else draw.choice(WORDS) for w in r] for r in refs]
+    edited = [[w if draw.random() < 0.75 else draw.choice(words) for w in r] for r in refs]
     pairs = [r[:2] + ["zebra"] + r[3:5] + ["zebra"] for r in refs]                   # no 3-gram can match
     other = [sentence(draw.randint(3, 9)) for _ in range(5)]
     other_refs = [sentence(draw.randint(4, 9)) for _ in range(5)]
-    cases = [(shorter, refs, None), (longer, refs, 4), (edited, refs, 4), (pairs, refs, 4), (pairs, refs, 2),
-             (shorter, refs, 2), (longer, refs, 3), (edited, refs, 1), (other, other_refs, 4), (other, other_refs, 1),
+    one = [words[2]] * 6                                                              # clipped to the reference's 3
+    cases = [(shorter, refs, None), (longer, refs, 4), (edited, refs, 4), (pairs, refs, 4),
+             (pairs, refs, max_n("pairs", 2, (1, 2))),                                # no 3-gram: > 0 at max_n <= 2
+             (shorter, refs, max_n("shorter", 2)), (longer, refs, max_n("longer", 3)),
+             (edited, refs, max_n("edited", 1)), (other, other_refs, 4), (other, other_refs, max_n("other", 1)),
              ([[] for _ in refs], refs, 4), ([[]] + shorter[1:], refs, 4), ([shorter[2]], [refs[2]], 4),
-             ([["the"] * 6], [["the", "dog", "in", "the", "park", "the"]], 1), (refs, refs, 4)]
+             ([one], [[words[2], words[1], words[4], words[2], words[5], words[2]]], max_n("one", 1, (1, 2))),
+             (refs, refs, 4)]
     return [([list(h) for h in hyps], [list(r) for r in references], max_n) for hyps, references, max_n in cases]
+
+
+def length_mismatches() -> list[tuple[list[list[str]], list[list[str]]]]:
+    """(hypotheses, references) of different lengths, this submission's: more hypotheses than references (3 and 2
+    with no salt), then fewer; never an empty list (an early return for it would hide the comparison)."""
+    more, fewer = pick("translation.bleu.mismatch", [(3, 2), (2, 1), (4, 2), (3, 1), (5, 3), (4, 3)])
+    words = sample("translation.bleu.mismatch.words", WORDS, 5)
+    sentences = [[word] for word in words[:more]]
+    return [([list(s) for s in sentences], [list(s) for s in sentences[:fewer]]),
+            ([list(s) for s in sentences[:fewer]], [list(s) for s in sentences])]
 
 
 def _sacrebleu(hypotheses, references) -> float:
@@ -540,6 +739,7 @@ def check_corpus_bleu(corpus_bleu) -> None:
                         if all(_close64(g, M.bleu(h, x, n, **flags)) for h, x, n, g, _ in runs)), None)
         fail(f"corpus_bleu: the score differs from {source}.", tested=tested,
              details=expected_got(f"{expected:.6f}", f"{got:.6f}"), mistake=mistake)
-    expect_raises(ValueError, "corpus_bleu(3 hypotheses, 2 references)", corpus_bleu,
-                  [["a"], ["b"], ["c"]], [["a"], ["b"]], why="when the two lists differ in length",
-                  criterion="corpus_bleu.length_mismatch")
+    for hypotheses, references in length_mismatches():
+        expect_raises(ValueError, f"corpus_bleu({len(hypotheses)} hypotheses, {len(references)} references)",
+                      corpus_bleu, hypotheses, references, why="when the two lists differ in length",
+                      criterion="corpus_bleu.length_mismatch")

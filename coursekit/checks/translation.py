@@ -15,6 +15,7 @@ from torch import nn
 
 from coursekit.checks.toolkit import (expect_close, expect_type, fail, first_matching_hint, isclose, mistake_hint,
                                      passed, run)
+from coursekit.criteria import edge_case
 
 PAD, BOS, EOS = 0, 2, 3
 
@@ -111,11 +112,12 @@ def check_label_smoothed_cross_entropy(label_smoothed_cross_entropy) -> None:
     if leaf.grad is None or leaf.grad[1].abs().max() > 0 or leaf.grad[4].abs().max() > 0:
         fail("the gradient of the loss reaches the logits of padded positions (targets 1 and 4 are 0).",
              mistake_hint("smoothing.ignored_positions_counted", "leave the ignored rows out entirely."))
-    for smoothing in (-0.1, 1.0, 1.5):
-        _expect_value_error("label_smoothed_cross_entropy", lambda: fn(logits, targets, smoothing, 0),
-                            f"label_smoothed_cross_entropy with smoothing={smoothing} should raise ValueError "
-                            f"(smoothing lies in [0, 1))",
-                            "check `0 <= smoothing < 1` first and raise ValueError otherwise.")
+    with edge_case("label_smoothed_cross_entropy.bad_smoothing"):
+        for smoothing in (-0.1, 1.0, 1.5):
+            _expect_value_error("label_smoothed_cross_entropy", lambda: fn(logits, targets, smoothing, 0),
+                                f"label_smoothed_cross_entropy with smoothing={smoothing} should raise ValueError "
+                                f"(smoothing lies in [0, 1))",
+                                "check `0 <= smoothing < 1` first and raise ValueError otherwise.")
     passed("label_smoothed_cross_entropy", "(mass over all V classes, padding left out, ignore_index other "
                                            "than 0, smoothing=0, smoothing outside [0, 1))")
 
@@ -169,10 +171,11 @@ def check_noam_lr(noam_lr) -> None:
     if max(range(41), key=lambda step: rates[step]) != 10:
         fail("with warmup_steps=10 the rate should peak at step 10.",
              mistake_hint("noam.min_max_swapped", "the rate rises for warmup_steps steps, then decays."))
-    for warmup in (0, -3):
-        _expect_value_error("noam_lr", lambda: noam_lr(5, 64, warmup),
-                            f"noam_lr with warmup_steps={warmup} should raise ValueError",
-                            "check `warmup_steps >= 1` first and raise ValueError otherwise.")
+    with edge_case("noam_lr.bad_warmup"):
+        for warmup in (0, -3):
+            _expect_value_error("noam_lr", lambda: noam_lr(5, 64, warmup),
+                                f"noam_lr with warmup_steps={warmup} should raise ValueError",
+                                "check `warmup_steps >= 1` first and raise ValueError otherwise.")
     passed("noam_lr", "(step 0, linear rise, peak at warmup_steps, 1/sqrt decay, factor, warmup_steps < 1)")
 
 
@@ -425,9 +428,10 @@ def check_corpus_bleu(corpus_bleu) -> None:
         got = run("corpus_bleu", fn, hyps, refs)
         if not isclose(got, reference, 1e-9):
             fail(f"corpus_bleu on the two captions should equal sacrebleu's {reference:.6g}, got {got}.")
-    _expect_value_error("corpus_bleu", lambda: fn([_MAN[0]], [_MAN[1], _DOGS[1]]),
-                        "corpus_bleu with 1 hypothesis and 2 references should raise ValueError",
-                        "check len(hypotheses) == len(references) first.")
+    with edge_case("corpus_bleu.length_mismatch"):
+        _expect_value_error("corpus_bleu", lambda: fn([_MAN[0]], [_MAN[1], _DOGS[1]]),
+                            "corpus_bleu with 1 hypothesis and 2 references should raise ValueError",
+                            "check len(hypotheses) == len(references) first.")
     passed("corpus_bleu", "(clipping, the brevity penalty, the geometric mean, corpus counts, max_n, zero "
                           "precisions, sacrebleu)" if sacrebleu is not None else
            "(clipping, the brevity penalty, the geometric mean, corpus counts, max_n, zero precisions)")

@@ -59,12 +59,13 @@ def sequence_log_prob(model, src_ids, tokens, bos_id=2) -> float:
 
 def beam_search(model, src_ids, beam_size, max_len, bos_id=2, eos_id=3, length_penalty=0.6, *, rank_raw=False,
                 penalty_in_beam=None, eos_leaves_beam=True, length_counts_bos=False, keep_bos=False,
-                eval_mode=True):
+                eval_mode=True, early_stop=True):
     """Beam search as the contract walks it, with switches: rank_raw (finished ranked by raw score);
     penalty_in_beam "stored" | "stored_twice" (every extension's score divided by the length penalty and kept so,
     then ranked as stored or divided once more); eos_leaves_beam=False (a hypothesis ending in eos stays in the
     beam and keeps growing); length_counts_bos (L counts bos); keep_bos (the result starts with bos);
-    eval_mode=False (the model used in the mode it was handed in: dropout on in training mode)."""
+    eval_mode=False (the model used in the mode it was handed in: dropout on in training mode); early_stop=False
+    (the search goes on to max_len after beam_size hypotheses finished: not the contract's search, no catalogue id)."""
     was_training = model.training
     if eval_mode:
         model.eval()
@@ -98,7 +99,7 @@ def beam_search(model, src_ids, beam_size, max_len, bos_id=2, eos_id=3, length_p
                     if len(new_beam) == beam_size:
                         break
                 beam = new_beam
-                if len(finished) >= beam_size or not beam:
+                if (early_stop and len(finished) >= beam_size) or not beam:
                     break
             else:
                 finished.extend(beam)

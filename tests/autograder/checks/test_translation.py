@@ -10,7 +10,9 @@ import solutions
 import variants as V
 import variants_translation as X
 from autograder.checks import translation as checks
+from autograder.checks.criteria import PartialCredit
 from coursekit.api import by_name
+from coursekit.criteria import CRITERIA
 
 
 def check_of(api_name: str):
@@ -102,7 +104,7 @@ def test_the_beam_probes_exercise_what_they_claim():
         tokens = solutions.beam_search(model, src, case.beam_size, case.max_len, probe.bos_id, probe.eos_id, lp)
         lengths.add(len(tokens))
         unfinished += tokens[-1] != probe.eos_id
-        if case.beam_size in (2, 5):
+        if case.beam_size not in (1, checks.WIDE_BEAM):
             greedy = beams.greedy(case)
             beam_beats_greedy += beams.rank(case, tokens) > beams.rank(case, greedy) + 1e-6
             penalty_matters += tokens != solutions.beam_search(model, src, case.beam_size, case.max_len,
@@ -125,7 +127,7 @@ def test_the_smoothing_probes_have_ignored_positions_and_class_zero_as_a_target(
 
 def test_the_bleu_corpora_clip_shorten_lengthen_and_zero():
     """The corpora make each part of BLEU matter: sacrebleu's statistics show clipping, both length regimes, zero
-    precisions, and a non-zero score at max_n 2 where max_n 4 gives 0."""
+    precisions, and a non-zero score at max_n 1 or 2 where max_n 4 gives 0."""
     import sacrebleu
 
     corpora = checks.bleu_probes(checks.BLEU_SEED)
@@ -139,5 +141,62 @@ def test_the_bleu_corpora_clip_shorten_lengthen_and_zero():
         longer += stats.sys_len > stats.ref_len
         zero += stats.score == 0 and stats.sys_len > 0
     assert clipped and shorter and longer and zero
-    pairs = [(h, r) for h, r, n in corpora if n == 2]
-    assert any(solutions.corpus_bleu(h, r, 2) > 0 and solutions.corpus_bleu(h, r, 4) == 0 for h, r in pairs)
+    pairs = [(h, r, n) for h, r, n in corpora if n is not None and n < 3]
+    assert any(solutions.corpus_bleu(h, r, n) > 0 and solutions.corpus_bleu(h, r, 4) == 0 for h, r, n in pairs)
+
+
+# ------------------------------------------------------------------------------- stated edge cases: partial credit
+POINTS = {"label_smoothed_cross_entropy": 20, "noam_lr": 15, "beam_search": 35, "corpus_bleu": 20}  # the notebook's
+
+ONLY_ONE_EDGE_CASE = [
+    ("label_smoothed_cross_entropy.bad_smoothing", "label_smoothed_cross_entropy", X.make_smoothing("no_check")),
+    ("noam_lr.bad_warmup", "noam_lr", X.make_noam("no_check")),
+    ("corpus_bleu.length_mismatch", "corpus_bleu", X.make_corpus_bleu("no_check")),
+]
+
+
+@pytest.mark.parametrize("criterion, api_name, answer", ONLY_ONE_EDGE_CASE, ids=[c for c, _a, _x in ONLY_ONE_EDGE_CASE])
+def test_an_answer_failing_only_one_stated_edge_case_keeps_most_of_its_points(criterion, api_name, answer):
+    """Right in everything but the ValueError the statement asks for: PartialCredit of at least 80 % (at most a
+    fifth of the exercise's points lost), the edge case listed with a cross, the main behaviour with a tick."""
+    with pytest.raises(PartialCredit) as info:
+        check_of(api_name)(answer)
+    failure, message = info.value, str(info.value)
+    assert failure.fraction >= 0.8, message
+    assert POINTS[api_name] * (1 - failure.fraction) <= POINTS[api_name] / 5
+    assert f"✗ {CRITERIA[criterion].text}" in message, message
+    assert "✓ the main behaviour" in message and message.count("✗") == 1, message
+    assert "should raise ValueError" in message, message
+
+
+@pytest.mark.parametrize("api_name", list(POINTS))
+def test_a_stub_gets_a_plain_failure(api_name):
+    def stub(*args, **kwargs):
+        raise NotImplementedError()
+
+    with pytest.raises(AssertionError) as info:
+        check_of(api_name)(stub)
+    assert not isinstance(info.value, PartialCredit), str(info.value)
+    assert "not implemented yet" in str(info.value)
+
+
+@pytest.mark.parametrize("api_name", list(POINTS))
+def test_an_answer_that_always_raises_value_error_gets_nothing(api_name):
+    """Edge cases count on top of a working core only: raising ValueError for everything earns no point."""
+    def always(*args, **kwargs):
+        raise ValueError("no")
+
+    with pytest.raises(AssertionError) as info:
+        check_of(api_name)(always)
+    assert not isinstance(info.value, PartialCredit), str(info.value)
+
+
+def test_a_mistake_in_the_core_with_a_missing_edge_case_gets_nothing():
+    """A known mistake of the core and no ValueError: a plain failure naming the core's mistake."""
+    def wrong(step, d_model, warmup_steps, factor=1.0):
+        return X.make_noam("no_d_model_scale")(step, d_model, max(warmup_steps, 1), factor)
+
+    with pytest.raises(AssertionError) as info:
+        checks.check_noam_lr(wrong)
+    assert not isinstance(info.value, PartialCredit), str(info.value)
+    assert getattr(info.value, "mistake_id", None) == "noam.no_d_model_scale"

@@ -71,7 +71,7 @@ def smoothing_by_pytorch(logits, targets, smoothing=0.1, ignore_index=0):
 # ======================================================================================================= noam_lr
 def make_noam(mistake=None):
     def noam_lr(step, d_model, warmup_steps, factor=1.0):
-        if warmup_steps < 1:
+        if warmup_steps < 1 and mistake != "no_check":
             raise ValueError("warmup_steps must be at least 1")
         s = step if mistake in ("step_zero", "step_zero_numpy") else max(step, 1)
         if mistake == "step_zero_numpy":
@@ -191,7 +191,7 @@ def beam_search_tensors(model, src_ids, beam_size, max_len, bos_id=2, eos_id=3, 
 # ======================================================================================================= BLEU
 def make_corpus_bleu(mistake=None):
     def corpus_bleu(hypotheses, references, max_n=4):
-        if len(hypotheses) != len(references):
+        if len(hypotheses) != len(references) and mistake != "no_check":
             raise ValueError("one reference per hypothesis")
 
         def ngrams(words, n):

@@ -354,3 +354,19 @@ def test_pruning_by_penalised_scores_changes_nothing():
             src = torch.tensor([[5, 6]])
             assert wrong(make(), src, beam_size, max_len, length_penalty=alpha) == \
                 solutions.beam_search(make(), src, beam_size, max_len, length_penalty=alpha)
+
+
+@pytest.mark.parametrize("api_name, answer, criterion", [
+    ("label_smoothed_cross_entropy", variant(loss, "no_value_error"), "label_smoothed_cross_entropy.bad_smoothing"),
+    ("noam_lr", variant(noam, "no_value_error"), "noam_lr.bad_warmup"),
+    ("corpus_bleu", variant(bleu, "no_value_error"), "corpus_bleu.length_mismatch"),
+], ids=lambda value: value if isinstance(value, str) and "." in value else "")
+def test_a_missing_stated_edge_case_is_named(api_name, answer, criterion):
+    """An answer right but for one stated edge case fails the public check, which says which edge case it was."""
+    from coursekit.criteria import CRITERIA
+
+    with pytest.raises(CheckFailed) as info:
+        check_of(api_name)(answer)
+    message = str(info.value)
+    assert "should raise ValueError" in message, message
+    assert f"an edge case the exercise states: {CRITERIA[criterion].text}" in message, message
