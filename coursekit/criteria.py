@@ -58,10 +58,11 @@ _CATALOGUE = [
     ("ModernGPT.too_long", "ModernGPT", "T > max_len raises ValueError", "`T > max_len` raises `ValueError`"),
     # 10 translation
     ("label_smoothed_cross_entropy.bad_smoothing", "label_smoothed_cross_entropy",
-     "a smoothing outside [0, 1) raises ValueError", "ValueError"),
+     "a smoothing outside [0, 1) raises ValueError", "A `smoothing` outside `[0, 1)` raises"),
     ("noam_lr.bad_warmup", "noam_lr", "warmup_steps below 1 raises ValueError",
      "A `warmup_steps` below 1 raises `ValueError`"),
-    ("corpus_bleu.length_mismatch", "corpus_bleu", "lists of different lengths raise ValueError", "ValueError"),
+    ("corpus_bleu.length_mismatch", "corpus_bleu", "lists of different lengths raise ValueError",
+     "Lists of different lengths raise"),
 ]
 
 CRITERIA: dict[str, Criterion] = {}
