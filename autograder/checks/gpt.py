@@ -21,11 +21,11 @@ from autograder.checks import remote as _remote
 from autograder.checks import known_mistakes as M
 from autograder.checks.toolkit import (
     as_tensor, call, construct, describe, expect_raises, expect_shape, expect_tensor, expected_got, fail, fetch,
-    grader_step, is_integer, lend_model, prepare, randint, randn, shape_of, start_check, type_name, values_close,
+    grader_step, is_integer, lend_model, prepare, randint, randn, seeded, shape_of, start_check, type_name, values_close,
 )
 from autograder.checks.criteria import edge_case
 from autograder.checks.parts import given_working_parts
-from autograder.checks.probe_inputs import generator as probe_generator, pick, rng, sample, seed_for
+from autograder.checks.probe_inputs import current_salt, generator as probe_generator, pick, rng, sample, seed_for
 from autograder.checks.remote import RemoteObject, probed
 
 # Every input below is drawn for the submission (autograder/checks/probe_inputs.py): seeds, sizes, texts,
@@ -337,11 +337,33 @@ def check_bpe_decode(bpe_decode) -> None:
 
 
 # ------------------------------------------------------------------------------------------------------- GPT
-def reference_gpt(seed: int, **kwargs):
-    """The reference GPT under a fixed seed, its LayerNorms randomised so that a missing or moved norm shows."""
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
-        model = _reference().GPT(VOCAB, D_MODEL, H, D_FF, LAYERS, max_len=MAX_LEN, **kwargs)
+def gpt_sizes() -> dict:
+    """This submission's GPT sizes (today's with no salt): vocabulary, width, heads, d_ff, layers, max_len, T, B,
+    drawn until vocabulary, width, d_ff, max_len and T all differ (T < max_len)."""
+    first = {name: options[0] for name, options in GPT_SIZES.items()}
+    draw = rng("gpt.sizes")
+    sizes = first
+    for _ in range(200):
+        if not current_salt():
+            break
+        sizes = {name: draw.choice(options) for name, options in GPT_SIZES.items()}
+        lengths = [sizes["vocab"], sizes["d_model_heads"][0], sizes["d_ff"], sizes["max_len"], sizes["t"]]
+        if len(set(lengths)) == len(lengths) and sizes["t"] < sizes["max_len"]:
+            break
+    else:
+        sizes = first
+    d_model, heads = sizes["d_model_heads"]
+    return {"vocab": sizes["vocab"], "d_model": d_model, "heads": heads, "d_ff": sizes["d_ff"],
+            "layers": sizes["layers"], "max_len": sizes["max_len"], "t": sizes["t"], "b": sizes["b"]}
+
+
+def reference_gpt(seed: int, sizes: dict | None = None, **kwargs):
+    """The reference GPT under this submission's seed, its LayerNorms randomised so that a missing or moved norm
+    shows."""
+    z = sizes or gpt_sizes()
+    with seeded(seed):
+        model = _reference().GPT(z["vocab"], z["d_model"], z["heads"], z["d_ff"], z["layers"], max_len=z["max_len"],
+                                 **kwargs)
         for sub in model.modules():
             if isinstance(sub, torch.nn.LayerNorm):
                 torch.nn.init.normal_(sub.weight, 1.0, 0.3)
@@ -357,6 +379,9 @@ def _parameter_names(module: RemoteObject, name: str) -> dict[str, tuple]:
 def check_gpt(GPT) -> None:
     """GPT(vocab_size, d_model, num_heads, d_ff, num_layers, max_len, dropout): tied head, causal pre-norm blocks."""
     device = start_check()
+    z = gpt_sizes()
+    VOCAB, D_MODEL, H, D_FF, LAYERS, MAX_LEN, B, T = (z[k] for k in ("vocab", "d_model", "heads", "d_ff", "layers",
+                                                                     "max_len", "b", "t"))
     name = f"GPT({VOCAB}, {D_MODEL}, {H}, {D_FF}, {LAYERS}, max_len={MAX_LEN})"
     module = construct(GPT, "GPT", VOCAB, D_MODEL, H, D_FF, LAYERS, max_len=MAX_LEN, dropout=0.0)
     params = _parameter_names(module, name)
@@ -368,19 +393,23 @@ def check_gpt(GPT) -> None:
     max_len = fetch(module.attr("max_len"), f"{name}.max_len")
     if max_len != MAX_LEN:
         fail(f"{name}: the attribute max_len is wrong.", details=expected_got(str(MAX_LEN), repr(max_len)[:40]))
-    # initialisation: both tables at the tokens' scale, std d_model ** -0.5
-    big = construct(GPT, "GPT", 97, 64, 4, 32, 1, max_len=128)
-    state = grader_step(f"GPT(97, 64, 4, 32, 1, max_len=128)", big.state)
+    # initialisation: both tables at the tokens' scale, std d_model ** -0.5 (large tables: a tight estimate)
+    big_vocab = pick("gpt.init.vocab", [97, 89, 101, 113])
+    big_d = pick("gpt.init.d_model", [64, 48, 80, 56])
+    big_len = pick("gpt.init.max_len", [128, 96, 112, 120])
+    big_name = f"GPT({big_vocab}, {big_d}, 4, 32, 1, max_len={big_len})"
+    big = construct(GPT, "GPT", big_vocab, big_d, 4, 32, 1, max_len=big_len)
+    state = grader_step(big_name, big.state)
     for key in ("token_embedding.weight", "position_embedding.embedding.weight"):
         table = state.get(key) if isinstance(state, dict) else None
         if not isinstance(table, torch.Tensor):
             fail(f"GPT: expected the parameter `{key}` as named in the exercise.")
         std = float(table.double().std())
-        if not 0.8 * 64 ** -0.5 <= std <= 1.2 * 64 ** -0.5:
-            fail(f"GPT(97, d_model=64, ...): `{key}` is not initialised at the tokens' scale.",
-                 details=expected_got(f"standard deviation {64 ** -0.5:.3f} (d_model ** -0.5)", f"{std:.3f}"),
+        if not 0.8 * big_d ** -0.5 <= std <= 1.2 * big_d ** -0.5:
+            fail(f"{big_name}: `{key}` is not initialised at the tokens' scale.",
+                 details=expected_got(f"standard deviation {big_d ** -0.5:.3f} (d_model ** -0.5)", f"{std:.3f}"),
                  mistake="gpt.position_init" if key.startswith("position") else None)
-    ref = reference_gpt(8)
+    ref = reference_gpt(8, z)
     prepare(module, ref, device, "GPT")
     ids = randint(0, VOCAB, (B, T), seed=80, device=device)
     for length in (T, 1, MAX_LEN):
@@ -396,12 +425,13 @@ def check_gpt(GPT) -> None:
             ("gpt.post_norm", lambda: M.gpt_variant(ref, x, norm_first=False)),
             ("gpt.no_final_norm", lambda: M.gpt_variant(ref, x, final_norm=False)),
         ])
-    expect_raises(ValueError, f"{name} on ids of length {MAX_LEN + 1}", module,
-                  randint(0, VOCAB, (1, MAX_LEN + 1), seed=82, device=device),
+    too_long = MAX_LEN + pick("gpt.too_long", [1, 2, 3, 5])
+    expect_raises(ValueError, f"{name} on ids of length {too_long}", module,
+                  randint(0, VOCAB, (1, too_long), seed=82, device=device),
                   why=f"when the sequence is longer than max_len={MAX_LEN}", criterion="GPT.too_long")
     # dropout reaches the model: dropout=0.5 in training mode changes the logits, in eval mode it does not
     dropped = construct(GPT, "GPT", VOCAB, D_MODEL, H, D_FF, LAYERS, max_len=MAX_LEN, dropout=0.5)
-    prepare(dropped, reference_gpt(8, dropout=0.5), device, "GPT")
+    prepare(dropped, reference_gpt(8, z, dropout=0.5), device, "GPT")
     tested = f"GPT(..., dropout=0.5) on ids {shape_of(ids)}"
     with torch.no_grad():
         expected = ref(ids)
@@ -416,40 +446,71 @@ def check_gpt(GPT) -> None:
 
 # ---------------------------------------------------------------------------------------------------- get_batch
 def _generator(channel, seed: int, device="cpu") -> RemoteObject:
-    """A torch.Generator in the kernel, seeded (the student's code draws from it)."""
+    """A torch.Generator in the kernel, seeded with this submission's seed for `seed` (the student's code draws
+    from it)."""
     def make():
         generator = _remote.new(channel, "torch.Generator", device=str(device))
-        generator.attr("manual_seed")(seed)
+        generator.attr("manual_seed")(seed_for(seed))
         return generator
 
     return grader_step("seeding a torch.Generator", make)
 
 
 def _local_generator(seed: int, device="cpu") -> torch.Generator:
-    return torch.Generator(device=device).manual_seed(seed)
+    return probe_generator(seed, device)
+
+
+def _starts(n: int, block_size: int, batch_size: int, seed: int, high: int | None = None, source="generator"):
+    """The contract's draw of the windows' starts (or with another upper bound `high`)."""
+    high = n - block_size if high is None else high
+    if source == "generator":
+        return torch.randint(high, (batch_size,), generator=_local_generator(seed))
+    with seeded(seed):
+        return torch.randint(high, (batch_size,))
+
+
+def _wrong_highs(n: int, block_size: int) -> tuple[int, ...]:
+    return tuple(h for h in (n - block_size - 1, n - block_size + 1, n - 1, n) if h > 0 and h != n - block_size)
+
+
+def _revealing_seed(seed: int, n: int, block_size: int, batch_size: int, source="generator") -> int:
+    """`seed`, or the first of seed + 1000, seed + 2000, ... whose draw differs from the draw with every wrong upper
+    bound (get_batch.start_range), so that the mistake cannot pass by luck (bounded)."""
+    for k in range(50):
+        candidate = seed + 1000 * k
+        right = _starts(n, block_size, batch_size, candidate, source=source)
+        if all(not torch.equal(right, _starts(n, block_size, batch_size, candidate, high, source))
+               for high in _wrong_highs(n, block_size)):
+            return candidate
+    return seed
 
 
 @probed
 def check_get_batch(get_batch) -> None:
     """get_batch(data, block_size, batch_size, generator=None): windows at torch.randint(N - block_size, ...)."""
     device = start_check()
-    n, offset = 50, 1000
+    n, offset = pick("gpt.get_batch.n", [50, 45, 56, 61, 53]), pick("gpt.get_batch.offset", [1000, 700, 3000, 1500])
     data = (torch.arange(n) + offset).to(device)               # value - offset = position: windows are readable
-    for block_size, batch_size, seed in ((7, 5, 90), (3, 9, 91), (49, 4, 92)):
+    plan = [(pick("gpt.get_batch.block_a", [7, 6, 8, 5, 10]), pick("gpt.get_batch.batch_a", [5, 6, 4, 7]), 90),
+            (pick("gpt.get_batch.block_b", [3, 2, 4]), pick("gpt.get_batch.batch_b", [9, 8, 10, 11]), 91),
+            (n - 1, pick("gpt.get_batch.batch_c", [4, 3, 5]), 92)]   # one window fits: every start is 0
+    for block_size, batch_size, seed in plan:
+        if block_size < n - 1:
+            seed = _revealing_seed(seed, n, block_size, batch_size)
         tested = f"get_batch(data {shape_of(data)}, block_size={block_size}, batch_size={batch_size}, generator)"
         generator = _generator(get_batch.channel, seed)
         got = call("get_batch", get_batch, data.clone(), block_size, batch_size, generator, tested=tested)
         x, y = _batch_pair(got, tested, (batch_size, block_size))
-        starts = torch.randint(n - block_size, (batch_size,), generator=_local_generator(seed))
+        starts = _starts(n, block_size, batch_size, seed)
         _judge_batch(x, y, starts, n, offset, block_size, batch_size, seed, tested, "generator")
     # generator=None: the global generator (the grader seeds it for the call)
-    tested = f"get_batch(data {shape_of(data)}, block_size=7, batch_size=6) without a generator"
-    got = call("get_batch", get_batch, data.clone(), 7, 6, tested=tested, _seed=93)
-    x, y = _batch_pair(got, tested, (6, 7))
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(93)
-        starts = torch.randint(n - 7, (6,))
-    _judge_batch(x, y, starts, n, offset, 7, 6, 93, tested, "global")
+    block_size, batch_size = pick("gpt.get_batch.block_g", [7, 9, 5, 6]), pick("gpt.get_batch.batch_g", [6, 7, 5])
+    seed = _revealing_seed(93, n, block_size, batch_size, "global")
+    tested = f"get_batch(data {shape_of(data)}, block_size={block_size}, batch_size={batch_size}) without a generator"
+    got = call("get_batch", get_batch, data.clone(), block_size, batch_size, tested=tested, _seed=seed)
+    x, y = _batch_pair(got, tested, (batch_size, block_size))
+    _judge_batch(x, y, _starts(n, block_size, batch_size, seed, source="global"), n, offset, block_size,
+                 batch_size, seed, tested, "global")
 
 
 def _batch_pair(got, tested, shape):
@@ -478,13 +539,9 @@ def _judge_batch(x, y, starts, n, offset, block_size, batch_size, seed, tested, 
     if torch.equal(got_starts, starts):
         return
     mistake = None
-    for high in (n - block_size - 1, n - block_size + 1, n - 1, n):
-        generator = _local_generator(seed) if source == "generator" else None
-        with torch.random.fork_rng(devices=[]):
-            if generator is None:
-                torch.manual_seed(seed)
-            if high > 0 and torch.equal(torch.randint(high, (batch_size,), generator=generator), got_starts):
-                mistake = "get_batch.start_range"
+    for high in _wrong_highs(n, block_size):
+        if torch.equal(_starts(n, block_size, batch_size, seed, high, source), got_starts):
+            mistake = "get_batch.start_range"
     fail("get_batch: the windows start at other positions than the contract's draw.", tested=tested,
          details=[f"expected starts drawn by torch.randint(len(data) - block_size, (batch_size,), "
                   f"generator=generator)" + (" from the global generator" if source == "global" else "")],
