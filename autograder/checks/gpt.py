@@ -554,7 +554,10 @@ def _judge_batch(x, y, starts, n, offset, block_size, batch_size, seed, tested, 
 def check_lm_loss(lm_loss) -> None:
     """lm_loss(logits (B, T, V), targets (B, T)) -> mean cross-entropy over all B * T positions."""
     device = start_check()
-    for b, t, v, seed in ((2, 5, 11, 100), (3, 1, 7, 101), (1, 6, 4, 102)):
+    plan = ((pick("gpt.lm_loss.b", [2, 3, 4]), pick("gpt.lm_loss.t", [5, 4, 6, 7]), pick("gpt.lm_loss.v", [11, 9, 13]), 100),
+            (pick("gpt.lm_loss.b1", [3, 2, 5]), 1, pick("gpt.lm_loss.v1", [7, 6, 8]), 101),            # T = 1
+            (1, pick("gpt.lm_loss.t2", [6, 5, 8]), pick("gpt.lm_loss.v2", [4, 3, 5]), 102))            # B = 1
+    for b, t, v, seed in plan:
         logits = randn(b, t, v, seed=seed, device=device) * 2
         targets = randint(0, v, (b, t), seed=seed + 50, device=device)
         tested = f"lm_loss(logits {shape_of(logits)}, targets {shape_of(targets)})"
@@ -584,8 +587,7 @@ PROBE_LM_CONFIG = {"vocab_size": 13, "d_model": 8, "max_len": 16, "dropout": 0.5
 def _probe_state(seed: int) -> dict:
     from coursekit.probe.models import LanguageModelProbe
 
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
+    with seeded(seed):
         return {k: v.detach().clone() for k, v in LanguageModelProbe(**PROBE_LM_CONFIG).state_dict().items()}
 
 
@@ -611,7 +613,13 @@ def check_estimate_loss(estimate_loss) -> None:
     """estimate_loss(model, data, block_size, device): non-overlapping windows, eval mode, mode restored."""
     device = start_check()
     state = _probe_state(110)
-    for n, block_size, training in ((75, 8, True), (73, 8, False), (72, 8, True), (40, 13, True)):
+    # n = k * block_size + 3, + 1 (the last window ends at the last token: estimate_loss.last_window), + 0; then
+    # another block size
+    block_size, k = pick("gpt.estimate_loss.block", [8, 6, 7, 9]), pick("gpt.estimate_loss.windows", [9, 8, 10, 7])
+    other, n_other = pick("gpt.estimate_loss.block2", [13, 11, 12]), pick("gpt.estimate_loss.n2", [40, 37, 43, 47])
+    plan = ((k * block_size + 3, block_size, True), (k * block_size + 1, block_size, False),
+            (k * block_size, block_size, True), (n_other, other, True))
+    for n, block_size, training in plan:
         data = randint(0, PROBE_LM_CONFIG["vocab_size"], (n,), seed=111 + n, device="cpu")
         model = _remote_lm(estimate_loss.channel, state, device, training)
         tested = (f"estimate_loss(a small language model in {'training' if training else 'eval'} mode, "
@@ -641,9 +649,11 @@ def check_estimate_loss(estimate_loss) -> None:
             fail("estimate_loss does not restore the model's training mode.", tested=tested,
                  mistake="estimate_loss.mode_not_restored")
     model = _remote_lm(estimate_loss.channel, state, device, True)
-    short = randint(0, 13, (8,), seed=119, device="cpu")
-    expect_raises(ValueError, "estimate_loss(model, data of 8 tokens, block_size=8, device)", estimate_loss,
-                  model, short, 8, device, why="when no window of block_size + 1 tokens fits in data",
+    block_size = plan[0][1]
+    short = randint(0, 13, (block_size,), seed=119, device="cpu")
+    expect_raises(ValueError, f"estimate_loss(model, data of {block_size} tokens, block_size={block_size}, device)",
+                  estimate_loss, model, short, block_size, device,
+                  why="when no window of block_size + 1 tokens fits in data",
                   criterion="estimate_loss.too_short")
 
 
@@ -655,7 +665,15 @@ def check_lr_at(lr_at) -> None:
     """lr_at(step, max_lr, warmup_steps, max_steps, min_lr=0.0): linear warm-up, cosine decay, then min_lr."""
     start_check()
     reference = _reference()
-    configs = [(3e-3, 10, 100, 2e-4), (1e-3, 0, 40, 5e-5), (5e-4, 7, 7, 1e-5), (2e-3, 25, 60, None)]
+    # a warm-up with a floor; no warm-up; warm-up as long as the run; the default floor
+    configs = [(pick("gpt.lr_at.lr_a", [3e-3, 2.5e-3, 4e-3]), pick("gpt.lr_at.warmup_a", [10, 8, 12, 15]),
+                pick("gpt.lr_at.steps_a", [100, 90, 120]), pick("gpt.lr_at.min_a", [2e-4, 1e-4, 3e-4])),
+               (pick("gpt.lr_at.lr_b", [1e-3, 6e-4, 2e-3]), 0, pick("gpt.lr_at.steps_b", [40, 30, 50]),
+                pick("gpt.lr_at.min_b", [5e-5, 1e-5, 8e-5])),
+               (pick("gpt.lr_at.lr_c", [5e-4, 7e-4, 9e-4]), *[pick("gpt.lr_at.both_c", [7, 5, 9, 11])] * 2,
+                pick("gpt.lr_at.min_c", [1e-5, 2e-5, 4e-5])),
+               (pick("gpt.lr_at.lr_d", [2e-3, 1.5e-3, 3e-3]), pick("gpt.lr_at.warmup_d", [25, 20, 30]),
+                pick("gpt.lr_at.steps_d", [60, 55, 70]), None)]
     for max_lr, warmup, max_steps, min_lr in configs:
         extra = () if min_lr is None else (min_lr,)
         for step in sorted({0, 1, warmup // 2, max(warmup - 1, 0), warmup, warmup + 1, (warmup + max_steps) // 2,
@@ -678,7 +696,8 @@ def check_lr_at(lr_at) -> None:
                     abs_tol=1e-12)), None)
                 fail("lr_at: the learning rate differs from the reference solution.", tested=tested,
                      details=expected_got(f"{expected:.6g}", f"{float(got):.6g}"), mistake=mistake)
-    for warmup, max_steps in ((11, 10), (-1, 10)):
+    max_steps = pick("gpt.lr_at.bad_steps", [10, 12, 20, 8])
+    for warmup in (max_steps + pick("gpt.lr_at.bad_over", [1, 2, 5]), -pick("gpt.lr_at.bad_under", [1, 2, 3])):
         expect_raises(ValueError, f"lr_at(0, 1e-3, warmup_steps={warmup}, max_steps={max_steps})", lr_at,
                       0, 1e-3, warmup, max_steps, why="unless 0 <= warmup_steps <= max_steps",
                       criterion="lr_at.bad_warmup")
@@ -686,18 +705,57 @@ def check_lr_at(lr_at) -> None:
 
 # -------------------------------------------------------------------------------------------------- train_step
 # The steps of the run: (learning rate, grad_clip), the optimizer starting at another rate (STEP_START_LR). The
-# gradient norms of the lent model (its weights scaled by 3) on these batches are between 1.4 and 3: clipping at 0.5
-# and 0.05 is active, at 50 it is not; the step without grad_clip uses the default, 1.0, which is active too. The last
-# step clips, so that the gradients left after it tell clipping after the step from no clipping.
-STEP_PLAN = ((0.3, 0.5), (0.2, None), (0.4, 50.0), (0.25, "default"), (0.35, 0.05))
+# gradient norms of the lent model (its weights scaled by 3) on these batches are above 1 and below 50 (drawn until
+# they are): clipping at 0.5 and 0.05 is active, at 50 it is not; the step without grad_clip uses the default, 1.0,
+# which is active too. The last step clips, so that the gradients left after it tell clipping after the step from no
+# clipping. The rates are drawn per submission (today's first), the clipping thresholds are what the plan tests.
+STEP_CLIPS = (0.5, None, 50.0, "default", 0.05)
+STEP_RATES = [(0.3, 0.2, 0.4, 0.25, 0.35), (0.25, 0.35, 0.3, 0.2, 0.4), (0.4, 0.3, 0.2, 0.35, 0.25),
+              (0.2, 0.4, 0.35, 0.3, 0.45), (0.35, 0.25, 0.45, 0.4, 0.3)]
+STEP_PLAN = tuple(zip(STEP_RATES[0], STEP_CLIPS))
 STEP_START_LR, STEP_MOMENTUM = 0.9, 0.5
 STEP_B, STEP_T = 3, 10
 
 
-def _step_batches(device) -> list[tuple[torch.Tensor, torch.Tensor]]:
+def _step_batches(device, seed: int = 140) -> list[tuple[torch.Tensor, torch.Tensor]]:
     vocab = PROBE_LM_CONFIG["vocab_size"]
-    return [(randint(0, vocab, (STEP_B, STEP_T), seed=140 + k, device=device),
-             randint(0, vocab, (STEP_B, STEP_T), seed=150 + k, device=device)) for k in range(len(STEP_PLAN))]
+    return [(randint(0, vocab, (STEP_B, STEP_T), seed=seed + k, device=device),
+             randint(0, vocab, (STEP_B, STEP_T), seed=seed + 10 + k, device=device)) for k in range(len(STEP_CLIPS))]
+
+
+def _clip_norms(setup: dict, device) -> list[float]:
+    """The total gradient norm before clipping at each step of the reference's run."""
+    model = _local_lm(setup["state"], device, True)
+    optimizer = torch.optim.SGD(_groups(dict(model.named_parameters())), lr=STEP_START_LR, momentum=STEP_MOMENTUM)
+    norms = []
+    for (lr, clip), (x, y) in zip(setup["plan"], setup["batches"]):
+        for group in optimizer.param_groups:
+            group["lr"] = lr
+        optimizer.zero_grad(set_to_none=True)
+        logits = model(x)
+        F.cross_entropy(logits.reshape(-1, logits.size(-1)), y.reshape(-1)).backward()
+        norms.append(float(torch.nn.utils.clip_grad_norm_(model.parameters(), math.inf)))
+        if clip is not None:
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0 if clip == "default" else clip)
+        optimizer.step()
+    return norms
+
+
+def step_setup(device) -> dict:
+    """This submission's train_step run: the plan (rates drawn), the lent model's weights and the batches, from the
+    first seed 140, 1140, 2140, ... whose gradient norms keep every clipping threshold active or not as planned."""
+    plan = tuple(zip(pick("gpt.train_step.rates", STEP_RATES), STEP_CLIPS))
+    setup = None
+    for k in range(20):
+        seed = 140 + 1000 * k
+        setup = {"plan": plan, "state": {key: v * 3 for key, v in _probe_state(seed).items()},
+                 "batches": _step_batches(device, seed)}
+        norms = _clip_norms(setup, device)
+        if all(clip is None or (norm < 0.9 * clip if clip == 50.0 else norm > 1.1 * (1.0 if clip == "default"
+                                                                                    else clip))
+               for norm, (_lr, clip) in zip(norms, plan)):
+            break
+    return setup
 
 
 def _groups(parameters: dict) -> list[dict]:
@@ -707,12 +765,12 @@ def _groups(parameters: dict) -> list[dict]:
             {"params": [parameters[n] for n in names if n.endswith("bias")]}]
 
 
-def _local_step_run(state: dict, device, step, training: bool = True) -> dict:
+def _local_step_run(setup: dict, device, step, training: bool = True) -> dict:
     """The plan run here with `step` (the reference or a known mistake): returns, weights, final gradients."""
-    model = _local_lm(state, device, training)
+    model = _local_lm(setup["state"], device, training)
     optimizer = torch.optim.SGD(_groups(dict(model.named_parameters())), lr=STEP_START_LR, momentum=STEP_MOMENTUM)
     returns = []
-    for (lr, clip), (x, y) in zip(STEP_PLAN, _step_batches(device)):
+    for (lr, clip), (x, y) in zip(setup["plan"], setup["batches"]):
         extra = () if clip == "default" else (clip,)
         value = step(model, optimizer, x, y, lr, *extra)
         returns.append(float(value.detach()) if isinstance(value, torch.Tensor) else float(value))
@@ -745,7 +803,8 @@ def check_train_step(train_step) -> None:
     device = start_check()
     reference = _reference()
     channel = train_step.channel
-    state = {k: v * 3 for k, v in _probe_state(140).items()}     # larger weights: gradient norms of 1.4 to 3
+    setup = step_setup(device)                                   # larger weights: gradient norms above 1
+    state, plan = setup["state"], setup["plan"]
     description = ("train_step(a small language model in training mode, an SGD optimizer with two parameter groups, "
                    f"x ({STEP_B}, {STEP_T}), y ({STEP_B}, {STEP_T}), lr, grad_clip)")
 
@@ -759,10 +818,10 @@ def check_train_step(train_step) -> None:
 
     model, optimizer = grader_step(description, make)
     returns = []
-    for k, ((lr, clip), (x, y)) in enumerate(zip(STEP_PLAN, _step_batches(device))):
+    for k, ((lr, clip), (x, y)) in enumerate(zip(plan, setup["batches"])):
         extra = () if clip == "default" else (clip,)
         shown = "" if clip == "default" else f", grad_clip={clip}"
-        tested = f"step {k + 1} of {len(STEP_PLAN)}: train_step(model, optimizer, x, y, lr={lr}{shown})"
+        tested = f"step {k + 1} of {len(plan)}: train_step(model, optimizer, x, y, lr={lr}{shown})"
         got = call("train_step", train_step, model, optimizer, x.clone(), y.clone(), lr, *extra, tested=tested)
         if isinstance(got, RemoteObject) or isinstance(got, bool) or not isinstance(got, (numbers.Real,
                                                                                            torch.Tensor)):
@@ -779,14 +838,14 @@ def check_train_step(train_step) -> None:
     lrs = [group.get("lr") if isinstance(group, dict) else None
            for group in grader_step(description, optimizer.attr("param_groups").fetch)]
     got_run = {"returns": returns, "weights": weights, "grads": grads, "lrs": lrs}
-    expected = _local_step_run(state, device, reference.train_step)
+    expected = _local_step_run(setup, device, reference.train_step)
 
     returns_ok = _same_run(got_run, expected, device, ("returns",))
     weights_ok = _same_run(got_run, expected, device, ("weights",))
     if not (returns_ok and weights_ok):
         mistake = None
         for mistake_id, flags in M.TRAIN_STEP_MISTAKES.items():
-            variant = _local_step_run(state, device, lambda *a, flags=flags: M.train_step_variant(*a, **flags))
+            variant = _local_step_run(setup, device, lambda *a, flags=flags: M.train_step_variant(*a, **flags))
             what = (("returns",) if weights_ok else ("weights",) if returns_ok else ("returns", "weights"))
             if {"clip", "zero_grad", "step"} & set(flags):
                 what += ("grads",)  # the same weights: clipping after the step or never; no step or nothing to step
@@ -797,17 +856,17 @@ def check_train_step(train_step) -> None:
             except Exception:  # noqa: BLE001 -- a variant that cannot be compared does not match
                 continue
         if not weights_ok:
-            fail(f"{description}: after {len(STEP_PLAN)} steps the weights differ from the reference's (same "
+            fail(f"{description}: after {len(plan)} steps the weights differ from the reference's (same "
                  "initial weights, same optimizer, same batches, rates and clipping).",
                  details=expected_got("the same weights as the reference", "different weights"), mistake=mistake)
         fail(f"{description}: the returned losses differ from the reference's.",
              details=expected_got(", ".join(f"{v:.4f}" for v in expected["returns"]),
                                   ", ".join(f"{v:.4f}" for v in returns)), mistake=mistake,
              hint=None if mistake else "return loss.item(): the loss of the batch before the step")
-    if any(not isinstance(lr, numbers.Real) or not math.isclose(lr, STEP_PLAN[-1][0]) for lr in lrs):
+    if any(not isinstance(lr, numbers.Real) or not math.isclose(lr, plan[-1][0]) for lr in lrs):
         fail(f"{description}: after the last step the optimizer's parameter groups do not all hold its rate.",
-             details=expected_got(f"lr={STEP_PLAN[-1][0]} in every group", ", ".join(str(v) for v in lrs)),
-             mistake="train_step.lr_first_group_only" if lrs and lrs[0] == STEP_PLAN[-1][0] else
+             details=expected_got(f"lr={plan[-1][0]} in every group", ", ".join(str(v) for v in lrs)),
+             mistake="train_step.lr_first_group_only" if lrs and lrs[0] == plan[-1][0] else
              "train_step.lr_not_set")
     if _training_flag(model, "the lent model") is not True:
         fail(f"{description}: the model is no longer in training mode after train_step.",
@@ -816,11 +875,12 @@ def check_train_step(train_step) -> None:
     model = _remote_lm(channel, state, device, False)
     optimizer = grader_step(description, lambda: _remote.new(channel, "torch.optim.SGD", model.attr("parameters")(),
                                                              lr=STEP_START_LR))
-    x, y = _step_batches(device)[0]
-    tested = "train_step(a small language model in eval mode, an SGD optimizer, x, y, lr=0.3, grad_clip=0.5)"
-    got = call("train_step", train_step, model, optimizer, x.clone(), y.clone(), 0.3, 0.5, tested=tested)
+    x, y = setup["batches"][0]
+    lr, clip = plan[0]
+    tested = f"train_step(a small language model in eval mode, an SGD optimizer, x, y, lr={lr}, grad_clip={clip})"
+    got = call("train_step", train_step, model, optimizer, x.clone(), y.clone(), lr, clip, tested=tested)
     local = _local_lm(state, device, False)
-    expected_loss = reference.train_step(local, torch.optim.SGD(local.parameters(), lr=STEP_START_LR), x, y, 0.3, 0.5)
+    expected_loss = reference.train_step(local, torch.optim.SGD(local.parameters(), lr=STEP_START_LR), x, y, lr, clip)
     changed = _training_flag(model, "the lent model") is not False
     if changed or not isinstance(got, numbers.Real) or not math.isclose(float(got), expected_loss, rel_tol=1e-4,
                                                                          abs_tol=1e-5):
