@@ -905,6 +905,73 @@ def chi_square(counts: torch.Tensor, probs: torch.Tensor) -> float:
     return float((((counts - expected) ** 2)[kept] / expected[kept]).sum())
 
 
+ARGMAX_LOGITS = [[1.0, 3.0, 3.0, 0.0], [5.0, 5.0, 1.0, 1.0], [0.0, -1.0, 2.0, 2.0]]    # ties at the largest
+MISTAKE_HOWS = (("sample.temperature_after_softmax", "after_softmax"), ("sample.temperature_multiplied", "multiplied"),
+                ("sample.top_k_minus_one", "k_minus_one"), ("sample.top_k_drops_ties", "no_ties"))
+SEPARATION = 200.0   # the chi-square's non-centrality between two distributions a frequency test must tell apart
+
+
+def _argmax_logits() -> torch.Tensor:
+    """Rows of small integers whose largest value occurs twice (the first index wins): today's, or drawn."""
+    draw = rng("gpt.sample.argmax")
+    options = [ARGMAX_LOGITS]
+    for _ in range(12):
+        width, rows = draw.randint(4, 7), []
+        for _ in range(draw.randint(3, 5)):
+            row = [float(draw.randint(-3, 5)) for _ in range(width)]
+            first, second = sorted(draw.sample(range(width), 2))
+            row[first] = row[second] = max(row) + float(draw.randint(0, 2))
+            rows.append(row)
+        options.append(rows)
+    return torch.tensor(pick("gpt.sample.argmax_rows", options))
+
+
+def _stat_logits() -> torch.Tensor:
+    """STAT_LOGITS with its entries in this submission's order (the tie at the 2nd/3rd largest stays)."""
+    draw = rng("gpt.sample.stat_order")
+    orders = [list(range(STAT_LOGITS.numel()))] + [draw.sample(range(STAT_LOGITS.numel()), STAT_LOGITS.numel())
+                                                   for _ in range(24)]
+    return STAT_LOGITS[pick("gpt.sample.stat_order", orders)]
+
+
+def _non_centrality(a: torch.Tensor, b: torch.Tensor) -> float:
+    """DRAWS * sum (a - b)^2 / b: how far counts drawn from `a` land from `b` in chi-square (inf: a draws what b
+    blocks)."""
+    a, b = a.double(), b.double()
+    if bool(((b == 0) & (a > 0)).any()):
+        return math.inf
+    kept = b > 0
+    return float(DRAWS * (((a - b) ** 2)[kept] / b[kept]).sum())
+
+
+def _distinguishable(logits: torch.Tensor, temperature: float, top_k) -> bool:
+    """Every two different distributions among the right one and the known mistakes' are far apart: each mistake
+    fails the frequency test and is not taken for another."""
+    dists = [M.tempered(logits, temperature, top_k)] + [M.tempered(logits, temperature, top_k, how)
+                                                        for _m, how in MISTAKE_HOWS]
+    for i, a in enumerate(dists):
+        for b in dists[i + 1:]:
+            if torch.allclose(a, b, atol=1e-9):
+                continue
+            if min(_non_centrality(a, b), _non_centrality(b, a)) < SEPARATION:
+                return False
+    return True
+
+
+def _frequency_plan(logits: torch.Tensor) -> list[tuple[float, int | None]]:
+    """(temperature, top_k) of the frequency tests: plain; a temperature; top_k 2 cutting the tie; top_k 3 or 4.
+    Drawn among values whose distributions stay distinguishable (else today's)."""
+    spaces = [("gpt.sample.plain", [(1.0, None)]),
+              ("gpt.sample.temperature", [(0.5, None), (0.4, None), (0.6, None), (2.0, None), (2.5, None)]),
+              ("gpt.sample.tie_cut", [(2.0, 2), (1.5, 2), (0.7, 2), (2.5, 2), (1.0, 2)]),
+              ("gpt.sample.top_k", [(1.0, 3), (0.8, 3), (1.2, 4), (0.6, 4), (1.0, 4)])]
+    plan = []
+    for label, options in spaces:
+        chosen = pick(label, options)
+        plan.append(chosen if _distinguishable(logits, *chosen) else options[0])
+    return plan
+
+
 @probed
 def check_sample_next_token(sample_next_token) -> None:
     """sample_next_token(logits (B, V), temperature=1.0, top_k=None, generator=None) -> (B,) token ids."""
@@ -912,50 +979,61 @@ def check_sample_next_token(sample_next_token) -> None:
     reference = _reference()
     channel = sample_next_token.channel
     # temperature 0: the argmax, first index on ties
-    logits = torch.tensor([[1.0, 3.0, 3.0, 0.0], [5.0, 5.0, 1.0, 1.0], [0.0, -1.0, 2.0, 2.0]])
+    logits = _argmax_logits()
     tested = f"sample_next_token(logits {shape_of(logits)}, temperature=0)"
     got = call("sample_next_token", sample_next_token, logits.clone(), 0.0, tested=tested)
-    expect_tensor(got, torch.tensor([1, 0, 2]), "the tokens at temperature 0", "cpu", tested=tested, exact=True,
+    expect_tensor(got, logits.argmax(-1), "the tokens at temperature 0", "cpu", tested=tested, exact=True,
                   note="temperature 0 means the argmax of each row (torch.argmax keeps the first index on ties)")
     # frequencies over many draws from the global generator (seeded by the grader)
-    for temperature, top_k in ((1.0, None), (0.5, None), (2.0, 2), (1.0, 3)):
-        batch = STAT_LOGITS.expand(DRAWS, -1).clone()
+    stat = _stat_logits()
+    for temperature, top_k in _frequency_plan(stat):
+        batch = stat.expand(DRAWS, -1).clone()
         tested = (f"sample_next_token(the same logits in {DRAWS} rows, temperature={temperature}, top_k={top_k})"
                   " (how often each token is drawn)")
         got = call("sample_next_token", sample_next_token, batch, temperature, top_k, tested=tested, _seed=120)
         got = as_tensor(got, "sample_next_token's result", tested)
         expect_shape(got, (DRAWS,), "sample_next_token's result", tested, hint="one token id per row: (B,)")
-        if got.is_floating_point() or int(got.min()) < 0 or int(got.max()) >= STAT_LOGITS.numel():
+        if got.is_floating_point() or int(got.min()) < 0 or int(got.max()) >= stat.numel():
             fail("sample_next_token must return token ids (int64) between 0 and V - 1.", tested=tested)
-        counts = torch.bincount(got.long().cpu(), minlength=STAT_LOGITS.numel())
-        right = chi_square(counts, M.tempered(STAT_LOGITS, temperature, top_k))
+        counts = torch.bincount(got.long().cpu(), minlength=stat.numel())
+        right = chi_square(counts, M.tempered(stat, temperature, top_k))
         if right > CHI2_LIMIT:
             mistake = None
-            support = M.tempered(STAT_LOGITS, temperature, top_k) > 0
+            support = M.tempered(stat, temperature, top_k) > 0
             if top_k is not None and int(support.sum()) > top_k and int((counts > 0).sum()) == top_k \
                     and not bool((counts[~support] > 0).any()):
                 mistake = "sample.top_k_drops_ties"       # exactly k kept: some logit equal to the k-th was dropped
-            for mistake_id, how in (("sample.temperature_after_softmax", "after_softmax"),
-                                    ("sample.temperature_multiplied", "multiplied"),
-                                    ("sample.top_k_minus_one", "k_minus_one"), ("sample.top_k_drops_ties", "no_ties")):
-                if mistake is None and chi_square(counts, M.tempered(STAT_LOGITS, temperature, top_k, how)) <= CHI2_LIMIT:
+            for mistake_id, how in MISTAKE_HOWS:
+                if mistake is None and chi_square(counts, M.tempered(stat, temperature, top_k, how)) <= CHI2_LIMIT:
                     mistake = mistake_id
                     break
             fail("sample_next_token: the tokens are not drawn from the right distribution.", tested=tested,
                  details=[f"drawn counts {counts.tolist()}, expected about "
-                          f"{[round(p * DRAWS) for p in M.tempered(STAT_LOGITS, temperature, top_k).tolist()]}"],
+                          f"{[round(p * DRAWS) for p in M.tempered(stat, temperature, top_k).tolist()]}"],
                  mistake=mistake)
     # with a generator, the draws are exactly torch.multinomial(probs, 1, generator=generator)
-    logits = randn(5, 9, seed=121, device="cpu") * 2
-    for temperature, top_k, seed in ((1.0, None, 122), (0.7, 3, 123), (1.3, 9, 124), (0.9, 20, 125)):
+    rows, vocab = pick("gpt.sample.rows", [5, 4, 6, 7]), pick("gpt.sample.vocab", [9, 8, 10, 11, 12])
+    logits = randn(rows, vocab, seed=121, device="cpu") * 2
+    note = ("with a generator the draw is fixed: one call torch.multinomial(probs, 1, generator=generator)"
+            ".squeeze(-1) for the whole batch, after temperature and top-k")
+
+    def drawn_like_reference(temperature, top_k, seed):
         tested = f"sample_next_token(logits {shape_of(logits)}, {temperature}, top_k={top_k}, generator)"
         generator = _generator(channel, seed)
         got = call("sample_next_token", sample_next_token, logits.clone(), temperature, top_k, generator,
                    tested=tested)
         expected = reference.sample_next_token(logits, temperature, top_k, _local_generator(seed))
-        expect_tensor(got, expected, "the drawn tokens", "cpu", tested=tested, exact=True,
-                      note="with a generator the draw is fixed: one call torch.multinomial(probs, 1, "
-                           "generator=generator).squeeze(-1) for the whole batch, after temperature and top-k")
+        expect_tensor(got, expected, "the drawn tokens", "cpu", tested=tested, exact=True, note=note)
+
+    drawn_like_reference(1.0, None, 122)
+    drawn_like_reference(pick("gpt.sample.gen_temperature", [0.7, 0.6, 0.9, 1.4]),
+                         pick("gpt.sample.gen_top_k", [3, 2, 4, 5]), 123)
+    drawn_like_reference(pick("gpt.sample.gen_temperature_b", [1.1, 0.8, 1.3, 0.5]), vocab - 1, 126)
+    # the stated edge case: a top_k equal to or larger than the vocabulary keeps every token
+    with edge_case("sample_next_token.top_k_past_vocabulary"):
+        drawn_like_reference(pick("gpt.sample.edge_temperature", [1.3, 1.1, 0.8, 1.6]), vocab, 124)
+        drawn_like_reference(pick("gpt.sample.edge_temperature_b", [0.9, 1.2, 0.7]),
+                             vocab + pick("gpt.sample.edge_past", [11, 1, 5, 30]), 125)
 
 
 # ------------------------------------------------------------------------------------------------------ generate
@@ -970,34 +1048,44 @@ def check_generate(generate) -> None:
     channel = generate.channel
     state = _probe_state(130)
     local = _local_lm(state, "cpu", False)
-    prompt = randint(0, 13, (2, 3), seed=131, device="cpu")
-    # greedy, longer than max_len (the context must be cropped), starting in training mode
+    max_len, vocab = PROBE_LM_CONFIG["max_len"], PROBE_LM_CONFIG["vocab_size"]
+    prompt = randint(0, vocab, (pick("gpt.generate.b", [2, 3, 4]), pick("gpt.generate.t", [3, 2, 4, 5])), seed=131,
+                     device="cpu")
+    # greedy, past max_len (the context must be cropped), starting in training mode
+    steps = pick("gpt.generate.steps", [20, 18, 22, 25])
     model = _remote_lm(channel, state, "cpu", True)
-    tested = f"generate(a small model with max_len=16, ids {shape_of(prompt)}, 20, temperature=0)"
-    got = call("generate", generate, model, prompt.clone(), 20, 0.0, tested=tested)
-    expected = reference.generate(local, prompt, 20, 0.0)
+    tested = f"generate(a small model with max_len={max_len}, ids {shape_of(prompt)}, {steps}, temperature=0)"
+    got = call("generate", generate, model, prompt.clone(), steps, 0.0, tested=tested)
+    expected = reference.generate(local, prompt, steps, 0.0)
     expect_tensor(got, expected, "generate's output", "cpu", tested=tested, exact=True, mistakes=lambda: [
-        ("generate.first_position", lambda: M.generate_variant(local, prompt, 20, position=0)),
-        ("generate.keeps_first_tokens", lambda: M.generate_variant(local, prompt, 20, crop="first")),
-        ("generate.train_mode", lambda: M.generate_variant(local, prompt, 20, training=True)),
+        ("generate.first_position", lambda: M.generate_variant(local, prompt, steps, position=0)),
+        ("generate.keeps_first_tokens", lambda: M.generate_variant(local, prompt, steps, crop="first")),
+        ("generate.train_mode", lambda: M.generate_variant(local, prompt, steps, training=True)),
     ], note="each step feeds ids[:, -model.max_len:] and appends the argmax of the LAST position's logits")
     local.eval()
     if _training_flag(model, "the lent model") is not True:
         fail("generate does not restore the model's training mode.", tested=tested,
              mistake="generate.mode_not_restored")
     # a prompt longer than max_len: the context is its LAST max_len tokens from the first step on
-    long_prompt = randint(0, 13, (2, 24), seed=137, device="cpu")
-    tested = f"generate(a small model with max_len=16, ids {shape_of(long_prompt)}, 6, temperature=0)"
-    got = call("generate", generate, _remote_lm(channel, state, "cpu", False), long_prompt.clone(), 6, 0.0,
+    long_prompt = randint(0, vocab, (2, max_len + pick("gpt.generate.long", [8, 4, 11, 6])), seed=137, device="cpu")
+    more = pick("gpt.generate.long_steps", [6, 5, 7])
+    tested = f"generate(a small model with max_len={max_len}, ids {shape_of(long_prompt)}, {more}, temperature=0)"
+    got = call("generate", generate, _remote_lm(channel, state, "cpu", False), long_prompt.clone(), more, 0.0,
                tested=tested)
-    expect_tensor(got, reference.generate(local, long_prompt, 6, 0.0), "generate's output", "cpu", tested=tested,
-                  exact=True, mistakes=lambda: [
-                      ("generate.keeps_first_tokens", lambda: M.generate_variant(local, long_prompt, 6, crop="first")),
+    expect_tensor(got, reference.generate(local, long_prompt, more, 0.0), "generate's output", "cpu",
+                  tested=tested, exact=True, mistakes=lambda: [
+                      ("generate.keeps_first_tokens",
+                       lambda: M.generate_variant(local, long_prompt, more, crop="first")),
                   ], note="each step feeds ids[:, -model.max_len:], the last max_len tokens")
     local.eval()
     # sampling with a generator: every argument reaches sample_next_token
     model = _remote_lm(channel, state, "cpu", False)
-    for args, seed in (((6, 0.8, 4), 132), ((5,), 133), ((4, 1.0, 1), 134), ((7, 1.7), 135)):
+    plan = (((pick("gpt.generate.n_a", [6, 5, 8]), pick("gpt.generate.temp_a", [0.8, 0.7, 1.2]),
+              pick("gpt.generate.k_a", [4, 3, 5, 6])), 132),
+            ((pick("gpt.generate.n_b", [5, 4, 7]),), 133),
+            ((pick("gpt.generate.n_c", [4, 3, 6]), 1.0, 1), 134),
+            ((pick("gpt.generate.n_d", [7, 6, 9]), pick("gpt.generate.temp_d", [1.7, 1.5, 2.0, 0.6])), 135))
+    for args, seed in plan:
         shown = ", ".join(str(a) for a in args)
         tested = f"generate(a small model, ids {shape_of(prompt)}, {shown}, generator=...)"
         got = call("generate", generate, model, prompt.clone(), *args, generator=_generator(channel, seed),
