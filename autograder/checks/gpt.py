@@ -21,7 +21,8 @@ from autograder.checks import remote as _remote
 from autograder.checks import known_mistakes as M
 from autograder.checks.toolkit import (
     as_tensor, call, construct, describe, expect_raises, expect_shape, expect_tensor, expected_got, fail, fetch,
-    grader_step, is_integer, lend_model, prepare, randint, randn, seeded, shape_of, start_check, type_name, values_close,
+    grader_step, is_integer, lend_model, prepare, randint, randn, seeded, shape_of, start_check, type_name,
+    values_close,
 )
 from autograder.checks.criteria import edge_case
 from autograder.checks.parts import given_working_parts
@@ -34,7 +35,8 @@ from autograder.checks.remote import RemoteObject, probed
 # until it does (bounded), else falling back to the written case.
 
 # GPT sizes: heads, widths, lengths and the vocabulary all differ (drawn until they do).
-GPT_SIZES = {"vocab": [29, 31, 27, 33, 37], "d_model_heads": [(12, 3), (16, 4), (15, 3), (20, 4), (12, 2), (18, 3)],
+# (Not the contract's defaults either: num_heads=4, num_layers=4, so that an argument left at its default shows.)
+GPT_SIZES = {"vocab": [29, 31, 27, 33, 37], "d_model_heads": [(12, 3), (16, 2), (15, 3), (20, 2), (12, 2), (18, 3)],
              "d_ff": [20, 22, 26, 30, 34], "layers": [2, 3], "max_len": [16, 14, 17, 19], "t": [7, 5, 6, 9, 11],
              "b": [2, 3]}
 
@@ -339,7 +341,7 @@ def check_bpe_decode(bpe_decode) -> None:
 # ------------------------------------------------------------------------------------------------------- GPT
 def gpt_sizes() -> dict:
     """This submission's GPT sizes (today's with no salt): vocabulary, width, heads, d_ff, layers, max_len, T, B,
-    drawn until vocabulary, width, d_ff, max_len and T all differ (T < max_len)."""
+    drawn until vocabulary, width, d_ff, max_len and T all differ (T < max_len), and heads and layers differ."""
     first = {name: options[0] for name, options in GPT_SIZES.items()}
     draw = rng("gpt.sizes")
     sizes = first
@@ -348,7 +350,8 @@ def gpt_sizes() -> dict:
             break
         sizes = {name: draw.choice(options) for name, options in GPT_SIZES.items()}
         lengths = [sizes["vocab"], sizes["d_model_heads"][0], sizes["d_ff"], sizes["max_len"], sizes["t"]]
-        if len(set(lengths)) == len(lengths) and sizes["t"] < sizes["max_len"]:
+        if len(set(lengths)) == len(lengths) and sizes["t"] < sizes["max_len"] \
+                and sizes["d_model_heads"][1] != sizes["layers"]:
             break
     else:
         sizes = first
@@ -554,7 +557,8 @@ def _judge_batch(x, y, starts, n, offset, block_size, batch_size, seed, tested, 
 def check_lm_loss(lm_loss) -> None:
     """lm_loss(logits (B, T, V), targets (B, T)) -> mean cross-entropy over all B * T positions."""
     device = start_check()
-    plan = ((pick("gpt.lm_loss.b", [2, 3, 4]), pick("gpt.lm_loss.t", [5, 4, 6, 7]), pick("gpt.lm_loss.v", [11, 9, 13]), 100),
+    plan = ((pick("gpt.lm_loss.b", [2, 3, 4]), pick("gpt.lm_loss.t", [5, 4, 6, 7]),
+             pick("gpt.lm_loss.v", [11, 9, 13]), 100),
             (pick("gpt.lm_loss.b1", [3, 2, 5]), 1, pick("gpt.lm_loss.v1", [7, 6, 8]), 101),            # T = 1
             (1, pick("gpt.lm_loss.t2", [6, 5, 8]), pick("gpt.lm_loss.v2", [4, 3, 5]), 102))            # B = 1
     for b, t, v, seed in plan:
