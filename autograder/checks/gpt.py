@@ -612,6 +612,23 @@ def _training_flag(model: RemoteObject, label: str):
     return describe(model, label).get("training")
 
 
+def _estimate_data(state: dict, n: int, block_size: int, device) -> torch.Tensor:
+    """`n` tokens (seed 111 + n, else + 1000, + 2000, ...) on which every known mistake that reads other windows
+    than the right ones gives a loss at least 1e-3 (relative) away from the right loss: none passes by luck."""
+    right = list(range(0, n - block_size, block_size))
+    others = [list(range(0, n - block_size - 1, block_size)), list(range(n - block_size))]
+    others = [starts for starts in others if starts != right]
+    data = None
+    for k in range(30):
+        data = randint(0, PROBE_LM_CONFIG["vocab_size"], (n,), seed=111 + n + 1000 * k, device="cpu")
+        local = _local_lm(state, device, False)
+        expected = M.loss_over_windows(local, data, block_size, right, device)
+        if all(abs(M.loss_over_windows(local, data, block_size, starts, device) - expected) > 1e-3 * abs(expected)
+               for starts in others):
+            break
+    return data
+
+
 @probed
 def check_estimate_loss(estimate_loss) -> None:
     """estimate_loss(model, data, block_size, device): non-overlapping windows, eval mode, mode restored."""
@@ -624,7 +641,7 @@ def check_estimate_loss(estimate_loss) -> None:
     plan = ((k * block_size + 3, block_size, True), (k * block_size + 1, block_size, False),
             (k * block_size, block_size, True), (n_other, other, True))
     for n, block_size, training in plan:
-        data = randint(0, PROBE_LM_CONFIG["vocab_size"], (n,), seed=111 + n, device="cpu")
+        data = _estimate_data(state, n, block_size, device)
         model = _remote_lm(estimate_loss.channel, state, device, training)
         tested = (f"estimate_loss(a small language model in {'training' if training else 'eval'} mode, "
                   f"data {shape_of(data)}, block_size={block_size}, device)")
@@ -921,9 +938,9 @@ def _argmax_logits() -> torch.Tensor:
     options = [ARGMAX_LOGITS]
     for _ in range(12):
         width, rows = draw.randint(4, 7), []
-        for _ in range(draw.randint(3, 5)):
+        for r in range(draw.randint(3, 5)):
             row = [float(draw.randint(-3, 5)) for _ in range(width)]
-            first, second = sorted(draw.sample(range(width), 2))
+            first, second = sorted(draw.sample(range(1 if r == 0 else 0, width), 2))  # not all argmaxes at 0
             row[first] = row[second] = max(row) + float(draw.randint(0, 2))
             rows.append(row)
         options.append(rows)
@@ -1043,6 +1060,37 @@ def check_sample_next_token(sample_next_token) -> None:
 # ------------------------------------------------------------------------------------------------------ generate
 
 
+def _revealing_prompt(local, shape, seed: int, steps: int, variants, tries: int = 5):
+    """A prompt (seed, else seed + 1000, + 2000, ...) on which each known mistake's greedy output (`variants`: the
+    switches of M.generate_variant) differs from the right one (None if none of `tries` does)."""
+    found = None
+    for k in range(tries):
+        prompt = randint(0, PROBE_LM_CONFIG["vocab_size"], shape, seed=seed + 1000 * k, device="cpu")
+        right = _reference().generate(local, prompt, steps, 0.0)
+        if all(not torch.equal(M.generate_variant(local, prompt, steps, **flags), right) for flags in variants):
+            found = prompt
+            break
+    local.eval()
+    return found
+
+
+def generate_setup(shape, steps: int, long_shape, more: int):
+    """The lent model's weights (seed 130, else 1130, 2130, ...: some weights settle on one token whatever the
+    context, then a wrong crop cannot show) and the two greedy prompts, each revealing its known mistakes."""
+    fallback = None
+    for k in range(12):
+        state = _probe_state(130 + 1000 * k)
+        local = _local_lm(state, "cpu", False)
+        prompt = _revealing_prompt(local, shape, 131, steps, ({"position": 0}, {"crop": "first"}))
+        long_prompt = _revealing_prompt(local, long_shape, 137, more, ({"crop": "first"},))
+        if prompt is not None and long_prompt is not None:
+            return state, local, prompt, long_prompt
+        if fallback is None:
+            fallback = (state, local, randint(0, PROBE_LM_CONFIG["vocab_size"], shape, seed=131, device="cpu"),
+                        randint(0, PROBE_LM_CONFIG["vocab_size"], long_shape, seed=137, device="cpu"))
+    return fallback
+
+
 @probed
 @given_working_parts("generate")
 def check_generate(generate) -> None:
@@ -1050,13 +1098,12 @@ def check_generate(generate) -> None:
     start_check()
     reference = _reference()
     channel = generate.channel
-    state = _probe_state(130)
-    local = _local_lm(state, "cpu", False)
-    max_len, vocab = PROBE_LM_CONFIG["max_len"], PROBE_LM_CONFIG["vocab_size"]
-    prompt = randint(0, vocab, (pick("gpt.generate.b", [2, 3, 4]), pick("gpt.generate.t", [3, 2, 4, 5])), seed=131,
-                     device="cpu")
+    max_len = PROBE_LM_CONFIG["max_len"]
+    steps, more = pick("gpt.generate.steps", [20, 18, 22, 25]), pick("gpt.generate.long_steps", [6, 5, 7])
+    state, local, prompt, long_prompt = generate_setup(
+        (pick("gpt.generate.b", [2, 3, 4]), pick("gpt.generate.t", [3, 2, 4, 5])), steps,
+        (2, max_len + pick("gpt.generate.long", [8, 4, 11, 6])), more)
     # greedy, past max_len (the context must be cropped), starting in training mode
-    steps = pick("gpt.generate.steps", [20, 18, 22, 25])
     model = _remote_lm(channel, state, "cpu", True)
     tested = f"generate(a small model with max_len={max_len}, ids {shape_of(prompt)}, {steps}, temperature=0)"
     got = call("generate", generate, model, prompt.clone(), steps, 0.0, tested=tested)
@@ -1071,8 +1118,6 @@ def check_generate(generate) -> None:
         fail("generate does not restore the model's training mode.", tested=tested,
              mistake="generate.mode_not_restored")
     # a prompt longer than max_len: the context is its LAST max_len tokens from the first step on
-    long_prompt = randint(0, vocab, (2, max_len + pick("gpt.generate.long", [8, 4, 11, 6])), seed=137, device="cpu")
-    more = pick("gpt.generate.long_steps", [6, 5, 7])
     tested = f"generate(a small model with max_len={max_len}, ids {shape_of(long_prompt)}, {more}, temperature=0)"
     got = call("generate", generate, _remote_lm(channel, state, "cpu", False), long_prompt.clone(), more, 0.0,
                tested=tested)
