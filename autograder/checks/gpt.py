@@ -735,13 +735,14 @@ STEP_RATES = [(0.3, 0.2, 0.4, 0.25, 0.35), (0.25, 0.35, 0.3, 0.2, 0.4), (0.4, 0.
               (0.2, 0.4, 0.35, 0.3, 0.45), (0.35, 0.25, 0.45, 0.4, 0.3)]
 STEP_PLAN = tuple(zip(STEP_RATES[0], STEP_CLIPS))
 STEP_START_LR, STEP_MOMENTUM = 0.9, 0.5
-STEP_B, STEP_T = 3, 10
+STEP_B, STEP_T = [3, 2, 4], [10, 8, 12, 9]      # batch and length of the batches (today's first), drawn
 
 
 def _step_batches(device, seed: int = 140) -> list[tuple[torch.Tensor, torch.Tensor]]:
     vocab = PROBE_LM_CONFIG["vocab_size"]
-    return [(randint(0, vocab, (STEP_B, STEP_T), seed=seed + k, device=device),
-             randint(0, vocab, (STEP_B, STEP_T), seed=seed + 10 + k, device=device)) for k in range(len(STEP_CLIPS))]
+    shape = (pick("gpt.train_step.batch", STEP_B), pick("gpt.train_step.length", STEP_T))
+    return [(randint(0, vocab, shape, seed=seed + k, device=device),
+             randint(0, vocab, shape, seed=seed + 10 + k, device=device)) for k in range(len(STEP_CLIPS))]
 
 
 def _clip_norms(setup: dict, device) -> list[float]:
@@ -827,7 +828,7 @@ def check_train_step(train_step) -> None:
     setup = step_setup(device)                                   # larger weights: gradient norms above 1
     state, plan = setup["state"], setup["plan"]
     description = ("train_step(a small language model in training mode, an SGD optimizer with two parameter groups, "
-                   f"x ({STEP_B}, {STEP_T}), y ({STEP_B}, {STEP_T}), lr, grad_clip)")
+                   f"x {shape_of(setup['batches'][0][0])}, y {shape_of(setup['batches'][0][1])}, lr, grad_clip)")
 
     def make():
         model = _remote_lm(channel, state, device, True)
