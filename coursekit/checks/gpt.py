@@ -15,6 +15,7 @@ from torch import nn
 
 from coursekit.checks.toolkit import (expect_close, expect_shape, expect_type, fail, first_matching_hint,
                                      mistake_hint, passed, run, uses_parts)
+from coursekit.criteria import edge_case
 
 _A, _B, _C, _D = (ord(c) for c in "abcd")
 
@@ -63,11 +64,12 @@ def check_train_bpe(train_bpe) -> None:
     if run("train_bpe", train_bpe, "abcdef", 3) != []:
         fail("train_bpe('abcdef', 3) should give [] (no pair occurs twice).",
              mistake_hint("bpe.no_early_stop", "stop when the highest count is below 2."))
-    for text in ("", "a"):
-        got = run("train_bpe", train_bpe, text, 3)
-        if got != []:
-            fail(f"train_bpe({text!r}, 3) should give [] (a text of fewer than two bytes has no pair), got {got}.",
-                 "stop as soon as there is no pair to count (an empty Counter has no max).")
+    with edge_case("train_bpe.empty_text"):
+        for text in ("", "a"):
+            got = run("train_bpe", train_bpe, text, 3)
+            if got != []:
+                fail(f"train_bpe({text!r}, 3) should give [] (a text of fewer than two bytes has no pair), got "
+                     f"{got}.", "stop as soon as there is no pair to count (an empty Counter has no max).")
     passed("train_bpe", "(a worked example, ties, overlapping pairs, early stop, a text without pairs)")
 
 
@@ -198,15 +200,16 @@ def check_gpt(GPT) -> None:
         if not torch.allclose(after[:, :4], out[:, :4], atol=1e-5):
             fail("changing the token at position 4 changed the logits at positions 0..3: future tokens leak.",
                  mistake_hint("gpt.no_causal_mask"))
-    try:
-        model(torch.zeros(1, max_len + 1, dtype=torch.long))
-    except ValueError:
-        pass
-    except Exception as error:  # noqa: BLE001
-        fail(f"GPT on {max_len + 1} tokens (max_len={max_len}) should raise ValueError, got "
-             f"{type(error).__name__}.", "check T > self.max_len at the start of forward.")
-    else:
-        fail(f"GPT on {max_len + 1} tokens (max_len={max_len}) should raise ValueError.")
+    with edge_case("GPT.too_long"):
+        try:
+            model(torch.zeros(1, max_len + 1, dtype=torch.long))
+        except ValueError:
+            pass
+        except Exception as error:  # noqa: BLE001
+            fail(f"GPT on {max_len + 1} tokens (max_len={max_len}) should raise ValueError, got "
+                 f"{type(error).__name__}.", "check T > self.max_len at the start of forward.")
+        else:
+            fail(f"GPT on {max_len + 1} tokens (max_len={max_len}) should raise ValueError.")
     passed("GPT", "(tied head, pre-norm blocks, causal: a future token changes no earlier logit)")
 
 
@@ -301,14 +304,17 @@ def check_estimate_loss(estimate_loss) -> None:
         (windows(range(25)), mistake_hint("estimate_loss.overlapping")),
     ])
     expect_close(got, expected, "estimate_loss", hint)
-    try:
-        estimate_loss(model, data[:4], 4, "cpu")
-    except ValueError:
-        pass
-    except Exception as error:  # noqa: BLE001
-        fail(f"estimate_loss on 4 tokens with block_size=4 should raise ValueError, got {type(error).__name__}.")
-    else:
-        fail("estimate_loss on 4 tokens with block_size=4 should raise ValueError (no window of 5 tokens fits).")
+    with edge_case("estimate_loss.too_short"):
+        try:
+            estimate_loss(model, data[:4], 4, "cpu")
+        except ValueError:
+            pass
+        except Exception as error:  # noqa: BLE001
+            fail(f"estimate_loss on 4 tokens with block_size=4 should raise ValueError, got "
+                 f"{type(error).__name__}.")
+        else:
+            fail("estimate_loss on 4 tokens with block_size=4 should raise ValueError (no window of 5 tokens "
+                 "fits).")
     passed("estimate_loss")
 
 
@@ -327,12 +333,15 @@ def check_lr_at(lr_at) -> None:
                                                               "warmup_steps).")
             fail(f"lr_at({step}, max_lr=1e-3, warmup_steps=10, max_steps=100, min_lr=1e-4) should be "
                  f"{expected:g}, got {got}.", hint)
-    try:
-        lr_at(0, 1e-3, 20, 10)
-    except ValueError:
-        pass
-    else:
-        fail("lr_at with warmup_steps > max_steps should raise ValueError.")
+    with edge_case("lr_at.bad_warmup"):
+        for warmup in (20, -1):
+            try:
+                lr_at(0, 1e-3, warmup, 10)
+            except ValueError:
+                pass
+            else:
+                fail(f"lr_at with warmup_steps={warmup}, max_steps=10 should raise ValueError (0 <= warmup_steps "
+                     f"<= max_steps).")
     passed("lr_at")
 
 
@@ -485,12 +494,14 @@ def check_sample_next_token(sample_next_token) -> None:
         fail("with a generator the draws should be torch.multinomial(probs, 1, generator=generator).squeeze(-1).",
              "pass the generator on to torch.multinomial.")
     # top_k at or above the vocabulary size keeps every token (torch.topk would raise for k > V)
-    for top_k in (4, 9):
-        draws = run("sample_next_token", sample_next_token, logits, 0.8, top_k, torch.Generator().manual_seed(7))
-        expected = torch.multinomial(probs, 1, generator=torch.Generator().manual_seed(7)).squeeze(-1)
-        if not isinstance(draws, torch.Tensor) or not torch.equal(draws, expected):
-            fail(f"with top_k={top_k} on {logits.size(-1)} tokens every token must stay possible (top_k >= V keeps "
-                 f"all): the draws should equal those without top_k.", "apply top-k only when top_k < V.")
+    with edge_case("sample_next_token.top_k_past_vocabulary"):
+        for top_k in (4, 9):
+            draws = run("sample_next_token", sample_next_token, logits, 0.8, top_k,
+                        torch.Generator().manual_seed(7))
+            expected = torch.multinomial(probs, 1, generator=torch.Generator().manual_seed(7)).squeeze(-1)
+            if not isinstance(draws, torch.Tensor) or not torch.equal(draws, expected):
+                fail(f"with top_k={top_k} on {logits.size(-1)} tokens every token must stay possible (top_k >= V "
+                     f"keeps all): the draws should equal those without top_k.", "apply top-k only when top_k < V.")
     passed("sample_next_token", "(argmax at temperature 0, frequencies with temperature and top-k, top_k >= V)")
 
 

@@ -77,3 +77,85 @@ def test_one_multinomial_call_per_row_draws_the_same_tokens_and_passes():
         return torch.cat([torch.multinomial(row.softmax(-1), 1, generator=generator) for row in scaled])
 
     checks.check_sample_next_token(per_row)
+
+
+# ------------------------------------------------------------------------------ stated edge cases: partial credit
+def _bpe_without_empty_guard(text, num_merges):
+    """The reference, but taking the max of an empty count: fails on a text of fewer than two bytes only."""
+    if len(text.encode("utf-8")) < 2:
+        raise ValueError("max() arg is an empty sequence")
+    return solutions.train_bpe(text, num_merges)
+
+
+class _GPTWithoutLengthCheck(solutions.GPT):
+    """The reference GPT, but a sequence longer than max_len is cropped instead of raising ValueError."""
+
+    def forward(self, ids):
+        return super().forward(ids[:, -self.max_len:])
+
+
+def _estimate_loss_without_check(model, data, block_size, device):
+    if len(data) < block_size + 1:
+        return 0.0
+    return solutions.estimate_loss(model, data, block_size, device)
+
+
+def _lr_at_without_check(step, max_lr, warmup_steps, max_steps, min_lr=0.0):
+    if not 0 <= warmup_steps <= max_steps:
+        return min_lr
+    return solutions.lr_at(step, max_lr, warmup_steps, max_steps, min_lr)
+
+
+def _sample_with_plain_topk(logits, temperature=1.0, top_k=None, generator=None):
+    """The reference, but torch.topk(top_k) without min(top_k, V): raises for a top_k past the vocabulary."""
+    if top_k is not None and top_k > logits.size(-1):
+        torch.topk(logits, top_k)                 # RuntimeError: selected index k out of range
+    return solutions.sample_next_token(logits, temperature, top_k if top_k is None or top_k < logits.size(-1)
+                                       else None, generator)
+
+
+EDGE_ONLY = [  # (api name, a correct answer that fails only this stated edge case, criterion)
+    ("train_bpe", _bpe_without_empty_guard, "train_bpe.empty_text"),
+    ("GPT", _GPTWithoutLengthCheck, "GPT.too_long"),
+    ("estimate_loss", _estimate_loss_without_check, "estimate_loss.too_short"),
+    ("lr_at", _lr_at_without_check, "lr_at.bad_warmup"),
+    ("sample_next_token", _sample_with_plain_topk, "sample_next_token.top_k_past_vocabulary"),
+]
+
+
+@pytest.mark.parametrize("api_name, answer, criterion", EDGE_ONLY, ids=[c for _, _, c in EDGE_ONLY])
+def test_an_answer_failing_only_a_stated_edge_case_keeps_most_points(api_name, answer, criterion):
+    from autograder.checks.criteria import PartialCredit
+    from coursekit.criteria import CRITERIA
+
+    with pytest.raises(PartialCredit) as info:
+        check_of(api_name)(answer)
+    assert info.value.fraction >= 0.8
+    assert f"✗ {CRITERIA[criterion].text}" in str(info.value)
+
+
+def test_every_gpt_criterion_is_tried_by_a_test():
+    from coursekit.criteria import CRITERIA
+
+    apis = {name for name, _, _ in G.WRONG}
+    assert {c.id for c in CRITERIA.values() if c.api in apis} == {criterion for _, _, criterion in EDGE_ONLY}
+
+
+@pytest.mark.parametrize("api_name", [name for name, _, _ in EDGE_ONLY])
+def test_a_stub_gets_no_partial_credit(api_name):
+    from autograder.checks.criteria import PartialCredit
+
+    def stub(*args, **kwargs):
+        raise NotImplementedError()
+
+    class StubGPT(torch.nn.Module):
+        def __init__(self, *args, **kwargs):
+            raise NotImplementedError()
+
+    def always_value_error(*args, **kwargs):
+        raise ValueError("no")
+
+    for answer in ((StubGPT,) if api_name == "GPT" else (stub, always_value_error)):
+        with pytest.raises(AssertionError) as info:
+            check_of(api_name)(answer)
+        assert not isinstance(info.value, PartialCredit), str(info.value)
