@@ -76,8 +76,9 @@ def judged_by_criteria(check):
 
 def partial_credit(record: dict, failed: dict) -> PartialCredit:
     fraction = 1.0 - EDGE_SHARE * len(failed) / len(record)
-    lines = [f"The main behaviour works; {len(failed)} of the {len(record)} edge case(s) the exercise states "
-             f"did not (this answer keeps {fraction:.0%} of the points):", "  ✓ the main behaviour"]
+    cases = "edge case" if len(record) == 1 else "edge cases"
+    lines = [f"The main behaviour works, but {len(failed)} of the {len(record)} stated {cases} failed: this answer "
+             f"keeps {fraction:.0%} of the points.", "  ✓ the main behaviour"]
     for criterion, failure in record.items():
         mark = "✗" if failure is not None else "✓"
         lines.append(f"  {mark} {CRITERIA[criterion].text}")
