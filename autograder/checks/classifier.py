@@ -30,6 +30,7 @@ from autograder.checks.toolkit import (
     kind_of, lend_model, max_difference, seeded, start_check, type_name, values_close,
 )
 from autograder.checks.remote import ProbeBroken, RemoteObject, StudentError, probed
+from autograder.checks.probe_inputs import generator as seeded_generator, pick
 
 # The model the grader lends to train_one_epoch / evaluate (a public class, built in the kernel and here).
 PROBE_MODEL = "coursekit.probe.models.BagOfEmbeddingsClassifier"
@@ -109,8 +110,11 @@ def check_masked_mean_pool(masked_mean_pool) -> None:
     device = start_check()
     expect_callable(masked_mean_pool, "masked_mean_pool")
     reference = _reference()
-    generator = torch.Generator().manual_seed(707)
-    for lengths, d in (([9, 5, 2, 7], 6), ([3, 3, 1], 4)):
+    generator = seeded_generator(707)
+    pool_cases = pick("classifier.pool_cases", [
+        (([9, 5, 2, 7], 6), ([3, 3, 1], 4)), (([8, 3, 6, 1], 5), ([4, 2, 4], 3)), (([7, 7, 2, 4, 5], 4), ([2, 1], 6)),
+        (([10, 4, 1], 7), ([5, 5, 2, 3], 5)), (([6, 2, 5, 3], 3), ([3, 1, 3], 8))])
+    for lengths, d in pool_cases:
         x = torch.randn(len(lengths), max(lengths), d, generator=generator).to(device)  # (B, T, d)
         mask = _lengths_mask(lengths, device)  # (B, T)
         shape = (len(lengths), d)
@@ -170,11 +174,17 @@ def check_transformer_classifier(TransformerClassifier) -> None:
         _fail("TransformerClassifier(vocab_size=30) must use the defaults num_classes=5, d_model=64.",
               "classifier = nn.Linear(64, 5)", _shown(described, "classifier"))
 
-    generator = torch.Generator().manual_seed(7007)
-    cases = [
-        dict(vocab_size=31, num_classes=5, d_model=12, num_heads=3, d_ff=20, num_layers=2, max_len=16, pad_id=0),
-        dict(vocab_size=23, num_classes=4, d_model=10, num_heads=2, d_ff=14, num_layers=1, max_len=12, pad_id=3),
-    ]
+    generator = seeded_generator(7007)
+    cases = pick("classifier.model_cases", [   # the second case: pad_id != 0 (a hard-coded 0 shows)
+        [dict(vocab_size=31, num_classes=5, d_model=12, num_heads=3, d_ff=20, num_layers=2, max_len=16, pad_id=0),
+         dict(vocab_size=23, num_classes=4, d_model=10, num_heads=2, d_ff=14, num_layers=1, max_len=12, pad_id=3)],
+        [dict(vocab_size=29, num_classes=3, d_model=8, num_heads=2, d_ff=24, num_layers=2, max_len=14, pad_id=0),
+         dict(vocab_size=19, num_classes=6, d_model=12, num_heads=4, d_ff=16, num_layers=1, max_len=16, pad_id=2)],
+        [dict(vocab_size=27, num_classes=4, d_model=18, num_heads=3, d_ff=12, num_layers=1, max_len=20, pad_id=0),
+         dict(vocab_size=25, num_classes=5, d_model=8, num_heads=4, d_ff=20, num_layers=2, max_len=13, pad_id=5)],
+        [dict(vocab_size=33, num_classes=5, d_model=16, num_heads=4, d_ff=28, num_layers=2, max_len=18, pad_id=0),
+         dict(vocab_size=21, num_classes=3, d_model=14, num_heads=2, d_ff=10, num_layers=1, max_len=12, pad_id=1)]])
+    lengths = pick("classifier.model_lengths", [[8, 5, 3], [7, 2, 5], [6, 4, 8, 3], [8, 6, 2]])  # max 8 <= max_len-4
     for config in cases:
         signature = ", ".join(f"{k}={v}" for k, v in config.items())
         description = f"TransformerClassifier({signature}, dropout=0.0)"
@@ -210,7 +220,6 @@ def check_transformer_classifier(TransformerClassifier) -> None:
             fail(f"{description} could not be checked: {error}.")
         call(f"{description}.eval()", model.attr("eval"))
 
-        lengths = [8, 5, 3]
         ids = _padded_ids(lengths, config["vocab_size"], config["pad_id"], generator).to(device)  # (B, T)
         longer = torch.cat([ids, torch.full((len(lengths), 4), config["pad_id"], device=device)], dim=1)  # (B, T+4)
         shape = (len(lengths), config["num_classes"])
@@ -270,7 +279,8 @@ def _forward_calls(model: RemoteObject) -> list[tuple[bool, bool]]:
 
 # ---------------------------------------------------------------------------------------------------- training
 def _batches(sizes_and_lengths, vocab_size: int, seed: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
-    generator = torch.Generator().manual_seed(seed)
+    """Batches (ids, labels) drawn with this submission's seed for `seed`."""
+    generator = seeded_generator(seed)
     batches = []
     for lengths in sizes_and_lengths:
         ids = _padded_ids(lengths, vocab_size, 0, generator)  # (B, T)
@@ -293,31 +303,39 @@ def check_train_one_epoch(train_one_epoch) -> None:
     device = start_check()
     expect_callable(train_one_epoch, "train_one_epoch")
     reference = _reference()
-    batches = _batches([[7, 4, 6, 2], [5, 5, 3, 1], [9, 8, 2, 6]], vocab_size=PROBE_CONFIG["vocab_size"], seed=17)
+    sizes = pick("classifier.train_batches", [[[7, 4, 6, 2], [5, 5, 3, 1], [9, 8, 2, 6]],
+                                              [[6, 2, 8, 5], [4, 7, 7, 1], [3, 9, 5, 6]],
+                                              [[8, 3, 3, 6], [9, 5, 2, 4], [1, 6, 7, 5]],
+                                              [[5, 6, 2, 9], [7, 1, 4, 8], [6, 6, 3, 2]]])
+    lr = pick("classifier.train_lr", [0.2, 0.15, 0.25])
     description = "train_one_epoch(model, loader of 3 batches (ids (4, T), labels (4,)), SGD optimizer, device)"
     state = _probe_state(seed=3)
 
     def fresh():
         model = _local_probe(state, device).eval()  # given in eval mode on purpose
-        return model, torch.optim.SGD(model.parameters(), lr=0.2, momentum=0.9)
+        return model, torch.optim.SGD(model.parameters(), lr=lr, momentum=0.9)
+
+    # the reference's run, here, on this submission's batches: the first (bounded search) on which its loss decreases
+    for attempt in range(10):
+        batches = _batches(sizes, vocab_size=PROBE_CONFIG["vocab_size"], seed=17 + 1000 * attempt)
+        ref_model, ref_optimizer = fresh()
+        ref_losses = []
+        for epoch in range(2):
+            with seeded(100 + epoch):
+                ref_losses.append(float(reference.train_one_epoch(ref_model, batches, ref_optimizer, device)))
+        if ref_losses[1] < ref_losses[0]:
+            break
+    ref_weights = {k: v.detach().clone() for k, v in ref_model.state_dict().items()}
 
     # the student's run, in the kernel
     model = _remote_probe(train_one_epoch.channel, state, device, description, training=False)
     optimizer = grader_step(description, lambda: _remote.new(
-        train_one_epoch.channel, "torch.optim.SGD", model.attr("parameters")(), lr=0.2, momentum=0.9))
+        train_one_epoch.channel, "torch.optim.SGD", model.attr("parameters")(), lr=lr, momentum=0.9))
     losses = [_as_number("train_one_epoch", call(description, train_one_epoch, model, batches, optimizer, device,
                                                  _seed=100 + epoch))
               for epoch in range(2)]
     weights = grader_step(description, model.state)
     records = _forward_calls(model)
-
-    # the reference's run, here
-    ref_model, ref_optimizer = fresh()
-    ref_losses = []
-    for epoch in range(2):
-        with seeded(100 + epoch):
-            ref_losses.append(float(reference.train_one_epoch(ref_model, batches, ref_optimizer, device)))
-    ref_weights = {k: v.detach().clone() for k, v in ref_model.state_dict().items()}
 
     training_calls = [training for training, grad in records if grad]  # forward passes that can learn
     if len(training_calls) < 2 * len(batches):
@@ -371,6 +389,54 @@ def check_train_one_epoch(train_one_epoch) -> None:
 
 
 # ---------------------------------------------------------------------------------------------------- evaluation
+def _wrong_values(correct: int, total: int, batch_accuracies: list[float], correct_training: int) -> dict:
+    """Mistake id -> the value that mistake returns."""
+    expected = correct / total
+    return {"evaluate.percentage": 100 * expected,
+            "evaluate.count": float(correct),
+            "evaluate.mean_of_batches": sum(batch_accuracies) / len(batch_accuracies),
+            "evaluate.error_rate": 1 - expected,
+            "evaluate.divides_by_batches": correct / len(batch_accuracies),
+            "evaluate.no_eval_mode": correct_training / total}
+
+
+def _evaluation_inputs(model, sizes, attempt: int, device):
+    """This submission's batches for `evaluate` (attempt 0 first), relabelled: the model's own prediction for about
+    half of the examples, another class for the rest; where training mode (dropout on) predicts differently, the
+    label is the eval-mode prediction, so that forgetting model.eval() always lowers the count. None when these
+    inputs do not tell every known wrong value (`_wrong_values`) from the right one and from each other."""
+    batches = _batches(sizes, vocab_size=PROBE_CONFIG["vocab_size"], seed=23 + 1000 * attempt)
+
+    def predict(ids, training: bool) -> torch.Tensor:
+        model.train(training)
+        with torch.no_grad():
+            return model(ids.to(device)).argmax(dim=-1).cpu()  # (B,)
+
+    generator = seeded_generator(31 + 1000 * attempt)
+    relabelled, disagreements = [], 0
+    with seeded(31 + 1000 * attempt):  # dropout in training mode: this submission's draw
+        for ids, _ in batches:
+            predictions, in_training = predict(ids, False), predict(ids, True)
+            hit = torch.rand(len(ids), generator=generator) < 0.5
+            labels = torch.where(hit, predictions, (predictions + 1 + torch.randint(0, 4, predictions.shape,
+                                                                                   generator=generator)) % 5)
+            differ = in_training != predictions
+            disagreements += int(differ.sum())
+            relabelled.append((ids, torch.where(differ, predictions, labels)))
+
+        def count(training: bool):
+            hits = [(predict(ids, training) == y) for ids, y in relabelled]
+            return sum(int(h.sum()) for h in hits), [float(h.float().mean()) for h in hits]
+
+        correct, batch_accuracies = count(False)
+        correct_training, _ = count(True)
+    total = sum(len(y) for _, y in relabelled)
+    values = [correct / total, *_wrong_values(correct, total, batch_accuracies, correct_training).values()]
+    if disagreements == 0 or any(abs(a - b) <= 1e-6 for i, a in enumerate(values) for b in values[i + 1:]):
+        return None
+    return relabelled, correct, batch_accuracies, correct_training
+
+
 @probed
 def check_evaluate(evaluate) -> None:
     """The fraction of all examples whose argmax logit equals the label, in eval mode, without gradients."""
@@ -378,35 +444,17 @@ def check_evaluate(evaluate) -> None:
     expect_callable(evaluate, "evaluate")
     state = _probe_state(seed=5)
     model = _local_probe(state, device)
-    sizes = [[6, 3, 5, 2, 6], [4, 4, 1], [7, 2, 3, 5, 1, 6, 4], [3]]  # batches of 5, 3, 7, 1 examples
-    batches = _batches(sizes, vocab_size=PROBE_CONFIG["vocab_size"], seed=23)
-
-    def predict(ids, training: bool) -> torch.Tensor:
-        model.train(training)
-        with torch.no_grad():
-            return model(ids.to(device)).argmax(dim=-1).cpu()  # (B,)
-
-    # labels: the model's own prediction for about half of the examples, another class for the rest; where
-    # training mode (dropout on) predicts differently, the label is the eval-mode prediction, so that forgetting
-    # model.eval() always lowers the count
-    generator = torch.Generator().manual_seed(31)
-    relabelled, disagreements = [], 0
-    for ids, _ in batches:
-        predictions, in_training = predict(ids, False), predict(ids, True)
-        hit = torch.rand(len(ids), generator=generator) < 0.5
-        labels = torch.where(hit, predictions, (predictions + 1 + torch.randint(0, 4, predictions.shape,
-                                                                               generator=generator)) % 5)
-        differ = in_training != predictions
-        disagreements += int(differ.sum())
-        relabelled.append((ids, torch.where(differ, predictions, labels)))
-    assert disagreements > 0, "internal: training mode must change some predictions of the lent model"
-
-    def count(training: bool):
-        hits = [(predict(ids, training) == y) for ids, y in relabelled]
-        return sum(int(h.sum()) for h in hits), [float(h.float().mean()) for h in hits]
-
-    correct, batch_accuracies = count(False)
-    correct_training, _ = count(True)
+    sizes = pick("classifier.evaluate_batches", [
+        [[6, 3, 5, 2, 6], [4, 4, 1], [7, 2, 3, 5, 1, 6, 4], [3]],      # batches of 5, 3, 7, 1 examples
+        [[5, 2, 7], [3, 6, 4, 4, 1, 2], [2, 2], [6, 5, 3, 1, 7]],
+        [[4, 7, 1, 3, 5, 2], [6], [3, 5, 2, 4], [7, 1, 6]],
+        [[2, 6, 3], [5, 5, 1, 7, 4], [4, 2, 6, 3, 1, 5, 2, 7], [6, 3]]])
+    for attempt in range(20):  # bounded search: inputs where every known wrong value differs from the right one
+        found = _evaluation_inputs(model, sizes, attempt, device)
+        if found is not None:
+            break
+    assert found is not None, "internal: no evaluation inputs tell the known mistakes apart"
+    relabelled, correct, batch_accuracies, correct_training = found
     total = sum(len(y) for _, y in relabelled)
     expected = correct / total
     reference_value = float(_reference().evaluate(model, relabelled, device))
@@ -424,14 +472,7 @@ def check_evaluate(evaluate) -> None:
         _fail(f"{description}: gradients were recorded during evaluation.", "with torch.no_grad(): ...",
               "gradients enabled", "evaluate.grad_enabled")
     if abs(value - expected) > 1e-6:
-        candidates = {  # mistake id -> the value it returns
-            "evaluate.percentage": 100 * expected,
-            "evaluate.count": float(correct),
-            "evaluate.mean_of_batches": sum(batch_accuracies) / len(batch_accuracies),
-            "evaluate.error_rate": 1 - expected,
-            "evaluate.divides_by_batches": correct / len(sizes),
-            "evaluate.no_eval_mode": correct_training / total,
-        }
+        candidates = _wrong_values(correct, total, batch_accuracies, correct_training)
         mistake = next((name for name, v in candidates.items() if abs(value - v) <= 1e-6), None)
         _fail(f"{description}: wrong accuracy.", f"{expected:.4f} (fraction of all examples predicted right)",
               f"{value:.4f}", mistake)

@@ -6,15 +6,44 @@ from autograder.checks.remote import probed
 
 import torch
 
+from types import SimpleNamespace
+
 from autograder.checks import known_mistakes as M
+from autograder.checks.attention import padded_ids as _padded_ids
+from autograder.checks.probe_inputs import pick, seed_for
 from autograder.checks.toolkit import (
     call, construct, expect_raises, expect_tensor, prepare, randn, shape_of, start_check,
 )
-from autograder.checks.attention import padded_ids
 
-B, T, H, D_HEAD, D_FF = 2, 6, 3, 4, 20
-D_MODEL = H * D_HEAD          # 12
-VOCAB, NUM_LAYERS, MAX_LEN = 17, 2, 32
+# The probes' sizes are this submission's (`probe_inputs.pick`, the first option with no salt: B=2, T=6, H=3,
+# d_head=4, d_model=12, d_ff=20, vocab 17, 2 layers, max_len=32). The space keeps what the cases need: an even
+# d_model (the positional encoding), H >= 2, and the constructor's sizes all distinct (a student who swaps two of
+# them fails), num_layers not the number of heads, max_len well below the default 512 and above T.
+B = 2
+
+
+def sizes(prefix: str = "encoder") -> SimpleNamespace:
+    """This submission's sizes for the probes of `prefix` (05's checks: "encoder")."""
+    heads = pick(f"{prefix}.num_heads", [3, 2, 4])
+    d_head = pick(f"{prefix}.d_head", [4, 6, 8])
+    d_model = heads * d_head
+    return SimpleNamespace(
+        B=B, T=pick(f"{prefix}.T", [6, 5, 7, 8]), H=heads, d_head=d_head, d_model=d_model,
+        d_ff=pick(f"{prefix}.d_ff", [f for f in (20, 16, 28, 36) if f != d_model]),
+        vocab=pick(f"{prefix}.vocab", [17, 19, 23, 29]),
+        num_layers=pick(f"{prefix}.num_layers", [n for n in (2, 3) if n != heads]),
+        max_len=pick(f"{prefix}.max_len", [32, 20, 24, 40]))
+
+
+def padded_ids(lengths, T: int, *, seed: int, **kwargs):
+    """`attention.padded_ids` with this submission's seed for `seed`; the real lengths given."""
+    return _padded_ids(lengths, T, seed=seed_for(seed), **kwargs)
+
+
+def short_length(label: str, first: int, T: int) -> int:
+    """A padded row's real length, T/3 < length < T (`first` with no salt): padding to mask, and enough real
+    positions left that an output with NaN rows (a fully blocked row) can still be diagnosed."""
+    return pick(label, [first, *(n for n in range(2, T) if n != first and 3 * n > T)])
 
 
 def _reference():
@@ -24,9 +53,9 @@ def _reference():
 
 
 def reference_module(factory, seed: int, *args, **kwargs):
-    """Build a reference module under a fixed seed, then randomise its LayerNorms so that they matter."""
+    """Build a reference module under this submission's seed for `seed`, then randomise its LayerNorms so that they matter."""
     with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
+        torch.manual_seed(seed_for(seed))
         module = factory(*args, **kwargs)
         for sub in module.modules():
             if isinstance(sub, torch.nn.LayerNorm):
@@ -40,11 +69,12 @@ def check_positionwise_feed_forward(PositionwiseFeedForward) -> None:
     """PositionwiseFeedForward(d_model, d_ff, dropout=0.0): linear2(dropout(relu(linear1(x))))."""
     device = start_check()
     reference = _reference()
-    module = construct(PositionwiseFeedForward, "PositionwiseFeedForward", D_MODEL, D_FF, dropout=0.0)
-    ref = reference_module(reference.PositionwiseFeedForward, 3, D_MODEL, D_FF, dropout=0.0)
+    z = sizes()
+    module = construct(PositionwiseFeedForward, "PositionwiseFeedForward", z.d_model, z.d_ff, dropout=0.0)
+    ref = reference_module(reference.PositionwiseFeedForward, 3, z.d_model, z.d_ff, dropout=0.0)
     prepare(module, ref, device, "PositionwiseFeedForward")
-    x = randn(B, T, D_MODEL, seed=70, device=device)
-    tested = f"PositionwiseFeedForward({D_MODEL}, {D_FF}) on x {shape_of(x)}"
+    x = randn(z.B, z.T, z.d_model, seed=70, device=device)
+    tested = f"PositionwiseFeedForward({z.d_model}, {z.d_ff}) on x {shape_of(x)}"
     with torch.no_grad():
         expected = ref(x)
         got = call("PositionwiseFeedForward.forward", module, x.clone(), tested=tested)
@@ -79,14 +109,17 @@ def check_encoder_block(EncoderBlock) -> None:
     reference = _reference()
     from solutions.attention import make_padding_mask
 
-    ids = padded_ids([T, 4], T, seed=71, device=device)
+    z = sizes()
+    T = z.T
+    ids = padded_ids([T, short_length("encoder.block_short", 4, T)], T, seed=71, device=device)
     keep = ids != 0                                                                       # (B, T) real tokens
     mask = make_padding_mask(ids)                                                          # (B, 1, 1, T)
-    x = randn(B, T, D_MODEL, seed=72, device=device)
+    x = randn(z.B, T, z.d_model, seed=72, device=device)
     for norm_first in (False, True):
-        name = f"EncoderBlock({D_MODEL}, {H}, {D_FF}, norm_first={norm_first})"
-        module = construct(EncoderBlock, "EncoderBlock", D_MODEL, H, D_FF, dropout=0.0, norm_first=norm_first)
-        ref = reference_module(reference.EncoderBlock, 4, D_MODEL, H, D_FF, dropout=0.0, norm_first=norm_first)
+        name = f"EncoderBlock({z.d_model}, {z.H}, {z.d_ff}, norm_first={norm_first})"
+        module = construct(EncoderBlock, "EncoderBlock", z.d_model, z.H, z.d_ff, dropout=0.0, norm_first=norm_first)
+        ref = reference_module(reference.EncoderBlock, 4, z.d_model, z.H, z.d_ff, dropout=0.0,
+                               norm_first=norm_first)
         prepare(module, ref, device, "EncoderBlock")
         for m in (None, mask):
             tested = f"{name} on x {shape_of(x)}, " + ("no mask" if m is None else f"padding mask {shape_of(m)}")
@@ -121,14 +154,17 @@ def check_encoder(Encoder) -> None:
     reference = _reference()
     from solutions.attention import make_padding_mask
 
-    ids = padded_ids([T, 3], T, vocab=VOCAB, seed=73, device=device)
+    z = sizes()
+    T, VOCAB, MAX_LEN = z.T, z.vocab, z.max_len
+    ids = padded_ids([T, short_length("encoder.stack_short", 3, T)], T, vocab=VOCAB, seed=73, device=device)
     keep = ids != 0
     mask = make_padding_mask(ids)
     for norm_first in (False, True):
-        name = f"Encoder({VOCAB}, {D_MODEL}, {H}, {D_FF}, {NUM_LAYERS}, max_len={MAX_LEN}, norm_first={norm_first})"
-        module = construct(Encoder, "Encoder", VOCAB, D_MODEL, H, D_FF, NUM_LAYERS, max_len=MAX_LEN, dropout=0.0,
-                           norm_first=norm_first)
-        ref = reference_module(reference.Encoder, 5, VOCAB, D_MODEL, H, D_FF, NUM_LAYERS, max_len=MAX_LEN,
+        name = f"Encoder({VOCAB}, {z.d_model}, {z.H}, {z.d_ff}, {z.num_layers}, max_len={MAX_LEN}, " \
+               f"norm_first={norm_first})"
+        module = construct(Encoder, "Encoder", VOCAB, z.d_model, z.H, z.d_ff, z.num_layers, max_len=MAX_LEN,
+                           dropout=0.0, norm_first=norm_first)
+        ref = reference_module(reference.Encoder, 5, VOCAB, z.d_model, z.H, z.d_ff, z.num_layers, max_len=MAX_LEN,
                                dropout=0.0, norm_first=norm_first)
         prepare(module, ref, device, "Encoder")
         for m in (None, mask):

@@ -1,8 +1,10 @@
 """Hidden check of notebook 07's trained model: `check_trained_classifier(model, vocab, max_len=None)`.
 
 The trained weights come out of the kernel and are loaded into the contract's `TransformerClassifier` here
-(`trained_weights.py`); that model is evaluated here, on reviews the grader generates for this run with coursekit's
-synthetic generator and a seed drawn here (never the shipped test split, which the kernel can read). The reviews
+(`trained_weights.py`); that model is evaluated here, on reviews the grader generates with coursekit's synthetic
+generator and this submission's seed (`probe_inputs.seed_for`: the same reviews when the same notebook is regraded,
+other reviews for any other submission; a fresh random seed per run when no salt is set), never the shipped test
+split, which the kernel can read. The reviews
 are tokenised with `coursekit.tokenize` and the student's `vocab` (data), batched with coursekit's own padding
 collate and length-bucketed sampler (`coursekit.loaders`): neither the reviews, nor their labels, nor the
 predictions ever pass through the student's code.
@@ -17,6 +19,7 @@ import torch
 from torch.utils.data import DataLoader
 
 from autograder.checks.toolkit import describe, expected_got, fail, fetch, kind_of, start_check, type_name
+from autograder.checks.probe_inputs import current_salt, seed_for
 from autograder.checks.remote import RemoteObject, probed
 from autograder.checks.trained_weights import count_layers, heads_of, load_into, size_of, trained_state
 
@@ -31,6 +34,7 @@ MAJORITY_ACCURACY = 0.20
 
 
 HELDOUT_REVIEWS = 2000  # as many as the shipped test split
+HELDOUT_SEED = 7070     # stands for this submission's seed of the generated reviews (`probe_inputs.seed_for`)
 NOTEBOOK_HEADS = 4  # the notebook's TransformerClassifier(..., num_heads=4, ...)
 
 
@@ -95,7 +99,9 @@ def trained_accuracy(model: RemoteObject, vocab: dict[str, int], max_len: int | 
         fail("check_trained_classifier needs the vocabulary the model was trained with.",
              details=expected_got(f"ids 0 .. {rows - 1} (the rows of the model's embedding)",
                                   f"ids {min(vocab.values())} .. {max(vocab.values())}"))
-    texts, labels = heldout_reviews(secrets.randbits(62) if seed is None else seed, count)
+    if seed is None:  # this submission's reviews (the same on a regrade); with no salt, new ones on every run
+        seed = seed_for(HELDOUT_SEED) if current_salt() else secrets.randbits(62)
+    texts, labels = heldout_reviews(seed, count)
     table = reference.encoder.pos_encoding.pe.shape[0]
     correct = total = 0
     with torch.no_grad():

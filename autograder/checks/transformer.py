@@ -11,15 +11,36 @@ from autograder.checks.toolkit import (
     as_tensor, call, construct, describe, diagnose, expect_callable, expect_shape, expect_tensor, fail, prepare,
     randn, shape_of, start_check,
 )
-from autograder.checks.attention import padded_ids
-from autograder.checks.encoder import block_mistakes, expect_max_len, reference_module, stack_mistakes
+from types import SimpleNamespace
+
+from autograder.checks.encoder import (
+    block_mistakes, expect_max_len, padded_ids, reference_module, short_length, stack_mistakes,
+)
+from autograder.checks.probe_inputs import generator, pick
 from coursekit.probe.decoding import DecodingProbe
 
-B, T, S, H, D_HEAD, D_FF = 2, 5, 7, 3, 4, 20   # T (target) != S (source)
-D_MODEL = H * D_HEAD
-SRC_VOCAB, TGT_VOCAB, NUM_LAYERS, MAX_LEN = 19, 13, 2, 32
-TRANSFORMER_LAYERS = 4                          # neither Transformer's default num_layers (2) nor H: it must matter
+B = 2
 DECODER_RESIDUALS = ("attn_residual", "cross_residual", "ffn_residual")
+
+
+def sizes() -> SimpleNamespace:
+    """This submission's sizes (`probe_inputs.pick`; with no salt: T=5, S=7, H=3, d_head=4, d_model=12, d_ff=20,
+    vocabularies 19 (source) and 13 (target), 2 layers, 4 in the Transformer, max_len=32).
+
+    The space keeps what the cases need: T (target) != S (source), an even d_model, H >= 2, the constructor's sizes
+    distinct from each other and from the Transformer's defaults (d_model=64, num_heads=4, d_ff=128, num_layers=2,
+    max_len=512), so that an argument that is ignored or swapped shows."""
+    heads = pick("transformer.num_heads", [3, 2, 5])
+    d_head = pick("transformer.d_head", [4, 6, 8])
+    d_model = heads * d_head
+    T = pick("transformer.T", [5, 4, 6, 7])
+    return SimpleNamespace(
+        B=B, T=T, S=pick("transformer.S", [n for n in (7, 5, 6, 8) if n != T]), H=heads, d_head=d_head,
+        d_model=d_model, d_ff=pick("transformer.d_ff", [f for f in (20, 16, 28, 36) if f != d_model]),
+        src_vocab=pick("transformer.src_vocab", [19, 17, 23]), tgt_vocab=pick("transformer.tgt_vocab", [13, 11, 15]),
+        num_layers=pick("transformer.num_layers", [n for n in (2, 3) if n != heads]),
+        transformer_layers=pick("transformer.transformer_layers", [n for n in (4, 3, 5) if n != heads]),
+        max_len=pick("transformer.max_len", [32, 20, 24, 40]))
 
 
 def _reference():
@@ -28,11 +49,14 @@ def _reference():
     return reference
 
 
-def _masks(device):
+def _masks(z, device):
     from solutions.attention import make_causal_mask, make_padding_mask
 
-    tgt_ids = padded_ids([T, 3], T, vocab=TGT_VOCAB, seed=80, device=device)
-    src_ids = padded_ids([4, S], S, vocab=SRC_VOCAB, seed=81, device=device)
+    T, S = z.T, z.S
+    tgt_ids = padded_ids([T, short_length("transformer.tgt_short", 3, T)], T, vocab=z.tgt_vocab, seed=80,
+                         device=device)
+    src_ids = padded_ids([short_length("transformer.src_short", 4, S), S], S, vocab=z.src_vocab, seed=81,
+                         device=device)
     tgt_mask = make_padding_mask(tgt_ids) & make_causal_mask(T, device=device)             # (B, 1, T, T)
     memory_mask = make_padding_mask(src_ids)                                               # (B, 1, 1, S)
     return tgt_ids, src_ids, tgt_mask, memory_mask
@@ -58,7 +82,7 @@ def _mask_cases(tgt_mask, memory_mask, device):
     from solutions.attention import make_causal_mask
 
     return [("no masks", None, None),
-            ("causal tgt_mask", make_causal_mask(T, device=device), None),
+            ("causal tgt_mask", make_causal_mask(tgt_mask.size(-1), device=device), None),
             ("causal+padding tgt_mask and padding memory_mask", tgt_mask, memory_mask)]
 
 
@@ -70,14 +94,16 @@ def check_decoder_block(DecoderBlock) -> None:
     """
     device = start_check()
     reference = _reference()
-    tgt_ids, src_ids, tgt_mask, memory_mask = _masks(device)
+    z = sizes()
+    tgt_ids, src_ids, tgt_mask, memory_mask = _masks(z, device)
     keep = tgt_ids != 0
-    x = randn(B, T, D_MODEL, seed=82, device=device)
-    memory = randn(B, S, D_MODEL, seed=83, device=device)
+    x = randn(z.B, z.T, z.d_model, seed=82, device=device)
+    memory = randn(z.B, z.S, z.d_model, seed=83, device=device)
     for norm_first in (False, True):
-        name = f"DecoderBlock({D_MODEL}, {H}, {D_FF}, norm_first={norm_first})"
-        module = construct(DecoderBlock, "DecoderBlock", D_MODEL, H, D_FF, dropout=0.0, norm_first=norm_first)
-        ref = reference_module(reference.DecoderBlock, 8, D_MODEL, H, D_FF, dropout=0.0, norm_first=norm_first)
+        name = f"DecoderBlock({z.d_model}, {z.H}, {z.d_ff}, norm_first={norm_first})"
+        module = construct(DecoderBlock, "DecoderBlock", z.d_model, z.H, z.d_ff, dropout=0.0, norm_first=norm_first)
+        ref = reference_module(reference.DecoderBlock, 8, z.d_model, z.H, z.d_ff, dropout=0.0,
+                               norm_first=norm_first)
         prepare(module, ref, device, "DecoderBlock")
         for what, tm, mm in _mask_cases(tgt_mask, memory_mask, device):
             tested = f"{name} on x {shape_of(x)}, memory {shape_of(memory)}, {what}"
@@ -97,15 +123,18 @@ def check_decoder(Decoder) -> None:
     """Decoder(vocab_size, d_model, num_heads, d_ff, num_layers, max_len=512, dropout=0.0, norm_first=False)."""
     device = start_check()
     reference = _reference()
-    tgt_ids, src_ids, tgt_mask, memory_mask = _masks(device)
+    z = sizes()
+    TGT_VOCAB, MAX_LEN = z.tgt_vocab, z.max_len
+    tgt_ids, src_ids, tgt_mask, memory_mask = _masks(z, device)
     keep = tgt_ids != 0
-    memory = randn(B, S, D_MODEL, seed=84, device=device)
+    memory = randn(z.B, z.S, z.d_model, seed=84, device=device)
     for norm_first in (False, True):
-        name = f"Decoder({TGT_VOCAB}, {D_MODEL}, {H}, {D_FF}, {NUM_LAYERS}, max_len={MAX_LEN}, norm_first={norm_first})"
-        module = construct(Decoder, "Decoder", TGT_VOCAB, D_MODEL, H, D_FF, NUM_LAYERS, max_len=MAX_LEN, dropout=0.0,
-                           norm_first=norm_first)
-        ref = reference_module(reference.Decoder, 9, TGT_VOCAB, D_MODEL, H, D_FF, NUM_LAYERS, max_len=MAX_LEN,
-                               dropout=0.0, norm_first=norm_first)
+        name = f"Decoder({TGT_VOCAB}, {z.d_model}, {z.H}, {z.d_ff}, {z.num_layers}, max_len={MAX_LEN}, " \
+               f"norm_first={norm_first})"
+        module = construct(Decoder, "Decoder", TGT_VOCAB, z.d_model, z.H, z.d_ff, z.num_layers, max_len=MAX_LEN,
+                           dropout=0.0, norm_first=norm_first)
+        ref = reference_module(reference.Decoder, 9, TGT_VOCAB, z.d_model, z.H, z.d_ff, z.num_layers,
+                               max_len=MAX_LEN, dropout=0.0, norm_first=norm_first)
         prepare(module, ref, device, "Decoder")
         for what, tm, mm in _mask_cases(tgt_mask, memory_mask, device):
             tested = f"{name} on tgt_ids {shape_of(tgt_ids)}, memory {shape_of(memory)}, {what}"
@@ -137,12 +166,12 @@ def _transformer_mistakes(ref, src_ids, tgt_ids, norm_first):
     return variants
 
 
-def _build_transformer(Transformer, device, norm_first, pad_id, seed):
+def _build_transformer(Transformer, z, device, norm_first, pad_id, seed):
     reference = _reference()
-    kwargs = dict(d_model=D_MODEL, num_heads=H, d_ff=D_FF, num_layers=TRANSFORMER_LAYERS, max_len=MAX_LEN,
-                  dropout=0.0, pad_id=pad_id, norm_first=norm_first)
-    module = construct(Transformer, "Transformer", SRC_VOCAB, TGT_VOCAB, **kwargs)
-    ref = reference_module(reference.Transformer, seed, SRC_VOCAB, TGT_VOCAB, **kwargs)
+    kwargs = dict(d_model=z.d_model, num_heads=z.H, d_ff=z.d_ff, num_layers=z.transformer_layers,
+                  max_len=z.max_len, dropout=0.0, pad_id=pad_id, norm_first=norm_first)
+    module = construct(Transformer, "Transformer", z.src_vocab, z.tgt_vocab, **kwargs)
+    ref = reference_module(reference.Transformer, seed, z.src_vocab, z.tgt_vocab, **kwargs)
     prepare(module, ref, device, "Transformer")
     return module, ref
 
@@ -152,12 +181,16 @@ def _build_transformer(Transformer, device, norm_first, pad_id, seed):
 def check_transformer(Transformer) -> None:
     """Transformer(src_vocab_size, tgt_vocab_size, ...): encoder, decoder, generator; encode/decode/forward."""
     device = start_check()
-    for norm_first, pad_id in ((False, 0), (True, 0), (False, 5)):
-        module, ref = _build_transformer(Transformer, device, norm_first, pad_id, seed=10)
-        src_ids = padded_ids([4, S], S, vocab=SRC_VOCAB, pad_id=pad_id, seed=85, device=device)
-        tgt_ids = padded_ids([T, 3], T, vocab=TGT_VOCAB, pad_id=pad_id, seed=86, device=device)
+    z = sizes()
+    T, S, SRC_VOCAB, TGT_VOCAB, MAX_LEN = z.T, z.S, z.src_vocab, z.tgt_vocab, z.max_len
+    src_short, tgt_short = short_length("transformer.src_short", 4, S), short_length("transformer.tgt_short", 3, T)
+    other_pad = pick("transformer.pad_id", [5, 1, 4, 7, 9])          # not the default 0, in both vocabularies
+    for norm_first, pad_id in ((False, 0), (True, 0), (False, other_pad)):
+        module, ref = _build_transformer(Transformer, z, device, norm_first, pad_id, seed=10)
+        src_ids = padded_ids([src_short, S], S, vocab=SRC_VOCAB, pad_id=pad_id, seed=85, device=device)
+        tgt_ids = padded_ids([T, tgt_short], T, vocab=TGT_VOCAB, pad_id=pad_id, seed=86, device=device)
         keep_src, keep_tgt = src_ids != pad_id, tgt_ids != pad_id
-        name = f"Transformer({SRC_VOCAB}, {TGT_VOCAB}, d_model={D_MODEL}, num_heads={H}, pad_id={pad_id}, " \
+        name = f"Transformer({SRC_VOCAB}, {TGT_VOCAB}, d_model={z.d_model}, num_heads={z.H}, pad_id={pad_id}, " \
                f"norm_first={norm_first})"
         tested = f"{name}, src_ids {shape_of(src_ids)}, tgt_ids {shape_of(tgt_ids)} (both padded)"
         with torch.no_grad():
@@ -194,46 +227,64 @@ def check_transformer(Transformer) -> None:
         expect_tensor(got, expected, "the logits returned by decode", device, tested=tested, where=keep_tgt,
                       mistakes=_transformer_mistakes(ref, src_ids, tgt_ids, norm_first))
     expect_max_len(module, name, MAX_LEN, lambda length: (
-        padded_ids([length, 4], length, vocab=SRC_VOCAB, pad_id=pad_id, seed=89, device=device), tgt_ids))
+        padded_ids([length, src_short], length, vocab=SRC_VOCAB, pad_id=pad_id, seed=89, device=device), tgt_ids))
 
 
 # -------------------------------------------------------------------------------------------------- greedy decode
-def _decoding_model(device, pad_id: int, bos_id: int, eos_id: int, max_len: int, want: str):
-    """A random `DecodingProbe` and sources whose greedy decoding exercises stopping and padding.
+def greedy_cases() -> tuple:
+    """(pad_id, bos_id, eos_id, max_len, want) of this submission's greedy-decoding cases: the default ids twice,
+    then other ids passed as arguments (all distinct, below both vocabularies, and below every max_len so that
+    swapping max_len with an id shows). With no salt: (0, 2, 3, 8, mixed), (0, 2, 3, 12, all_early),
+    (5, 4, 6, 9, mixed)."""
+    pad_id, bos_id, eos_id = pick("transformer.greedy_ids", [(5, 4, 6), (1, 4, 7), (7, 5, 1), (4, 6, 5), (6, 1, 4)])
+    return ((0, 2, 3, pick("transformer.greedy_max_len_mixed", [8, 7, 9, 10]), "mixed"),
+            (0, 2, 3, pick("transformer.greedy_max_len_early", [12, 10, 11, 13]), "all_early"),
+            (pad_id, bos_id, eos_id, pick("transformer.greedy_max_len_ids", [9, 8, 10, 11]), "mixed"))
 
-    want="mixed": some sequences produce eos_id (not at the first step) and some never do, so the output has
-    max_len columns with padding after each eos_id. want="all_early": every sequence produces eos_id, at different
-    steps, before max_len, so decoding must stop early. Found by a deterministic search over seeds and eos biases
-    (pad and bos are made unlikely as outputs); if none qualifies, the last candidate is used: the comparison with
-    the reference stays valid, it only exercises less.
-    """
+
+def decodes_as_wanted(out: torch.Tensor, eos_id: int, max_len: int, want: str) -> bool:
+    """want="mixed": some sequences produce eos_id (not at the first step; one of them before the last column, so
+    padding follows it) and some never do. want="all_early": every sequence produces eos_id, at different steps,
+    before max_len."""
+    is_eos = out == eos_id
+    has_eos, first = is_eos.any(dim=1), is_eos.float().argmax(dim=1)
+    if want == "mixed":
+        return bool(has_eos.any()) and not bool(has_eos.all()) and int(first.max()) > 0 \
+            and bool((has_eos & (first < out.size(1) - 1)).any())
+    return bool(has_eos.all()) and out.size(1) < max_len and int(first.min()) != int(first.max())
+
+
+def _decoding_model(device, pad_id: int, bos_id: int, eos_id: int, max_len: int, want: str):
+    """A random `DecodingProbe` (this submission's weights) and sources whose greedy decoding exercises stopping
+    and padding as `want` says (`decodes_as_wanted`). Found by a deterministic search over this submission's
+    seeds and eos biases (pad and bos are made unlikely as outputs); if none qualifies, the last candidate is used:
+    the comparison with the reference stays valid, it only exercises less (the tests assert the search succeeds)."""
     reference = _reference()
-    src_ids = padded_ids([S, 4, 6], S, vocab=SRC_VOCAB, pad_id=pad_id, seed=87, device=device)
+    z = sizes()
+    S = z.S
+    src_ids = padded_ids([S, short_length("transformer.greedy_short", 4, S), S - 1], S, vocab=z.src_vocab,
+                         pad_id=pad_id, seed=87, device=device)
     for seed in range(40):
         for bias in (0.0, 1.0, 2.0, 3.0):
-            generator = torch.Generator().manual_seed(100 + seed)
-            model = DecodingProbe(SRC_VOCAB, TGT_VOCAB, d_model=D_MODEL, max_len=MAX_LEN, pad_id=pad_id)
+            draw = generator(100 + seed)
+            model = DecodingProbe(z.src_vocab, z.tgt_vocab, d_model=z.d_model, max_len=z.max_len, pad_id=pad_id)
             with torch.no_grad():
                 for parameter in model.parameters():
-                    parameter.copy_(torch.randn(parameter.shape, generator=generator) * 1.5)
+                    parameter.copy_(torch.randn(parameter.shape, generator=draw) * 1.5)
                 model.generator.bias[[pad_id, bos_id]] = -30.0
                 model.generator.bias[eos_id] += bias
             model.to(device).eval()
             out = reference.greedy_decode(model, src_ids, max_len, bos_id=bos_id, eos_id=eos_id, use_cache=False)
-            is_eos = out == eos_id
-            has_eos, first = is_eos.any(dim=1), is_eos.float().argmax(dim=1)
-            if want == "mixed" and bool(has_eos.any()) and not bool(has_eos.all()) and int(first.max()) > 0:
-                return model, src_ids
-            if want == "all_early" and bool(has_eos.all()) and out.size(1) < max_len and \
-                    int(first.min()) != int(first.max()):
+            if decodes_as_wanted(out, eos_id, max_len, want):
                 return model, src_ids
     return model, src_ids
 
 
 def _in_kernel(greedy_decode, model: DecodingProbe, device):
     """The same DecodingProbe, built in the student's kernel with the grader's weights."""
-    theirs = new(greedy_decode.channel, "coursekit.probe.decoding.DecodingProbe", SRC_VOCAB, TGT_VOCAB,
-                 d_model=D_MODEL, max_len=MAX_LEN, pad_id=model.pad_id)
+    theirs = new(greedy_decode.channel, "coursekit.probe.decoding.DecodingProbe",
+                 model.src_embedding.num_embeddings, model.tgt_embedding.num_embeddings,
+                 d_model=model.mix.out_features, max_len=model.max_len, pad_id=model.pad_id)
     theirs.load_state(model.state_dict())
     theirs.attr("to")(device)
     theirs.attr("eval")()
@@ -246,8 +297,7 @@ def check_greedy_decode(greedy_decode) -> None:
     device = start_check()
     expect_callable(greedy_decode, "greedy_decode")
     reference = _reference()
-    for pad_id, bos_id, eos_id, max_len, want in ((0, 2, 3, 8, "mixed"), (0, 2, 3, 12, "all_early"),
-                                                  (5, 4, 6, 9, "mixed")):
+    for pad_id, bos_id, eos_id, max_len, want in greedy_cases():
         model, src_ids = _decoding_model(device, pad_id, bos_id, eos_id, max_len, want)
         kwargs = {} if (bos_id, eos_id) == (2, 3) else {"bos_id": bos_id, "eos_id": eos_id}
         tested = f"a seq2seq model with pad_id={pad_id}, src_ids {shape_of(src_ids)}, max_len={max_len}" \

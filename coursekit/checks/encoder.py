@@ -15,6 +15,7 @@ from torch import nn
 from coursekit.checks.toolkit import (expect_close, expect_shape, expect_type, fail, first_matching_hint,
                                      mistake_hint, passed, run)
 from coursekit.checks.toolkit import uses_parts
+from coursekit.criteria import edge_case
 
 _D_MODEL, _H, _D_FF = 6, 3, 10
 _B, _T = 2, 4
@@ -177,6 +178,27 @@ def check_stack_submodules(stack: nn.Module, owner: str, num_layers: int, block_
                       "nn.Identity().")
 
 
+def expect_too_long(module: nn.Module, name: str, max_len: int, make_inputs, criterion: str,
+                    hint: str = "pass max_len on to PositionalEncoding(d_model, max_len, dropout), which raises it.") \
+        -> None:
+    """The stated edge case `criterion`: a sequence of max_len tokens works, a longer one raises ValueError (max_len
+    reaches the positional encoding). `make_inputs(T)` gives the forward arguments for sequences of length T."""
+    with edge_case(criterion):
+        with torch.no_grad():
+            run(f"{name} on exactly max_len={max_len} tokens", module, *make_inputs(max_len))
+            try:
+                module(*make_inputs(max_len + 1))
+            except ValueError:
+                return
+            except NotImplementedError:
+                raise
+            except Exception as error:  # noqa: BLE001 -- any other error is reported as the wrong one
+                fail(f"{name} on {max_len + 1} tokens (max_len={max_len}) should raise ValueError, got "
+                     f"{type(error).__name__}: {error}", hint)
+        fail(f"{name} on {max_len + 1} tokens (max_len={max_len}) should raise ValueError, but it raised nothing.",
+             hint)
+
+
 @uses_parts("Encoder")
 def check_encoder(Encoder) -> None:
     vocab_size, num_layers = 11, 2
@@ -204,4 +226,7 @@ def check_encoder(Encoder) -> None:
         right = variants.pop("right")
         hint = first_matching_hint(out, [(wrong, hint) for hint, wrong in variants.items()])
         expect_close(out, right, f"the output of {name} (ids with padding, and their padding mask)", hint)
+    expect_too_long(encoder, "Encoder(max_len=16)", 16,
+                    lambda T: (torch.randint(1, vocab_size, (2, T), generator=torch.Generator().manual_seed(T)),),
+                    "Encoder.too_long")
     passed("Encoder", "(post-norm and pre-norm stacks)")

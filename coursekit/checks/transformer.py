@@ -14,8 +14,8 @@ from torch import nn
 from coursekit.checks.toolkit import (expect_close, expect_dtype, expect_shape, expect_type, fail,
                                      first_matching_hint, mistake_hint, passed, run)
 from coursekit.checks.toolkit import uses_parts
-from coursekit.checks.encoder import (stack_variants, check_stack_submodules, padding_mask, randomize,
-                                      require_submodule)
+from coursekit.checks.encoder import (stack_variants, check_stack_submodules, expect_too_long, padding_mask,
+                                      randomize, require_submodule)
 
 _D_MODEL, _H, _D_FF = 6, 3, 10
 
@@ -128,6 +128,9 @@ def check_decoder(Decoder) -> None:
         hint = first_matching_hint(out, [(wrong, hint.replace("the mask is", "the masks are"))
                                          for hint, wrong in variants.items()])
         expect_close(out, right, f"the output of {name}", hint)
+    expect_too_long(decoder, "Decoder(max_len=16)", 16,
+                    lambda T: (torch.randint(1, vocab_size, (2, T), generator=torch.Generator().manual_seed(T)),
+                               memory), "Decoder.too_long")
     passed("Decoder", "(post-norm and pre-norm stacks)")
 
 
@@ -200,6 +203,10 @@ def check_transformer(Transformer) -> None:
             fail("adding more padding to the source changed the logits: padding is being attended to.",
                  mistake_hint("transformer.no_src_mask", "build src_mask with make_padding_mask and use it in "
                                                          "the encoder and in cross-attention."))
+    expect_too_long(model, "Transformer(max_len=16)", 16,
+                    lambda S: (torch.randint(4, src_vocab, (2, S), generator=torch.Generator().manual_seed(S)), tgt),
+                    "Transformer.too_long", "pass max_len on to the Encoder and the Decoder (their positional "
+                                            "encodings raise it).")
     passed("Transformer")
 
 

@@ -70,7 +70,7 @@ def test_masked_mean_pool_names_the_mistake(pool, diagnosis):
 
 
 def test_masked_mean_pool_shape_nan_inplace_and_stub():
-    fails_with(checks.check_masked_mean_pool, lambda x, m: x.mean(2), "wrong shape", "(4, 6)")
+    fails_with(checks.check_masked_mean_pool, lambda x, m: x.mean(2), "wrong shape", "expected shape (")
     fails_with(checks.check_masked_mean_pool, lambda x, m: x.sum(1) / 0 * 0, "NaN")
     fails_with(checks.check_masked_mean_pool, lambda x, m: x.mul_(m[..., None]).sum(1) / m.sum(1, keepdim=True),
                "in place")
@@ -537,3 +537,26 @@ def test_train_and_evaluate_lend_only_public_objects(recorded):
     checks.check_evaluate(remote_fn)
     assert {r["target"]["new"] for r in channel.requests if "new" in r["target"]} == {checks.PROBE_MODEL}
     assert "solutions" not in json.dumps(channel.requests)
+
+
+def test_the_generated_reviews_are_this_submissions(monkeypatch):
+    """Door 2: the reviews' seed is the submission's (the same on a regrade, another for another submission)."""
+    from autograder.checks.probe_inputs import salted
+
+    seeds = []
+
+    def capture(seed, count):
+        seeds.append(seed)
+        raise RuntimeError("stop")
+
+    monkeypatch.setattr(trained, "heldout_reviews", capture)
+    vocab = small_vocab()
+    model = solutions.TransformerClassifier(len(vocab), d_model=16, num_heads=2, d_ff=32, num_layers=1, max_len=32)
+    (remote,), _ = _remote.hand_in_locally((model,), {}, "seed_test")
+    try:
+        for salt in (11, 11, 12):
+            with salted(salt), pytest.raises(RuntimeError):
+                trained.trained_accuracy(remote, vocab)
+    finally:
+        probe._State.subjects.pop("seed_test", None)
+    assert seeds[0] == seeds[1] != seeds[2]

@@ -586,6 +586,33 @@ class MultiHeadAttentionTorchSDPA(nn.Module):
 
 
 # ================================================================================================== 05 encoder
+def fails_partially(check, obj, criterion, *fragments):
+    """`check(obj)`'s core passes and only the stated edge case `criterion` fails: PartialCredit (an AssertionError)
+    keeping at least 80% of the points, its message listing that edge case with a cross, plus every fragment."""
+    from autograder.checks.criteria import PartialCredit
+    from coursekit.criteria import CRITERIA
+
+    with pytest.raises(PartialCredit) as info:
+        check(obj)
+    message = str(info.value)
+    assert info.value.fraction >= 0.8, message
+    assert f"✗ {CRITERIA[criterion].text}" in message, message
+    for fragment in fragments:
+        assert fragment in message, message
+    return message
+
+
+def fails_plainly(check, obj, *fragments):
+    """`check(obj)` fails outright (its core fails: no partial credit), with every fragment in its message."""
+    from autograder.checks.criteria import PartialCredit
+
+    message = fails_with(check, obj, *fragments)
+    with pytest.raises(AssertionError) as info:
+        check(obj)
+    assert not isinstance(info.value, PartialCredit), message
+    return message
+
+
 class FeedForwardFunctional(nn.Module):
     def __init__(self, d_model, d_ff, dropout=0.0):
         super().__init__()

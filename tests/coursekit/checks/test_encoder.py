@@ -151,3 +151,20 @@ def test_encoder_wrong_final_norm():
 
     with pytest.raises(CheckFailed, match="submodule `norm` \\(Identity\\)"):
         check_encoder(AlwaysNorm)
+
+
+def test_the_public_check_tries_the_too_long_edge_case():
+    """A correct Encoder that does not pass max_len on fails the public check, which names the stated edge case."""
+    import pytest
+
+    from coursekit.checks import CheckFailed
+    from coursekit.criteria import CRITERIA
+    from solutions import Encoder
+
+    class IgnoresMaxLen(Encoder):
+        def __init__(self, *args, max_len=512, **kwargs):
+            super().__init__(*args, **kwargs)
+
+    with pytest.raises(CheckFailed) as info:
+        check_encoder(IgnoresMaxLen)
+    assert "should raise ValueError" in str(info.value) and CRITERIA["Encoder.too_long"].text in str(info.value)

@@ -234,3 +234,18 @@ def test_cached_greedy_decode_wrong_tokens_named():
 
     with pytest.raises(CheckFailed, match="your greedy_decode gave"):
         check_cached_greedy_decode(flipped, Transformer, greedy_decode_uncached)
+
+
+@pytest.mark.parametrize("check, cls, criterion", [
+    (check_decoder, Decoder, "Decoder.too_long"), (check_transformer, Transformer, "Transformer.too_long")])
+def test_the_public_check_tries_the_too_long_edge_case(check, cls, criterion):
+    """A correct answer that does not pass max_len on fails the public check, which names the stated edge case."""
+    from coursekit.criteria import CRITERIA
+
+    class IgnoresMaxLen(cls):
+        def __init__(self, *args, max_len=512, **kwargs):
+            super().__init__(*args, **kwargs)
+
+    with pytest.raises(CheckFailed) as info:
+        check(IgnoresMaxLen)
+    assert "should raise ValueError" in str(info.value) and CRITERIA[criterion].text in str(info.value)
