@@ -33,11 +33,14 @@ _CATALOGUE = [
      "d_model not divisible by num_heads raises ValueError", "is not divisible by `num_heads`"),
     # 05 and 06: max_len reaches the positional encoding
     ("Encoder.too_long", "Encoder",
-     "a sequence longer than max_len raises ValueError (max_len reaches the positional encoding)", "max_len"),
+     "a sequence longer than max_len raises ValueError (max_len reaches the positional encoding)",
+     "longer than `max_len` raises `ValueError`"),
     ("Decoder.too_long", "Decoder",
-     "a sequence longer than max_len raises ValueError (max_len reaches the positional encoding)", "max_len"),
+     "a sequence longer than max_len raises ValueError (max_len reaches the positional encoding)",
+     "longer than `max_len` raises `ValueError`"),
     ("Transformer.too_long", "Transformer",
-     "a sequence longer than max_len raises ValueError (max_len reaches the positional encodings)", "max_len"),
+     "a sequence longer than max_len raises ValueError (max_len reaches the positional encodings)",
+     "longer than `max_len` raises `ValueError`"),
     # 08 GPT
     ("train_bpe.empty_text", "train_bpe", "an empty text gives no merges", "empty text"),
     ("GPT.too_long", "GPT", "T > max_len raises ValueError", "raise `ValueError` if `T > max_len`"),

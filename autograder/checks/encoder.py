@@ -177,16 +177,18 @@ def check_encoder(Encoder) -> None:
                           mistakes=stack_mistakes(lambda m=m, **f: M.encoder(ref, ids, m, **f), norm_first,
                                                   m is not None))
     expect_max_len(module, name, MAX_LEN,
-                   lambda length: (padded_ids([length, 3], length, vocab=VOCAB, seed=74, device=device),))
+                   lambda length: (padded_ids([length, 3], length, vocab=VOCAB, seed=74, device=device),),
+                   criterion="Encoder.too_long")
 
 
-def expect_max_len(module, name: str, max_len: int, make_inputs) -> None:
+def expect_max_len(module, name: str, max_len: int, make_inputs, criterion: str) -> None:
     """max_len must reach the positional encoding: a sequence of max_len tokens works, a longer one raises
-    ValueError there. `make_inputs(T)` gives the module's arguments for sequences of length T."""
+    ValueError there (the stated edge case `criterion`). `make_inputs(T)` gives the module's arguments for sequences
+    of length T."""
     inputs = make_inputs(max_len)
     call(f"{name}.forward", module, *inputs, _no_grad=True,
          tested=f"{name} on ids {shape_of(inputs[0])} (exactly max_len tokens)")
     inputs = make_inputs(max_len + 1)
     expect_raises(ValueError, f"{name} on ids {shape_of(inputs[0])}", module, *inputs,
                   why=f"when the sequence is longer than max_len={max_len} (pass max_len on to "
-                      "PositionalEncoding(d_model, max_len, dropout), which raises it)", criterion=name.split("(")[0] + ".too_long")
+                      "PositionalEncoding(d_model, max_len, dropout), which raises it)", criterion=criterion)

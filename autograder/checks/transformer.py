@@ -147,7 +147,8 @@ def check_decoder(Decoder) -> None:
                               lambda tm=tm, mm=mm, **f: M.decoder(ref, tgt_ids, memory, tm, mm, **f),
                               norm_first, tm is not None, mm is not None, stack=True))
     expect_max_len(module, name, MAX_LEN,
-                   lambda length: (padded_ids([length, 3], length, vocab=TGT_VOCAB, seed=88, device=device), memory))
+                   lambda length: (padded_ids([length, 3], length, vocab=TGT_VOCAB, seed=88, device=device), memory),
+                   criterion="Decoder.too_long")
 
 
 def _transformer_mistakes(ref, src_ids, tgt_ids, norm_first):
@@ -227,7 +228,8 @@ def check_transformer(Transformer) -> None:
         expect_tensor(got, expected, "the logits returned by decode", device, tested=tested, where=keep_tgt,
                       mistakes=_transformer_mistakes(ref, src_ids, tgt_ids, norm_first))
     expect_max_len(module, name, MAX_LEN, lambda length: (
-        padded_ids([length, src_short], length, vocab=SRC_VOCAB, pad_id=pad_id, seed=89, device=device), tgt_ids))
+        padded_ids([length, src_short], length, vocab=SRC_VOCAB, pad_id=pad_id, seed=89, device=device), tgt_ids),
+        criterion="Transformer.too_long")
 
 
 # -------------------------------------------------------------------------------------------------- greedy decode
