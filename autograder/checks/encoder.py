@@ -9,7 +9,7 @@ import torch
 from types import SimpleNamespace
 
 from autograder.checks import known_mistakes as M
-from autograder.checks.attention import padded_ids as _padded_ids
+from autograder.checks.attention import padded_ids
 from autograder.checks.probe_inputs import pick, seed_for
 from autograder.checks.toolkit import (
     call, construct, expect_raises, expect_tensor, prepare, randn, shape_of, start_check,
@@ -33,11 +33,6 @@ def sizes(prefix: str = "encoder") -> SimpleNamespace:
         vocab=pick(f"{prefix}.vocab", [17, 19, 23, 29]),
         num_layers=pick(f"{prefix}.num_layers", [n for n in (2, 3) if n != heads]),
         max_len=pick(f"{prefix}.max_len", [32, 20, 24, 40]))
-
-
-def padded_ids(lengths, T: int, *, seed: int, **kwargs):
-    """`attention.padded_ids` with this submission's seed for `seed`; the real lengths given."""
-    return _padded_ids(lengths, T, seed=seed_for(seed), **kwargs)
 
 
 def short_length(label: str, first: int, T: int) -> int:

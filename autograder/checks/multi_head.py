@@ -111,9 +111,9 @@ def attention_cases(device):
     memory = randn(B, T_K, D_MODEL, seed=61, device=device)
     x_key, x_value = randn(B, T, D_MODEL, seed=64, device=device), randn(B, T, D_MODEL, seed=65, device=device)
     memory_value = randn(B, T_K, D_MODEL, seed=66, device=device)
-    self_padding = make_padding_mask(padded_ids(self_lengths, T, seed=62, device=device, salted=True))  # (B, 1, 1, T)
+    self_padding = make_padding_mask(padded_ids(self_lengths, T, seed=62, device=device))  # (B, 1, 1, T)
     cross_padding = make_padding_mask(                                                     # (B, 1, 1, T_K)
-        padded_ids(cross_lengths, T_K, seed=63, device=device, salted=True))
+        padded_ids(cross_lengths, T_K, seed=63, device=device))
     causal = make_causal_mask(T, device=device)                                              # (T, T)
     return [
         ("self-attention, no mask", x, x, x, None),

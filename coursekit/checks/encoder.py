@@ -228,5 +228,5 @@ def check_encoder(Encoder) -> None:
         expect_close(out, right, f"the output of {name} (ids with padding, and their padding mask)", hint)
     expect_too_long(encoder, "Encoder(max_len=16)", 16,
                     lambda T: (torch.randint(1, vocab_size, (2, T), generator=torch.Generator().manual_seed(T)),),
-                    "Encoder.too_long")
+                    criterion="Encoder.too_long")
     passed("Encoder", "(post-norm and pre-norm stacks)")

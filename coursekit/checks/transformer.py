@@ -130,7 +130,7 @@ def check_decoder(Decoder) -> None:
         expect_close(out, right, f"the output of {name}", hint)
     expect_too_long(decoder, "Decoder(max_len=16)", 16,
                     lambda T: (torch.randint(1, vocab_size, (2, T), generator=torch.Generator().manual_seed(T)),
-                               memory), "Decoder.too_long")
+                               memory), criterion="Decoder.too_long")
     passed("Decoder", "(post-norm and pre-norm stacks)")
 
 
@@ -205,8 +205,8 @@ def check_transformer(Transformer) -> None:
                                                          "the encoder and in cross-attention."))
     expect_too_long(model, "Transformer(max_len=16)", 16,
                     lambda S: (torch.randint(4, src_vocab, (2, S), generator=torch.Generator().manual_seed(S)), tgt),
-                    "Transformer.too_long", "pass max_len on to the Encoder and the Decoder (their positional "
-                                            "encodings raise it).")
+                    criterion="Transformer.too_long",
+                    hint="pass max_len on to the Encoder and the Decoder (their positional encodings raise it).")
     passed("Transformer")
 
 
