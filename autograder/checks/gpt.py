@@ -19,6 +19,7 @@ import torch.nn.functional as F
 
 from autograder.checks import remote as _remote
 from autograder.checks import known_mistakes as M
+from autograder.checks.known_mistakes.gpt import _merge as merge_pair
 from autograder.checks.toolkit import (
     as_tensor, call, construct, describe, expect_raises, expect_shape, expect_tensor, expected_got, fail, fetch,
     grader_step, is_integer, lend_model, prepare, randint, randn, seeded, shape_of, start_check, type_name,
@@ -219,18 +220,6 @@ def _letters(label: str) -> dict[int, int]:
     return {ord(x): ord(y) for x, y in zip("abc", chosen)}
 
 
-def _merged(ids, pair, new_id):
-    out, i = [], 0
-    while i < len(ids):
-        if i + 1 < len(ids) and (ids[i], ids[i + 1]) == pair:
-            out.append(new_id)
-            i += 2
-        else:
-            out.append(ids[i])
-            i += 1
-    return out
-
-
 def _most_frequent_ties(text: str, merges) -> bool:
     """Whether applying the most frequent present merge first meets a tie on `text` (students break ties
     differently: such a text cannot name the mistake)."""
@@ -244,7 +233,7 @@ def _most_frequent_ties(text: str, merges) -> bool:
         if sum(1 for c in counts.values() if c == best) > 1:
             return True
         pair = max(counts, key=counts.get)
-        ids = _merged(ids, pair, 256 + rank[pair])
+        ids = merge_pair(ids, pair, 256 + rank[pair])
 
 
 def encode_order_cases() -> list[tuple[str, list]]:

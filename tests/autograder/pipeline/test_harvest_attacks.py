@@ -286,3 +286,40 @@ def test_a_lookup_model_earns_nothing_and_a_trained_one_passes(tmp_path, assignm
     trained_cell = f"test_{check}"
     assert graded["scores"]["lookup"][trained_cell] == 0, graded["scores"]["lookup"]
     assert graded["scores"]["honest"][trained_cell] == 10, graded["scores"]["honest"]
+
+
+# ------------------------------------------------------------------------------ door 4: partial credit by criterion
+FORGETS = '''        if T > self.pe.size(0):
+            raise ValueError(f"sequence length {T} exceeds max_len {self.pe.size(0)}")
+'''
+
+
+def _forgets_the_length_error(source):
+    nb = nbformat.from_dict(source)
+    cell = next(c for c in nb.cells if c.cell_type == "code" and "class PositionalEncoding" in c.source)
+    assert FORGETS in cell.source
+    cell.source = cell.source.replace(FORGETS, "")
+    return nb
+
+
+def test_a_correct_answer_missing_only_a_stated_edge_case_keeps_most_points_and_its_feedback_says_which(tmp_path):
+    """Graded for real (nbgrader scores the judge's numeric result) and published: 02's PositionalEncoding without
+    its ValueError for T > max_len keeps 1 - EDGE_SHARE of its points; its feedback page lists the criteria."""
+    from autograder.checks.criteria import EDGE_SHARE
+    from autograder.cli import main
+    from coursekit.criteria import CRITERIA
+
+    assignment, cell = "02_positional_encoding", "test_positional_encoding"
+    graded = _grade_class(tmp_path, assignment, {
+        "honest": lambda source, released: source,
+        "forgetful": lambda source, released: _forgets_the_length_error(source),
+    })
+    points = _grade_cell(graded["released"], "positional_encoding").metadata["nbgrader"]["points"]
+    honest, forgetful = graded["scores"]["honest"], graded["scores"]["forgetful"]
+    assert honest[cell] == points
+    assert forgetful[cell] == pytest.approx(points * (1 - EDGE_SHARE))
+    assert {k: v for k, v in forgetful.items() if k != cell} == {k: v for k, v in honest.items() if k != cell}
+    assert main(["feedback", assignment, "--course-dir", str(graded["course"])]) == 0
+    page = (graded["course"] / "feedback" / "forgetful" / assignment / f"{assignment}.html").read_text()
+    assert f"✗ {CRITERIA['PositionalEncoding.too_long'].text}" in page and "✓ the main behaviour" in page
+    assert f"{points * (1 - EDGE_SHARE):g}" in page
