@@ -38,7 +38,7 @@ from nbclient.exceptions import CellTimeoutError, DeadKernelError
 
 from autograder.checks.criteria import PartialCredit
 from autograder.checks.remote import Channel, ProbeBroken, RemoteObject
-from autograder.course.cells import grade_id, is_grade, is_tests
+from autograder.course.cells import grade_id, is_grade, is_tests, points
 from autograder.sandbox.execute import DROPPED_KEY, OUTPUT_TYPES, SandboxedExecute, _size, error_output
 from coursekit.probe import MIME
 
@@ -191,7 +191,7 @@ class JudgedExecute(SandboxedExecute):
             return cell, resources  # the cell did not run: it keeps the note saying why
         deadline = min(time.monotonic() + self.limits.cell_timeout, self.deadline)
         message, mistake, fraction = verdict(KernelChannel(self, index, deadline), calls)
-        cell.outputs = verdict_outputs(message, fraction, cell.metadata.get("nbgrader", {}).get("points", 0))
+        cell.outputs = verdict_outputs(message, fraction, points(cell))
         if mistake:
             self.mistakes[grade_id(cell)] = mistake
         return cell, resources
