@@ -16,7 +16,7 @@ from autograder.checks.remote import probed
 import torch
 
 from autograder.checks import known_mistakes as M
-from autograder.checks.probe_inputs import current_salt, generator, pick, rng
+from autograder.checks.probe_inputs import current_salt, draw_sizes, generator, pick, rng
 from autograder.checks.toolkit import (
     as_tensor, call, expect_callable, expect_shape, expect_tensor, fail, randn, shape_of, start_check,
 )
@@ -42,20 +42,6 @@ def padded_ids(lengths, T: int, *, pad_id: int = 0, vocab: int = 20, seed: int =
     for row, length in enumerate(lengths):
         ids[row, length:] = pad_id
     return ids.to(device)
-
-
-def draw_sizes(label: str, spaces: dict, valid=lambda sizes: len(set(sizes.values())) == len(sizes)) -> dict:
-    """One size from each space for this submission ({name: options}, the first options with no salt), drawn
-    again (a bounded number of times) until `valid` (by default: all distinct) holds."""
-    sizes = {name: options[0] for name, options in spaces.items()}
-    if not current_salt():
-        return sizes
-    draw = rng(label)
-    for _ in range(500):
-        drawn = {name: draw.choice(list(options)) for name, options in spaces.items()}
-        if valid(drawn):
-            return drawn
-    return sizes
 
 
 def draw_lengths(label: str, first: list[int], T: int, B: int) -> list[int]:

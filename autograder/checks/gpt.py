@@ -27,7 +27,7 @@ from autograder.checks.toolkit import (
 )
 from autograder.checks.criteria import edge_case
 from autograder.checks.parts import given_working_parts
-from autograder.checks.probe_inputs import current_salt, generator as probe_generator, pick, rng, sample, seed_for
+from autograder.checks.probe_inputs import draw_sizes, generator as probe_generator, pick, rng, sample, seed_for
 from autograder.checks.remote import RemoteObject, probed
 
 # Every input below is drawn for the submission (autograder/checks/probe_inputs.py): seeds, sizes, texts,
@@ -331,19 +331,12 @@ def check_bpe_decode(bpe_decode) -> None:
 def gpt_sizes() -> dict:
     """This submission's GPT sizes (today's with no salt): vocabulary, width, heads, d_ff, layers, max_len, T, B,
     drawn until vocabulary, width, d_ff, max_len and T all differ (T < max_len), and heads and layers differ."""
-    first = {name: options[0] for name, options in GPT_SIZES.items()}
-    draw = rng("gpt.sizes")
-    sizes = first
-    for _ in range(200):
-        if not current_salt():
-            break
-        sizes = {name: draw.choice(options) for name, options in GPT_SIZES.items()}
+    def valid(sizes):
         lengths = [sizes["vocab"], sizes["d_model_heads"][0], sizes["d_ff"], sizes["max_len"], sizes["t"]]
-        if len(set(lengths)) == len(lengths) and sizes["t"] < sizes["max_len"] \
-                and sizes["d_model_heads"][1] != sizes["layers"]:
-            break
-    else:
-        sizes = first
+        return len(set(lengths)) == len(lengths) and sizes["t"] < sizes["max_len"] \
+            and sizes["d_model_heads"][1] != sizes["layers"]
+
+    sizes = draw_sizes("gpt.sizes", GPT_SIZES, valid)
     d_model, heads = sizes["d_model_heads"]
     return {"vocab": sizes["vocab"], "d_model": d_model, "heads": heads, "d_ff": sizes["d_ff"],
             "layers": sizes["layers"], "max_len": sizes["max_len"], "t": sizes["t"], "b": sizes["b"]}

@@ -18,7 +18,8 @@ from autograder.checks.toolkit import (
     call, construct, expect_callable, expect_raises, expect_tensor, fail, prepare, randn, seeded, shape_of,
     start_check,
 )
-from autograder.checks.attention import draw_sizes, padded_ids
+from autograder.checks.attention import padded_ids
+from autograder.checks.probe_inputs import draw_sizes
 
 
 def _sizes() -> tuple[int, int, int, int, int, int]:

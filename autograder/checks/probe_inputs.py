@@ -6,6 +6,7 @@ A check never uses a fixed seed, size or constant directly. It asks here:
     generator(10)                     # a torch.Generator seeded with seed_for(10)
     rng("attention.sizes")            # a random.Random for drawing sizes, lengths, flags... (this submission's)
     pick("positional.max_len", [10, 12, 16])  # one value of a documented space, this submission's
+    draw_sizes("mha.sizes", {"H": [3, 2], "T": [5, 6]})  # one value of each space, drawn until they all differ
 
 The salt is set by the judge for the whole notebook (`salted(...)`); the coordinator derives it from the course's
 secret (`autograder/course/probe_secret.py`, never in the repository, the release or the jail) and the submission's
@@ -89,3 +90,17 @@ def sample(label: str, pool: Sequence[T], k: int) -> list[T]:
         return pool[:k]
     chosen = set(rng(label).sample(range(len(pool)), k))
     return [item for i, item in enumerate(pool) if i in chosen]
+
+
+def draw_sizes(label: str, spaces: dict, valid=lambda sizes: len(set(sizes.values())) == len(sizes)) -> dict:
+    """One size from each space for this submission ({name: options}, the first options with no salt), drawn
+    again (a bounded number of times) until `valid` (by default: all distinct) holds."""
+    sizes = {name: options[0] for name, options in spaces.items()}
+    if not current_salt():
+        return sizes
+    draw = rng(label)
+    for _ in range(500):
+        drawn = {name: draw.choice(list(options)) for name, options in spaces.items()}
+        if valid(drawn):
+            return drawn
+    return sizes
