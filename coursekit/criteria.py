@@ -75,10 +75,6 @@ for _id, _api, _text, _stated in _CATALOGUE:
     CRITERIA[_id] = Criterion(_id, _api, _text, _stated)
 
 
-def for_api(api_name: str) -> list[Criterion]:
-    return [c for c in CRITERIA.values() if c.api == api_name]
-
-
 @contextlib.contextmanager
 def edge_case(criterion: str):
     """A public self-check's edge case: a failure inside says which stated edge case it was."""

@@ -70,7 +70,6 @@ def judged_by_criteria(check):
             raise partial_credit(record, failed)
         return result
 
-    wrapper.criteria_wrapped = True
     return wrapper
 
 
