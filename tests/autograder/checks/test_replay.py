@@ -6,7 +6,8 @@ process on the reference of notebook 03, and the hidden checks judge them with p
 """
 from __future__ import annotations
 
-import types
+import contextlib
+import io
 
 import pytest
 
@@ -14,7 +15,7 @@ import solutions.attention
 from autograder.checks import attention
 from autograder.checks.probe_inputs import salted
 from coursekit.api import hand_in_names
-from replay import decode, recorder_source, replayer_source, table_in
+from replay import PRINT_TABLE, decode, recorder_source, replayer_source, table_in
 
 NAMES = hand_in_names("03_attention")
 CHECKS = {name: getattr(attention, f"check_{name}") for name in NAMES}
@@ -42,9 +43,10 @@ def _record(salt: int) -> str:
     namespace = _namespace(recorder_source(NAMES), **{n: getattr(solutions.attention, n) for n in NAMES})
     with salted(salt):
         assert all(_judged(namespace).values())
-    printed = _namespace("import io, contextlib\n_out = io.StringIO()\nwith contextlib.redirect_stdout(_out):\n"
-                         "    exec(PRINT, globals())\n", PRINT=__import__("replay").PRINT_TABLE, _TABLE=namespace["_TABLE"])
-    return table_in(printed["_out"].getvalue())
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        exec(PRINT_TABLE, {"_TABLE": namespace["_TABLE"]})
+    return table_in(printed.getvalue())
 
 
 @pytest.mark.fixed_inputs
