@@ -1,8 +1,8 @@
 """Issue #31, doors 1 and 3, on the real notebooks, each attacker graded in a class with honest classmates.
 
-Door 1, the stand-in harvest (05): a blank notebook whose grade cells were reordered (the composites' first) and
-an audit hook that records every source text the kernel compiles; a cell after the moved grade cells defines what
-it caught as its own answers. The grader restores the released order (and flags the move), and lends a stand-in
+Door 1, the stand-in harvest (05, 06 and 09, where it once earned 20, 40 and 70 points): a blank notebook whose
+grade cells were reordered (the composites' first) and an audit hook that records every source text the kernel
+compiles; a cell before each remaining grade cell defines what it caught as its own answers. The grader restores the released order (and flags the move), and lends a stand-in
 only once every exercise it holds has been judged: the harvester earns what the blank notebook earns, nothing.
 A classmate who pastes the stand-ins into the solution cells is reported by the similarity check.
 
@@ -30,7 +30,7 @@ import pytest
 from nbformat.v4 import new_code_cell
 
 from autograder.checks.stand_ins import source_for
-from coursekit.api import hand_in_names
+from coursekit.api import PARTS, check_of, hand_in_names
 from replay import PRINT_TABLE, decode, recorder_source, replayer_source, table_in
 
 pytestmark = [pytest.mark.slow, pytest.mark.pipeline]
@@ -128,15 +128,25 @@ def _grade_cell(nb, check: str):
                 and c.metadata["nbgrader"].get("grade"))
 
 
+def _composites(nb) -> tuple[list[str], list[str]]:
+    """(the notebook's checks whose hidden check is lent parts of this notebook, the other checks), in order."""
+    checks = [check_of(c.metadata["nbgrader"]["grade_id"]) for c in nb.cells
+              if c.cell_type == "code" and c.metadata.get("nbgrader", {}).get("grade")]
+    composites = [c for c in checks if any(part.check in checks for part in PARTS.get(c, ()))]
+    return composites, [c for c in checks if c not in composites]
+
+
 def _harvester(released):
-    """The composites' grade cells first, under the hook; what was caught is defined right before the first part's
-    grade cell (after the released stubs, which would redefine the names)."""
+    """The composites' grade cells first, under the hook; what was caught is defined right before each other grade
+    cell (after the released stubs before it, which would redefine the names)."""
     nb = nbformat.from_dict(released)
-    moved = [_grade_cell(nb, "encoder_block"), _grade_cell(nb, "encoder")]
+    composites, parts = _composites(nb)
+    moved = [_grade_cell(nb, check) for check in composites]
     for cell in moved:
         nb.cells.remove(cell)
     nb.cells[0:0] = [new_code_cell(HOOK), *moved]
-    nb.cells.insert(nb.cells.index(_grade_cell(nb, "positionwise_feed_forward")), new_code_cell(USE_CAUGHT))
+    for check in parts:
+        nb.cells.insert(nb.cells.index(_grade_cell(nb, check)), new_code_cell(USE_CAUGHT))
     return nb
 
 
@@ -189,32 +199,48 @@ def _grade_class(tmp: Path, assignment: str, students) -> dict:
 
 
 # ------------------------------------------------------------------------------------------- door 1: harvest
+HARVESTED = ("05_encoder", "06_decoder_and_transformer", "09_modern_block")
+
+
 @pytest.fixture(scope="module")
-def harvest(tmp_path_factory):
-    return _grade_class(tmp_path_factory.mktemp("harvest"), "05_encoder", {
-        "honest": lambda source, released: source,
-        "blank": lambda source, released: released,
-        "harvester": lambda source, released: _harvester(released),
-        "resubmitter": lambda source, released: _resubmitter(released),
-    })
+def harvests(tmp_path_factory):
+    """harvests(assignment) -> its class, graded once: the blank release and the harvester; in 05 also an honest
+    classmate and one who resubmits a stand-in."""
+    graded = {}
+
+    def get(assignment: str) -> dict:
+        if assignment not in graded:
+            students = {"blank": lambda source, released: released,
+                        "harvester": lambda source, released: _harvester(released)}
+            if assignment == "05_encoder":
+                students |= {"honest": lambda source, released: source,
+                             "resubmitter": lambda source, released: _resubmitter(released)}
+            graded[assignment] = _grade_class(tmp_path_factory.mktemp("harvest"), assignment, students)
+        return graded[assignment]
+
+    return get
 
 
-def test_the_harvest_earns_what_a_blank_notebook_earns(harvest):
-    scores = harvest["scores"]
+@pytest.mark.parametrize("assignment", HARVESTED)
+def test_the_harvest_earns_what_a_blank_notebook_earns(harvests, assignment):
+    harvest = harvests(assignment)
+    scores, flags = harvest["scores"], harvest["flags"]
+    assert _composites(harvest["released"])[0], "nothing to harvest: no hidden check of this notebook lends a part"
     assert sum(scores["blank"].values()) == 0
     assert sum(scores["harvester"].values()) == 0, scores["harvester"]
-    assert "reordered-grade-cells" in harvest["flags"]["harvester"], harvest["flags"]
-    assert "reordered-grade-cells" not in harvest["flags"]["honest"] | harvest["flags"]["blank"]
+    assert "reordered-grade-cells" in flags["harvester"], flags
+    assert "reordered-grade-cells" not in flags["blank"] | flags.get("honest", set())
 
 
-def test_honest_classmates_keep_their_points(harvest):
-    assert sum(harvest["scores"]["honest"].values()) == 100   # 20 + 45 + 35: every hidden check of 05
+def test_honest_classmates_keep_their_points(harvests):
+    assert sum(harvests("05_encoder")["scores"]["honest"].values()) == 100   # 20 + 45 + 35: every hidden check of 05
 
 
-def test_a_resubmitted_stand_in_is_reported(harvest):
+def test_a_resubmitted_stand_in_is_reported(harvests):
     from autograder.checks.stand_ins import code_for
     from autograder.publish.similarity import STAND_INS, similarity
 
+    harvest = harvests("05_encoder")
     result = similarity(harvest["course"], "05_encoder", lent_code=code_for("05_encoder"))
     reported = {frozenset((p.a, p.b)) for p in result.reported}
     assert frozenset(("resubmitter", STAND_INS)) in reported
