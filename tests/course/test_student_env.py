@@ -59,19 +59,20 @@ def kernel_specs(student, tmp_path_factory):
     return root / "kernels", H.student_process_env(home)
 
 
-def _execute(notebook, folder: Path, kernel_specs, allow_errors: bool = False, timeout: int = 600):
+def _execute_until_an_error(notebook, folder: Path, kernel_specs, timeout: int = 600):
+    """Run the cells in order in a kernel of the student environment; stop after the first cell with an error."""
     from jupyter_client.kernelspec import KernelSpecManager
     from jupyter_client.manager import KernelManager
     from nbclient import NotebookClient
 
     kernel_dir, env = kernel_specs
     manager = KernelManager(kernel_name="student", kernel_spec_manager=KernelSpecManager(kernel_dirs=[str(kernel_dir)]))
-    client = NotebookClient(notebook, km=manager, timeout=timeout, allow_errors=allow_errors,
+    client = NotebookClient(notebook, km=manager, timeout=timeout, allow_errors=True,
                             resources={"metadata": {"path": str(folder)}})
     with client.setup_kernel(env=env, cwd=str(folder)):
         for index, cell in enumerate(notebook.cells):
             client.execute_cell(cell, index)
-            if allow_errors and any(o.output_type == "error" for o in cell.get("outputs", [])):
+            if any(o.output_type == "error" for o in cell.get("outputs", [])):
                 break
     return notebook
 
@@ -158,7 +159,7 @@ def test_data_found_from_the_students_own_folder(student, tmp_path):
 def test_stubs_fail_first_with_a_short_hint(assignment, kernel_specs, tmp_path):
     folder = H.prepare_assignment(assignment, tmp_path, filled=False)
     notebook = nbformat.read(folder / f"{assignment}.ipynb", as_version=4)
-    _execute(notebook, folder, kernel_specs, allow_errors=True)
+    _execute_until_an_error(notebook, folder, kernel_specs)
     errors = [(i, o) for i, c in enumerate(notebook.cells) for o in c.get("outputs", []) if o.output_type == "error"]
     assert errors, "the stubs ran without a failing self-check"
     index, error = errors[0]

@@ -2,8 +2,9 @@
 
 Door 1, the stand-in harvest (05, 06 and 09, where it once earned 20, 40 and 70 points): a blank notebook whose
 grade cells were reordered (the composites' first) and an audit hook that records every source text the kernel
-compiles; a cell before each remaining grade cell defines what it caught as its own answers. The grader restores the released order (and flags the move), and lends a stand-in
-only once every exercise it holds has been judged: the harvester earns what the blank notebook earns, nothing.
+compiles; a cell before each remaining grade cell defines what it caught as its own answers. The grader restores
+the released order (and flags the move), and lends a stand-in only once every exercise it holds has been judged:
+the harvester earns what the blank notebook earns, nothing.
 A classmate who pastes the stand-ins into the solution cells is reported by the similarity check.
 
 Door 2, the replay (03): a classmate's correct notebook wraps its functions to record every probe's inputs and
