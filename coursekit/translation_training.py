@@ -88,8 +88,8 @@ BUDGETS = {
     # beam 4, 3 seeds); sets the trained-translator check's bar
     "grading": Budget("grading", steps=200, d_model=64, d_ff=256, warmup_steps=50, noam_factor=0.3,
                       eval_every=100, val_bleu_sentences=100, test_sentences=1000),
-    # picked automatically on a GPU; UNMEASURED (no GPU lent): set from a CPU run of 1,200 steps at d_model 128,
-    # d_ff 512 that reached BLEU 33, with a wider model and larger batches a GPU affords
+    # picked automatically on a GPU: 176 s of training on one H200, test BLEU 37.9 greedy, 37.1 beam 4 (3 seeds,
+    # docs/benchmarks.md)
     "gpu": Budget("gpu", steps=3000, max_tokens=4000, d_model=256, num_heads=8, d_ff=1024, num_layers=3,
                   warmup_steps=400, noam_factor=0.5, eval_every=500, val_bleu_sentences=1014),
 }
