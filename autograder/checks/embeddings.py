@@ -130,7 +130,7 @@ def check_build_vocab(build_vocab) -> None:
     got = call("build_vocab", build_vocab, once, tested="a generator of token lists")
     if got != expected:
         fail("build_vocab: wrong vocabulary when tokenized_texts is a generator.", tested="a generator of token lists",
-             hint="a generator can be iterated only once: count the tokens in a single pass")
+             mistake="vocab.generator_read_twice", hint="a generator can be iterated only once: count the tokens in a single pass")
 
 
 # ------------------------------------------------------------------------------------------------------ encode
@@ -242,7 +242,8 @@ def check_token_embedding(TokenEmbedding) -> None:
         w = weight.detach().double().cpu()
         if padding_idx is not None:
             if not bool((w[padding_idx] == 0).all()):
-                fail(f"TokenEmbedding: row padding_idx={padding_idx} of weight must be all zeros.")
+                fail(f"TokenEmbedding: row padding_idx={padding_idx} of weight must be all zeros.",
+                     mistake="embedding.padding_row_not_zero")
             w = torch.cat([w[:padding_idx], w[padding_idx + 1:]])
         mean, std, target = float(w.mean()), float(w.std()), d_model ** -0.5
         if abs(mean) > 0.05 * target * 8 or abs(std - target) > 0.05 * target:

@@ -52,12 +52,15 @@ def reference_module(factory, seed: int, *args, **kwargs):
     return module
 
 
-def only_contract_parameters(module, reference, name: str, hint: str) -> None:
-    """The student's module has no parameter beyond the contract's (a bias, a stray table...)."""
+def only_contract_parameters(module, reference, name: str, hint: str, bias_mistake: str | None = None) -> None:
+    """The student's module has no parameter beyond the contract's (a bias, a stray table...); extra biases alone
+    are named `bias_mistake`."""
     theirs = {n for n, _shape, _dtype in describe(module, name).get("parameters", [])}
     extra = sorted(theirs - set(dict(reference.named_parameters())))
     if extra:
-        fail(f"{name} has parameters the exercise does not ask for: {', '.join(extra)[:200]}.", hint=hint)
+        biases = all(n.split(".")[-1] == "bias" for n in extra)
+        fail(f"{name} has parameters the exercise does not ask for: {', '.join(extra)[:200]}.", hint=hint,
+             mistake=bias_mistake if biases else None)
 
 
 def causal_padding_mask(B_: int, T_: int, padded: int, device) -> torch.Tensor:
@@ -81,13 +84,13 @@ def check_rmsnorm(RMSNorm) -> None:
     eps = pick("rmsnorm.eps", [0.05, 0.03, 0.08, 0.1])                   # with values of size 0.3
     module = construct(RMSNorm, "RMSNorm", d_model)
     ref = reference.RMSNorm(d_model)
-    only_contract_parameters(module, ref, "RMSNorm", "RMSNorm has one parameter, `weight`, and no bias")
+    only_contract_parameters(module, ref, "RMSNorm", "RMSNorm has one parameter, `weight`, and no bias", "rms_norm.bias")
     prepare(module, ref, device, "RMSNorm", copy=False)
     weight = fetch(module.attr("weight"), "RMSNorm.weight")
     weight = as_tensor(weight, "RMSNorm.weight")
     if tuple(weight.shape) != (d_model,) or not bool(torch.all(weight.detach().cpu() == 1)):
         fail("RMSNorm.weight must start as ones of shape (d_model,).", details=[f"d_model={d_model}"],
-             hint="self.weight = nn.Parameter(torch.ones(d_model))")
+             mistake="rms_norm.weight_not_ones" if tuple(weight.shape) == (d_model,) else None, hint="self.weight = nn.Parameter(torch.ones(d_model))")
     for eps, scale, seed in ((None, small, 1), (eps, 0.3, 2)):
         label = f"RMSNorm({d_model})" if eps is None else f"RMSNorm({d_model}, eps={eps})"
         module = construct(RMSNorm, "RMSNorm", d_model) if eps is None else \
@@ -148,6 +151,8 @@ def check_rotary_cos_sin(rotary_cos_sin) -> None:
                               ("rotary.exponent_no_two", lambda: M.rotary_tables(m, d, b, exponent="four")[i]),
                               ("rotary.cos_sin_swapped", lambda: M.rotary_tables(m, d, b, swap=True)[i]),
                               ("positional.frequency_base", lambda: M.rotary_tables(m, d, b / 10)[i]),
+                              *([("rotary.base_ignored", lambda: M.rotary_tables(m, d, 10000.0)[i])]
+                                if b != 10000.0 else []),
                           ])
     odd = (pick("rotary.odd.max_len", [8, 6, 9, 10]), pick("rotary.odd.d_head", [7, 5, 9, 11]))
     expect_raises(ValueError, f"rotary_cos_sin{odd}", rotary_cos_sin, *odd, why="for an odd d_head",
@@ -180,6 +185,8 @@ def check_apply_rotary(apply_rotary) -> None:
                           ("rotary.halves", lambda: M.rotate(x, cos, sin, halves=True)),
                           ("rotary.wrong_direction", lambda: M.rotate(x, cos, sin, negative=True)),
                           ("rotary.cos_sin_swapped", lambda: M.rotate(x, sin, cos)),
+                          *([("rotary.own_tables", lambda: M.rotate(x, *M.rotary_tables(x.shape[-2], x.shape[-1])))]
+                            if base != 10000.0 else []),
                       ])
 
 
@@ -193,7 +200,7 @@ def check_swi_glu(SwiGLU) -> None:
     B_, T_ = pick("swiglu.batch", BATCHES), pick("swiglu.length", LENGTHS)
     module = construct(SwiGLU, "SwiGLU", d_model, d_ff)
     ref = reference_module(reference.SwiGLU, 3, d_model, d_ff)
-    only_contract_parameters(module, ref, "SwiGLU", "the three nn.Linear layers take bias=False")
+    only_contract_parameters(module, ref, "SwiGLU", "the three nn.Linear layers take bias=False", "swiglu.bias")
     prepare(module, ref, device, "SwiGLU")
     x = randn(B_, T_, d_model, seed=40, device=device)
     tested = f"SwiGLU({d_model}, {d_ff}) on x {shape_of(x)}"
@@ -238,7 +245,7 @@ def _gqa_structure(module, ref, name: str) -> None:
     extra = sorted(set(state) - set(ref.state_dict()))
     if extra:
         fail(f"{name}'s state_dict holds more than the projections: {', '.join(extra)[:200]}.",
-             hint="the rotary tables can be recomputed from the arguments: keep them out of the state_dict with "
+             mistake="gqa.tables_in_state_dict", hint="the rotary tables can be recomputed from the arguments: keep them out of the state_dict with "
                   "self.register_buffer(name, table, persistent=False)")
 
 
@@ -363,10 +370,10 @@ def check_modern_gpt(ModernGPT) -> None:
     parameters = {n for n, _shape, _dtype in describe(module, name).get("parameters", [])}
     if "lm_head.weight" in parameters:
         fail(f"{name}.lm_head is not tied to the token embedding (it has a weight of its own).",
-             hint="after creating both: self.lm_head.weight = self.token_embedding.weight")
+             mistake="modern_gpt.untied_head", hint="after creating both: self.lm_head.weight = self.token_embedding.weight")
     if any("position" in p for p in parameters):
         fail(f"{name} has a position table ({', '.join(p for p in parameters if 'position' in p)[:120]}).",
-             hint="ModernGPT has no position embedding: positions enter through the rotary angles")
+             mistake="modern_gpt.position_table", hint="ModernGPT has no position embedding: positions enter through the rotary angles")
     only_contract_parameters(module, ref, name, "token_embedding, blocks of LlamaBlock and norm; lm_head is tied")
     got_max_len = fetch(module.attr("max_len"), f"{name}.max_len")
     if got_max_len != max_len:

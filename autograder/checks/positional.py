@@ -129,7 +129,8 @@ def _check_positional_dropout(PositionalEncoding, x, expected, device, d_model: 
     kept_close = values_close(got[~dropped], (expected / (1 - p))[~dropped], device)
     fraction = float(dropped.float().mean())
     if not kept_close or not 0.25 <= fraction <= 0.75:
-        mistake = "positional.dropout_ignored" if values_close(got, expected, device) else None
+        mistake = "positional.dropout_ignored" if values_close(got, expected, device) else \
+            "positional.dropout_before_add" if _dropped_before_adding(got, x.to(got.device), expected, p) else None
         fail("PositionalEncoding: dropout(x + pe[:T]) is wrong in training mode.", tested=tested,
              details=[f"expected about {p:.0%} of the entries zeroed and the others (x + pe[:T]) / (1 - p); "
                       f"got {fraction:.0%} zeroed" + ("" if kept_close else ", and other values differ")],
@@ -137,8 +138,26 @@ def _check_positional_dropout(PositionalEncoding, x, expected, device, d_model: 
     call(f"{name}.eval()", module.attr("eval"))
     tested = f"{name} in eval mode on x {tuple(x.shape)}"
     got = call("PositionalEncoding.forward", module, x.clone(), _no_grad=True, tested=tested)
+    eval_got = as_tensor(got, "PositionalEncoding output", tested)
+    if eval_got.shape == expected.shape and _dropped(eval_got.to(expected.device), expected, p):
+        fail("PositionalEncoding: dropout acts in eval mode.", tested=tested, mistake="positional.dropout_in_eval",
+             hint="nn.Dropout switches itself off in eval mode; F.dropout needs training=self.training")
     expect_tensor(got, expected, "PositionalEncoding output", device, tested=tested,
                   note="dropout must do nothing in eval mode: use nn.Dropout, or F.dropout(..., training=self.training)")
+
+
+def _dropped(got, expected, p: float) -> bool:
+    """got is dropout(expected): some entries zeroed, every other one expected / (1 - p)."""
+    zero = got == 0
+    return bool(zero.any()) and torch.allclose(got[~zero], (expected / (1 - p))[~zero], rtol=1e-4, atol=1e-5)
+
+
+def _dropped_before_adding(got, x, expected, p: float) -> bool:
+    """got is dropout(x) + pe: each entry is either pe (x dropped) or x / (1 - p) + pe."""
+    pe = expected - x
+    dropped = torch.isclose(got, pe, rtol=1e-4, atol=1e-5)
+    kept = torch.isclose(got, x / (1 - p) + pe, rtol=1e-4, atol=1e-5)
+    return bool(dropped.any()) and bool((dropped | kept).all())
 
 
 @probed

@@ -151,7 +151,8 @@ def check_label_smoothed_cross_entropy(label_smoothed_cross_entropy) -> None:
         got = call("label_smoothed_cross_entropy", fn, logits.clone(), targets.clone(), tested=tested, **kwargs)
         if isinstance(got, numbers.Real) and not isinstance(got, bool):
             fail("label_smoothed_cross_entropy must return a scalar tensor, not a Python number: the training loop "
-                 "calls .backward() on it.", tested=tested, details=[f"got a {type(got).__name__}"])
+                 "calls .backward() on it.", tested=tested, details=[f"got a {type(got).__name__}"],
+                 mistake="smoothing.python_float")
         got = as_tensor(got, "label_smoothed_cross_entropy's result", tested)
         if got.dim() != 0:
             fail("label_smoothed_cross_entropy must return a scalar tensor (the mean over the kept positions).",
@@ -180,7 +181,7 @@ def check_label_smoothed_cross_entropy(label_smoothed_cross_entropy) -> None:
         if grad is None:
             fail("label_smoothed_cross_entropy's result is not connected to the logits: .backward() on it gives "
                  "them no gradient, so training would not learn.", tested=tested + " then .backward()",
-                 hint="compute with torch operations on the logits all the way (no .item(), .detach(), .numpy() "
+                 mistake="smoothing.detached", hint="compute with torch operations on the logits all the way (no .item(), .detach(), .numpy() "
                       "or torch.tensor(...) of intermediate values)")
         expect_tensor(grad, leaf.grad, "the gradient of the loss with respect to the logits", device,
                       tested=tested + " then .backward()")
@@ -646,7 +647,7 @@ def check_beam_search(beam_search) -> None:
                      mistake=beams.diagnosis(results))
         if not restored:
             fail("beam_search does not restore the model's training mode.", tested=tested,
-                 hint="remember model.training first, switch to model.eval() for decoding, then call "
+                 mistake="beam.mode_not_restored", hint="remember model.training first, switch to model.eval() for decoding, then call "
                       "model.train(was_training) before returning")
 
 

@@ -60,7 +60,7 @@ def _loss_case(fn, logits, targets, smoothing, ignore_index, what):
     got = run("label_smoothed_cross_entropy", fn, logits, targets, smoothing, ignore_index)
     if isinstance(got, (int, float)):
         fail(f"label_smoothed_cross_entropy should return a scalar tensor, got a Python {type(got).__name__}.",
-             "return the tensor itself (without .item()): the training loop calls .backward() on it.")
+             mistake_hint("smoothing.python_float", "return the tensor itself (without .item())."))
     expect_type(got, torch.Tensor, "label_smoothed_cross_entropy's result")
     if got.dim() != 0:
         fail(f"label_smoothed_cross_entropy should return a scalar (shape ()), got shape {tuple(got.shape)}.",
@@ -107,7 +107,7 @@ def check_label_smoothed_cross_entropy(label_smoothed_cross_entropy) -> None:
     loss = run("label_smoothed_cross_entropy", fn, leaf, targets, 0.1, 0)
     if not isinstance(loss, torch.Tensor) or not loss.requires_grad:
         fail("label_smoothed_cross_entropy's result carries no gradient back to the logits.",
-             "compute with torch operations on the logits (no .item(), .detach() or numpy on the way).")
+             mistake_hint("smoothing.detached", "compute with torch operations on the logits all the way."))
     loss.backward()
     if leaf.grad is None or leaf.grad[1].abs().max() > 0 or leaf.grad[4].abs().max() > 0:
         fail("the gradient of the loss reaches the logits of padded positions (targets 1 and 4 are 0).",
@@ -304,7 +304,7 @@ def check_beam_search(beam_search) -> None:
     got = _decoded(fn, model, 2, 6)
     if not model.training:
         fail("beam_search left the model in eval mode.",
-             mistake_hint("beam.dropout_on", "remember model.training and call model.train(it) at the end."))
+             mistake_hint("beam.mode_not_restored", "remember model.training and call model.train(it) at the end."))
     if got != [B, EOS]:
         hint = None
         if got == [A, EOS]:

@@ -30,7 +30,7 @@ def test_build_vocab_generator_is_read_once():
         list(tokenized_texts)  # reads the generator once, then counts nothing
         return solutions.build_vocab(tokenized_texts, min_freq, specials)
 
-    V.fails_with(checks.check_build_vocab, build_vocab, "generator")
+    V.fails_with(checks.check_build_vocab, build_vocab, "generator", "vocab.generator_read_twice")
 
 
 def test_build_vocab_wrong_type():
@@ -83,7 +83,8 @@ def test_token_embedding_mistakes():
     V.fails_with(checks.check_token_embedding, V.mistake(V.TokenEmbeddingWrong, "xavier_init"), "std d_model ** -0.5")
     V.fails_with(checks.check_token_embedding, V.mistake(V.TokenEmbeddingWrong, "unit_init"), "got mean",
                  "embedding.unit_init")
-    V.fails_with(checks.check_token_embedding, V.mistake(V.TokenEmbeddingWrong, "padding_row"), "all zeros")
+    V.fails_with(checks.check_token_embedding, V.mistake(V.TokenEmbeddingWrong, "padding_row"), "all zeros",
+                 "embedding.padding_row_not_zero")
     V.fails_with(checks.check_token_embedding, lambda v, d, padding_idx=None: None, "inherits from nn.Module")
 
 

@@ -33,8 +33,9 @@ def test_rmsnorm_mistakes_are_named(kind, diagnosis):
 
 
 def test_rmsnorm_structure_and_defaults():
-    V.fails_with(checks.check_rmsnorm, V.mistake(W.RMSNormStudent, "random_init"), "must start as ones")
-    V.fails_with(checks.check_rmsnorm, V.mistake(W.RMSNormStudent, "bias"), "bias")
+    V.fails_with(checks.check_rmsnorm, V.mistake(W.RMSNormStudent, "random_init"), "must start as ones",
+                 "rms_norm.weight_not_ones")
+    V.fails_with(checks.check_rmsnorm, V.mistake(W.RMSNormStudent, "bias"), "bias", "rms_norm.bias")
     message = V.fails_with(checks.check_rmsnorm, V.mistake(W.RMSNormStudent, "eps_default"), "values differ")
     assert re.search(r"RMSNorm\(\d+\) on x", message), message      # the case with the default eps
 
@@ -47,7 +48,7 @@ def test_rotary_cos_sin_correct_answers_pass(fn):
 
 @pytest.mark.parametrize("kind, fragments", [
     ("no_two", ["rotary.exponent_no_two"]), ("swapped", ["rotary.cos_sin_swapped"]),
-    ("ignores_base", ["base=", "values differ"]), ("no_check", ["ValueError", "odd d_head"])])
+    ("ignores_base", ["base=", "values differ", "rotary.base_ignored"]), ("no_check", ["ValueError", "odd d_head"])])
 def test_rotary_cos_sin_mistakes(kind, fragments):
     V.fails_with(checks.check_rotary_cos_sin, W.rotary_cos_sin_wrong(kind), *fragments)
 
@@ -59,7 +60,7 @@ def test_apply_rotary_correct_answers_pass(fn):
 
 @pytest.mark.parametrize("kind, fragments", [
     ("halves", ["rotary.halves"]), ("negative", ["rotary.wrong_direction"]),
-    ("own_tables", ["(base ", "values differ"])])
+    ("own_tables", ["(base ", "values differ", "rotary.own_tables"])])
 def test_apply_rotary_mistakes(kind, fragments):
     V.fails_with(checks.check_apply_rotary, W.apply_rotary_wrong(kind), *fragments)
 
@@ -71,7 +72,7 @@ def test_swiglu_correct_answers_pass(cls):
 
 
 @pytest.mark.parametrize("kind, fragments", [
-    ("swapped", ["swiglu.gate_up_swapped"]), ("relu", ["swiglu.relu"]), ("bias", ["bias=False"])])
+    ("swapped", ["swiglu.gate_up_swapped"]), ("relu", ["swiglu.relu"]), ("bias", ["bias=False", "swiglu.bias"])])
 def test_swiglu_mistakes(kind, fragments):
     V.fails_with(checks.check_swi_glu, V.mistake(W.SwiGLUStudent, kind), *fragments)
 
@@ -86,7 +87,7 @@ def test_gqa_correct_answers_pass(cls):
     ("tile", ["gqa.kv_heads_tiled"]), ("mod_groups", ["gqa.head_mod_groups"]),
     ("rotates_values", ["gqa.rotates_values"]), ("no_rotary", ["gqa.no_rotary"]),
     ("queries_only", ["gqa.rotary_queries_only"]),
-    ("persistent", ["state_dict", "persistent=False"]),
+    ("persistent", ["state_dict", "persistent=False", "gqa.tables_in_state_dict"]),
     ("no_length_check", ["max_len=", "should raise ValueError for a sequence longer than max_len"])])
 def test_gqa_mistakes(kind, fragments):
     V.fails_with(checks.check_grouped_query_attention, V.mistake(W.GQAStudent, kind), *fragments)
@@ -129,7 +130,8 @@ def test_modern_gpt_correct_answers_pass(cls):
 
 @pytest.mark.parametrize("kind, fragments", [
     ("no_causal", ["modern_gpt.no_causal_mask"]), ("no_final_norm", ["modern_gpt.no_final_norm"]),
-    ("scaled", ["modern_gpt.embedding_scaled"]), ("untied", ["not tied"]), ("positions", ["position table"])])
+    ("scaled", ["modern_gpt.embedding_scaled"]), ("untied", ["not tied", "modern_gpt.untied_head"]),
+    ("positions", ["position table", "modern_gpt.position_table"])])
 def test_modern_gpt_mistakes(kind, fragments):
     V.fails_with(checks.check_modern_gpt, V.mistake(W.ModernGPTStudent, kind), *fragments)
 

@@ -270,12 +270,12 @@ WRONG = [
     ("corpus_bleu", make_corpus_bleu("arithmetic_mean"), "bleu.arithmetic_mean"),
     ("corpus_bleu", make_corpus_bleu("sentence_average"), "bleu.sentence_average"),
     ("corpus_bleu", make_corpus_bleu("fraction_not_percent"), "bleu.fraction_not_percent"),
+    ("label_smoothed_cross_entropy", make_smoothing("python_float"), "smoothing.python_float"),
+    ("label_smoothed_cross_entropy", make_smoothing("detached"), "smoothing.detached"),
+    ("label_smoothed_cross_entropy", make_smoothing("rebuilt"), "smoothing.detached"),
+    ("beam_search", make_beam_search("mode_not_restored"), "beam.mode_not_restored"),
 ]
 
 UNNAMED = [
-    ("label_smoothed_cross_entropy", make_smoothing("python_float"), "not a Python number"),
-    ("label_smoothed_cross_entropy", make_smoothing("detached"), "not connected to the logits"),
-    ("label_smoothed_cross_entropy", make_smoothing("rebuilt"), "not connected to the logits"),
     ("label_smoothed_cross_entropy", make_smoothing("no_check"), "should raise ValueError"),
-    ("beam_search", make_beam_search("mode_not_restored"), "does not restore the model's training mode"),
 ]

@@ -54,6 +54,8 @@ def loss(logits, targets, smoothing=0.1, ignore_index=0, mistake=None):
         return per_position[keep].sum()
     if mistake == "python_float":
         return per_position[keep].mean().item()
+    if mistake == "detached":
+        return per_position[keep].mean().detach()
     return per_position[keep].mean()
 
 
@@ -251,7 +253,8 @@ WRONG = [
     ("label_smoothed_cross_entropy", variant(loss, "sum_not_mean"), "smoothing.sum_not_mean"),
     ("label_smoothed_cross_entropy", variant(loss, "weights_swapped"), "smoothing.weights_swapped"),
     ("label_smoothed_cross_entropy", variant(loss, "ignore_zero"), None),
-    ("label_smoothed_cross_entropy", variant(loss, "python_float"), None),
+    ("label_smoothed_cross_entropy", variant(loss, "python_float"), "smoothing.python_float"),
+    ("label_smoothed_cross_entropy", variant(loss, "detached"), "smoothing.detached"),
     ("label_smoothed_cross_entropy", variant(loss, "no_value_error"), None),
     ("noam_lr", variant(noam, "step_zero"), "noam.step_zero"),
     ("noam_lr", variant(noam, "min_max_swapped"), "noam.min_max_swapped"),
@@ -263,7 +266,7 @@ WRONG = [
     ("beam_search", variant(beam, "length_counts_bos"), "beam.length_counts_bos"),
     ("beam_search", variant(beam, "returns_bos"), "beam.returns_bos"),
     ("beam_search", variant(beam, "dropout_on"), "beam.dropout_on"),
-    ("beam_search", variant(beam, "mode_not_restored"), "beam.dropout_on"),
+    ("beam_search", variant(beam, "mode_not_restored"), "beam.mode_not_restored"),
     ("beam_search", variant(beam, "greedy_only"), None),
     ("beam_search", variant(beam, "drops_unfinished"), None),
     ("corpus_bleu", variant(bleu, "no_clipping"), "bleu.no_clipping"),
