@@ -261,6 +261,9 @@ _CATALOGUE = [
     ("sample.temperature_multiplied", "sample_next_token",
      "the logits are multiplied by the temperature instead of divided"),
     ("sample.top_k_minus_one", "sample_next_token", "top-k keeps only k - 1 tokens"),
+    ("sample.generator_ignored", "sample_next_token",
+     "the draw does not come from the generator it is given (one call torch.multinomial(probs, 1, "
+     "generator=generator))"),
     ("sample.top_k_drops_ties", "sample_next_token",
      "top-k keeps exactly k tokens and drops logits equal to the k-th largest; keep every tie"),
     ("generate.first_position", "generate", "the next token is taken from the first position's logits, not the last"),

@@ -1027,6 +1027,11 @@ def check_sample_next_token(sample_next_token) -> None:
         got = call("sample_next_token", sample_next_token, logits.clone(), temperature, top_k, generator,
                    tested=tested)
         expected = reference.sample_next_token(logits, temperature, top_k, _local_generator(seed))
+        if _generator_ignored(got, expected, lambda: call("sample_next_token", sample_next_token, logits.clone(),
+                                                             temperature, top_k, _generator(channel, seed),
+                                                             tested=tested, _seed=128)):
+            fail("sample_next_token: the same seeded generator gives other tokens at every call.", tested=tested,
+                 mistake="sample.generator_ignored", hint=note)
         expect_tensor(got, expected, "the drawn tokens", "cpu", tested=tested, exact=True, note=note)
 
     drawn_like_reference(1.0, None, 122)
@@ -1038,6 +1043,15 @@ def check_sample_next_token(sample_next_token) -> None:
         drawn_like_reference(pick("gpt.sample.edge_temperature", [1.3, 1.1, 0.8, 1.6]), vocab, 124)
         drawn_like_reference(pick("gpt.sample.edge_temperature_b", [0.9, 1.2, 0.7]),
                              vocab + pick("gpt.sample.edge_past", [11, 1, 5, 30]), 125)
+
+
+def _generator_ignored(got, expected, again) -> bool:
+    """The draw differs from the reference's, and a second call with a generator seeded the same way (and torch's
+    global generator seeded otherwise) draws other tokens still: the answer draws from something else."""
+    if not isinstance(got, torch.Tensor) or got.shape != expected.shape or torch.equal(got.cpu(), expected):
+        return False
+    second = again()
+    return isinstance(second, torch.Tensor) and second.shape == got.shape and not torch.equal(second, got)
 
 
 # ------------------------------------------------------------------------------------------------------ generate

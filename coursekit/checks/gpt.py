@@ -491,8 +491,10 @@ def check_sample_next_token(sample_next_token) -> None:
     draws = run("sample_next_token", sample_next_token, logits, 0.8, None, torch.Generator().manual_seed(6))
     probs = (logits / 0.8).softmax(-1)
     if not torch.equal(draws, torch.multinomial(probs, 1, generator=torch.Generator().manual_seed(6)).squeeze(-1)):
+        again = run("sample_next_token", sample_next_token, logits, 0.8, None, torch.Generator().manual_seed(6))
         fail("with a generator the draws should be torch.multinomial(probs, 1, generator=generator).squeeze(-1).",
-             "pass the generator on to torch.multinomial.")
+             mistake_hint("sample.generator_ignored", "pass the generator on to torch.multinomial.")
+             if not torch.equal(again, draws) else "pass the generator on to torch.multinomial.")
     # top_k at or above the vocabulary size keeps every token (torch.topk would raise for k > V)
     with edge_case("sample_next_token.top_k_past_vocabulary"):
         for top_k in (4, 9):

@@ -256,6 +256,8 @@ def make_sample_next_token(mistake=None):
         probs = F.softmax(logits, dim=-1)
         if mistake == "after_softmax":
             probs = probs / temperature
+        if mistake == "no_generator":                       # torch's global generator instead of the one given
+            generator = None
         return torch.multinomial(probs, num_samples=1, generator=generator).squeeze(-1)
 
     return sample_next_token
@@ -382,6 +384,7 @@ WRONG = [
     ("sample_next_token", make_sample_next_token("multiplied"), "sample.temperature_multiplied"),
     ("sample_next_token", make_sample_next_token("k_minus_one"), "sample.top_k_minus_one"),
     ("sample_next_token", make_sample_next_token("no_ties"), "sample.top_k_drops_ties"),
+    ("sample_next_token", make_sample_next_token("no_generator"), "sample.generator_ignored"),
     ("generate", make_generate("first_position"), "generate.first_position"),
     ("generate", make_generate("keeps_first"), "generate.keeps_first_tokens"),
     ("generate", make_generate("train_mode"), "generate.train_mode"),
