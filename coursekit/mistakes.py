@@ -141,6 +141,8 @@ _CATALOGUE = [
      "divided by T instead of by the number of real tokens in each row"),
     ("pool.mask_inverted", "masked_mean_pool",
      "mask polarity inverted: you averaged the padding positions (mask is True where a token is real)"),
+    ("pool.in_place", "masked_mean_pool",
+     "x or the mask is changed in place (an in-place operation such as x.mul_), so the caller's tensors change"),
     ("pool.no_division", "masked_mean_pool", "summed the real positions but did not divide by their count"),
     ("pool.divides_by_batch_count", "masked_mean_pool",
      "divided by the total number of real tokens in the batch, not per row"),

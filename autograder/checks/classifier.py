@@ -127,7 +127,7 @@ def check_masked_mean_pool(masked_mean_pool) -> None:
         out = _check_tensor("masked_mean_pool", out, shape)
         if not (_unchanged(x_after, x) and _unchanged(mask_after, mask)):
             _fail("masked_mean_pool changed its inputs in place.", "x and mask unchanged", "modified",
-                  hint="use out-of-place operations (`x * m`, not `x.mul_(m)`).")
+                  mistake="pool.in_place", hint="use out-of-place operations (`x * m`, not `x.mul_(m)`).")
         expected = reference.masked_mean_pool(x, mask)
         if not values_close(out, expected, device):
             mistake = diagnose(out, lambda: M.pool_mistakes(x, mask), device)
