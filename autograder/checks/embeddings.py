@@ -130,7 +130,8 @@ def check_build_vocab(build_vocab) -> None:
     got = call("build_vocab", build_vocab, once, tested="a generator of token lists")
     if got != expected:
         fail("build_vocab: wrong vocabulary when tokenized_texts is a generator.", tested="a generator of token lists",
-             mistake="vocab.generator_read_twice", hint="a generator can be iterated only once: count the tokens in a single pass")
+             mistake="vocab.generator_read_twice",
+             hint="a generator can be iterated only once: count the tokens in a single pass")
 
 
 # ------------------------------------------------------------------------------------------------------ encode

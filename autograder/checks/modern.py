@@ -84,13 +84,15 @@ def check_rmsnorm(RMSNorm) -> None:
     eps = pick("rmsnorm.eps", [0.05, 0.03, 0.08, 0.1])                   # with values of size 0.3
     module = construct(RMSNorm, "RMSNorm", d_model)
     ref = reference.RMSNorm(d_model)
-    only_contract_parameters(module, ref, "RMSNorm", "RMSNorm has one parameter, `weight`, and no bias", "rms_norm.bias")
+    only_contract_parameters(module, ref, "RMSNorm", "RMSNorm has one parameter, `weight`, and no bias",
+                             "rms_norm.bias")
     prepare(module, ref, device, "RMSNorm", copy=False)
     weight = fetch(module.attr("weight"), "RMSNorm.weight")
     weight = as_tensor(weight, "RMSNorm.weight")
     if tuple(weight.shape) != (d_model,) or not bool(torch.all(weight.detach().cpu() == 1)):
         fail("RMSNorm.weight must start as ones of shape (d_model,).", details=[f"d_model={d_model}"],
-             mistake="rms_norm.weight_not_ones" if tuple(weight.shape) == (d_model,) else None, hint="self.weight = nn.Parameter(torch.ones(d_model))")
+             mistake="rms_norm.weight_not_ones" if tuple(weight.shape) == (d_model,) else None,
+             hint="self.weight = nn.Parameter(torch.ones(d_model))")
     for eps, scale, seed in ((None, small, 1), (eps, 0.3, 2)):
         label = f"RMSNorm({d_model})" if eps is None else f"RMSNorm({d_model}, eps={eps})"
         module = construct(RMSNorm, "RMSNorm", d_model) if eps is None else \
@@ -245,7 +247,8 @@ def _gqa_structure(module, ref, name: str) -> None:
     extra = sorted(set(state) - set(ref.state_dict()))
     if extra:
         fail(f"{name}'s state_dict holds more than the projections: {', '.join(extra)[:200]}.",
-             mistake="gqa.tables_in_state_dict", hint="the rotary tables can be recomputed from the arguments: keep them out of the state_dict with "
+             mistake="gqa.tables_in_state_dict",
+             hint="the rotary tables can be recomputed from the arguments: keep them out of the state_dict with "
                   "self.register_buffer(name, table, persistent=False)")
 
 
@@ -370,10 +373,12 @@ def check_modern_gpt(ModernGPT) -> None:
     parameters = {n for n, _shape, _dtype in describe(module, name).get("parameters", [])}
     if "lm_head.weight" in parameters:
         fail(f"{name}.lm_head is not tied to the token embedding (it has a weight of its own).",
-             mistake="modern_gpt.untied_head", hint="after creating both: self.lm_head.weight = self.token_embedding.weight")
+             mistake="modern_gpt.untied_head",
+             hint="after creating both: self.lm_head.weight = self.token_embedding.weight")
     if any("position" in p for p in parameters):
         fail(f"{name} has a position table ({', '.join(p for p in parameters if 'position' in p)[:120]}).",
-             mistake="modern_gpt.position_table", hint="ModernGPT has no position embedding: positions enter through the rotary angles")
+             mistake="modern_gpt.position_table",
+             hint="ModernGPT has no position embedding: positions enter through the rotary angles")
     only_contract_parameters(module, ref, name, "token_embedding, blocks of LlamaBlock and norm; lm_head is tied")
     got_max_len = fetch(module.attr("max_len"), f"{name}.max_len")
     if got_max_len != max_len:

@@ -18,6 +18,7 @@ import torch
 from autograder.checks import known_mistakes as M
 from autograder.checks.attention import draw_sizes
 from autograder.checks.probe_inputs import pick
+from autograder.checks.tolerance import tolerance
 from autograder.checks.toolkit import (
     as_tensor, call, construct, describe, expect_callable, expect_raises, expect_shape, expect_tensor, fail, prepare,
     randn, seeded, start_check, values_close,
@@ -130,7 +131,8 @@ def _check_positional_dropout(PositionalEncoding, x, expected, device, d_model: 
     fraction = float(dropped.float().mean())
     if not kept_close or not 0.25 <= fraction <= 0.75:
         mistake = "positional.dropout_ignored" if values_close(got, expected, device) else \
-            "positional.dropout_before_add" if _dropped_before_adding(got, x.to(got.device), expected, p) else None
+            "positional.dropout_before_add" if _dropped_before_adding(got, x.to(got.device), expected, p, device) \
+            else None
         fail("PositionalEncoding: dropout(x + pe[:T]) is wrong in training mode.", tested=tested,
              details=[f"expected about {p:.0%} of the entries zeroed and the others (x + pe[:T]) / (1 - p); "
                       f"got {fraction:.0%} zeroed" + ("" if kept_close else ", and other values differ")],
@@ -139,25 +141,24 @@ def _check_positional_dropout(PositionalEncoding, x, expected, device, d_model: 
     tested = f"{name} in eval mode on x {tuple(x.shape)}"
     got = call("PositionalEncoding.forward", module, x.clone(), _no_grad=True, tested=tested)
     eval_got = as_tensor(got, "PositionalEncoding output", tested)
-    if eval_got.shape == expected.shape and _dropped(eval_got.to(expected.device), expected, p):
+    if eval_got.shape == expected.shape and _dropped(eval_got.to(expected.device), expected, p, device):
         fail("PositionalEncoding: dropout acts in eval mode.", tested=tested, mistake="positional.dropout_in_eval",
              hint="nn.Dropout switches itself off in eval mode; F.dropout needs training=self.training")
     expect_tensor(got, expected, "PositionalEncoding output", device, tested=tested,
                   note="dropout must do nothing in eval mode: use nn.Dropout, or F.dropout(..., training=self.training)")
 
 
-def _dropped(got, expected, p: float) -> bool:
-    """got is dropout(expected): some entries zeroed, every other one expected / (1 - p)."""
+def _dropped(got, expected, p: float, device) -> bool:
+    """got is dropout(expected): some entries zeroed, every other one expected / (1 - p) (the course tolerance)."""
     zero = got == 0
-    return bool(zero.any()) and torch.allclose(got[~zero], (expected / (1 - p))[~zero], rtol=1e-4, atol=1e-5)
+    return bool(zero.any()) and values_close(got, expected / (1 - p), device, where=~zero)
 
 
-def _dropped_before_adding(got, x, expected, p: float) -> bool:
-    """got is dropout(x) + pe: each entry is either pe (x dropped) or x / (1 - p) + pe."""
+def _dropped_before_adding(got, x, expected, p: float, device) -> bool:
+    """got is dropout(x) + pe: each entry is either pe (x dropped) or x / (1 - p) + pe (the course tolerance)."""
     pe = expected - x
-    dropped = torch.isclose(got, pe, rtol=1e-4, atol=1e-5)
-    kept = torch.isclose(got, x / (1 - p) + pe, rtol=1e-4, atol=1e-5)
-    return bool(dropped.any()) and bool((dropped | kept).all())
+    dropped = torch.isclose(got, pe, **tolerance(device))
+    return bool(dropped.any()) and values_close(got, x / (1 - p) + pe, device, where=~dropped)
 
 
 @probed

@@ -181,7 +181,8 @@ def check_label_smoothed_cross_entropy(label_smoothed_cross_entropy) -> None:
         if grad is None:
             fail("label_smoothed_cross_entropy's result is not connected to the logits: .backward() on it gives "
                  "them no gradient, so training would not learn.", tested=tested + " then .backward()",
-                 mistake="smoothing.detached", hint="compute with torch operations on the logits all the way (no .item(), .detach(), .numpy() "
+                 mistake="smoothing.detached",
+                 hint="compute with torch operations on the logits all the way (no .item(), .detach(), .numpy() "
                       "or torch.tensor(...) of intermediate values)")
         expect_tensor(grad, leaf.grad, "the gradient of the loss with respect to the logits", device,
                       tested=tested + " then .backward()")
@@ -647,7 +648,8 @@ def check_beam_search(beam_search) -> None:
                      mistake=beams.diagnosis(results))
         if not restored:
             fail("beam_search does not restore the model's training mode.", tested=tested,
-                 mistake="beam.mode_not_restored", hint="remember model.training first, switch to model.eval() for decoding, then call "
+                 mistake="beam.mode_not_restored",
+                 hint="remember model.training first, switch to model.eval() for decoding, then call "
                       "model.train(was_training) before returning")
 
 

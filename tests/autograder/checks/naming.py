@@ -1,8 +1,7 @@
 """Issue 35's naming figure: the share of the typical mistakes tried by the hidden-check tests that the checks name.
 
-Every wrong answer those tests try goes through `variants.fails_with` (or 07's own, which records the same way)
-into `variants.TRIED`. An answer whose failure carries a catalogue id is named. The others are sorted by the first
-line of their message:
+Every wrong answer those tests try goes through `variants.fails_with`, which records it in `variants.TRIED`. An
+answer whose failure carries a catalogue id is named. The others are sorted by the first line of their message:
 
     stub         "not implemented yet"
     edge case    a stated edge case missed (partial credit: its own criterion and message)

@@ -21,23 +21,11 @@ from autograder.checks import classifier as checks
 from autograder.checks import trained_classifier as trained
 from autograder.checks import trained_weights
 from coursekit import load_yelp, probe, tokenize
-from coursekit.mistakes import MISTAKES
 from solutions.attention import make_padding_mask
 from solutions.encoder import Encoder
 
 
-def fails_with(check, obj, *fragments):
-    """`check(obj)` fails with every fragment in its message; a catalogue id must be the failure's mistake id."""
-    with pytest.raises(AssertionError) as info:
-        check(obj)
-    message = str(info.value)
-    V.TRIED.append((getattr(info.value, "mistake_id", None), message))
-    for fragment in fragments:
-        if fragment in MISTAKES:
-            assert getattr(info.value, "mistake_id", None) == fragment, message
-            fragment = MISTAKES[fragment].text
-        assert fragment in message, message
-    return message
+fails_with = V.fails_with  # the shared helper: it also records each wrong answer for naming.py
 
 
 # ------------------------------------------------------------------------------------------ masked_mean_pool

@@ -60,7 +60,8 @@ def test_positional_encoding_mistakes():
 
 
 @pytest.mark.parametrize("kind, fragments", [
-    ("ignored", ("training mode", "positional.dropout_ignored")), ("always", ("eval mode", "training=self.training", "positional.dropout_in_eval")),
+    ("ignored", ("training mode", "positional.dropout_ignored")),
+    ("always", ("eval mode", "training=self.training", "positional.dropout_in_eval")),
     ("before", ("training mode", "other values differ", "positional.dropout_before_add"))])
 def test_positional_encoding_dropout_matters(kind, fragments):
     V.fails_with(checks.check_positional_encoding, V.mistake(V.PositionalEncodingDropoutWrong, kind), *fragments)
