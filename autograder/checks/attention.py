@@ -16,6 +16,7 @@ from autograder.checks.remote import probed
 import torch
 
 from autograder.checks import known_mistakes as M
+from autograder.checks.criteria import argument
 from autograder.checks.probe_inputs import current_salt, draw_sizes, generator, pick, rng
 from autograder.checks.toolkit import (
     as_tensor, call, expect_callable, expect_shape, expect_tensor, fail, randn, shape_of, start_check,
@@ -83,17 +84,21 @@ def check_make_padding_mask(make_padding_mask) -> None:
     pad_id = pick("attention.padding_mask.pad_id", [3, 1, 2, 4, 5, 6, 7, 8, 9])
     lengths = draw_lengths("attention.padding_mask.lengths_first", [5, 2, 7], first["T"], first["B"])
     other = draw_lengths("attention.padding_mask.lengths_second", [4, 6, 1, 6], second["T"], second["B"])
-    cases = [({}, padded_ids(lengths, first["T"], seed=1, device=device)),
-             ({"pad_id": pad_id}, padded_ids(other, second["T"], pad_id=pad_id, seed=2, device=device))]
-    for kwargs, ids in cases:
-        tested = f"ids {tuple(ids.shape)}" + (f", pad_id={kwargs['pad_id']}" if kwargs else "")
-        expected = reference.make_padding_mask(ids, **kwargs)
-        got = call("make_padding_mask", make_padding_mask, ids.clone(), **kwargs, tested=tested)
-        if isinstance(got, torch.Tensor) and tuple(got.shape) != tuple(expected.shape):
-            fail("the padding mask has the wrong shape.", tested=tested,
-                 details=[f"expected shape {tuple(expected.shape)} = (B, 1, 1, T), got {tuple(got.shape)}"],
-                 hint="add the two broadcast axes: mask[:, None, None, :]")
-        _mask_problem(got, expected, "the padding mask", tested, ~expected)
+    _check_padding_mask_case(make_padding_mask, reference, padded_ids(lengths, first["T"], seed=1, device=device))
+    with argument("make_padding_mask.pad_id"):  # an argument with teeth: a pad_id other than 0
+        _check_padding_mask_case(make_padding_mask, reference,
+                                 padded_ids(other, second["T"], pad_id=pad_id, seed=2, device=device), pad_id=pad_id)
+
+
+def _check_padding_mask_case(make_padding_mask, reference, ids, **kwargs) -> None:
+    tested = f"ids {tuple(ids.shape)}" + (f", pad_id={kwargs['pad_id']}" if kwargs else "")
+    expected = reference.make_padding_mask(ids, **kwargs)
+    got = call("make_padding_mask", make_padding_mask, ids.clone(), **kwargs, tested=tested)
+    if isinstance(got, torch.Tensor) and tuple(got.shape) != tuple(expected.shape):
+        fail("the padding mask has the wrong shape.", tested=tested,
+             details=[f"expected shape {tuple(expected.shape)} = (B, 1, 1, T), got {tuple(got.shape)}"],
+             hint="add the two broadcast axes: mask[:, None, None, :]")
+    _mask_problem(got, expected, "the padding mask", tested, ~expected)
 
 
 @probed
@@ -147,19 +152,28 @@ def check_scaled_dot_product_attention(scaled_dot_product_attention) -> None:
         ("causal and padding mask", (B, H, T_k), padding & causal),
     ]
     for i, (what, lead, mask) in enumerate(cases):
-        key_lead = lead[:-1] + (T_k,)
-        q = randn(*lead, d_k, seed=10 + i, device=device)
-        k = randn(*key_lead, d_k, seed=20 + i, device=device)
-        v = randn(*key_lead, d_v, seed=30 + i, device=device)
-        tested = f"query {shape_of(q)}, key {shape_of(k)}, value {shape_of(v)}, {what}" + \
-                 (f" {shape_of(mask)}" if mask is not None else "")
-        expected_out, expected_w = reference.scaled_dot_product_attention(q, k, v, mask)
-        got = call("scaled_dot_product_attention", scaled_dot_product_attention, q.clone(), k.clone(), v.clone(),
-                   None if mask is None else mask.clone(), tested=tested)
-        if not isinstance(got, tuple) or len(got) != 2:
-            fail("scaled_dot_product_attention must return a tuple (output, weights).", tested=tested)
-        expect_tensor(got[1], expected_w, "the attention weights", device, tested=tested,
-                      mistakes=attention_mistakes(q, k, v, mask, 1),
-                      shape_hint="weights are (..., T_q, T_k): one row per query, one column per key")
-        expect_tensor(got[0], expected_out, "the output", device, tested=tested,
-                      mistakes=attention_mistakes(q, k, v, mask, 0))
+        if mask is None:  # the core: no mask, the argument's default
+            _check_attention_case(scaled_dot_product_attention, reference, device, i, what, lead, T_k, d_k, d_v, mask)
+            continue
+        with argument("scaled_dot_product_attention.mask"):  # an argument with teeth: the masks
+            _check_attention_case(scaled_dot_product_attention, reference, device, i, what, lead, T_k, d_k, d_v, mask)
+
+
+def _check_attention_case(scaled_dot_product_attention, reference, device, i: int, what: str, lead, T_k: int,
+                          d_k: int, d_v: int, mask) -> None:
+    key_lead = lead[:-1] + (T_k,)
+    q = randn(*lead, d_k, seed=10 + i, device=device)
+    k = randn(*key_lead, d_k, seed=20 + i, device=device)
+    v = randn(*key_lead, d_v, seed=30 + i, device=device)
+    tested = f"query {shape_of(q)}, key {shape_of(k)}, value {shape_of(v)}, {what}" + \
+             (f" {shape_of(mask)}" if mask is not None else "")
+    expected_out, expected_w = reference.scaled_dot_product_attention(q, k, v, mask)
+    args = (q.clone(), k.clone(), v.clone()) + (() if mask is None else (mask.clone(),))  # no mask: the default
+    got = call("scaled_dot_product_attention", scaled_dot_product_attention, *args, tested=tested)
+    if not isinstance(got, tuple) or len(got) != 2:
+        fail("scaled_dot_product_attention must return a tuple (output, weights).", tested=tested)
+    expect_tensor(got[1], expected_w, "the attention weights", device, tested=tested,
+                  mistakes=attention_mistakes(q, k, v, mask, 1),
+                  shape_hint="weights are (..., T_q, T_k): one row per query, one column per key")
+    expect_tensor(got[0], expected_out, "the output", device, tested=tested,
+                  mistakes=attention_mistakes(q, k, v, mask, 0))

@@ -22,6 +22,7 @@ import numpy as np
 import torch
 import torch.nn as nn
 
+from autograder.checks.criteria import argument
 from autograder.checks.parts import given_working_parts
 from autograder.checks import remote as _remote
 from autograder.checks import known_mistakes as M
@@ -185,60 +186,100 @@ def check_transformer_classifier(TransformerClassifier) -> None:
         [dict(vocab_size=33, num_classes=5, d_model=16, num_heads=4, d_ff=28, num_layers=2, max_len=18, pad_id=0),
          dict(vocab_size=21, num_classes=3, d_model=14, num_heads=2, d_ff=10, num_layers=1, max_len=12, pad_id=1)]])
     lengths = pick("classifier.model_lengths", [[8, 5, 3], [7, 2, 5], [6, 4, 8, 3], [8, 6, 2]])  # max 8 <= max_len-4
-    for config in cases:
-        signature = ", ".join(f"{k}={v}" for k, v in config.items())
-        description = f"TransformerClassifier({signature}, dropout=0.0)"
-        with seeded(11):
-            ref_model = reference.TransformerClassifier(**config, dropout=0.0).to(device).eval()
-        model = construct(TransformerClassifier, "TransformerClassifier", **config, dropout=0.0)
-        described = describe(model, description)
-        modules = {str(n): str(t) for n, t in described.get("modules", [])}
-        if "encoder" not in modules:
-            _fail(f"{description} has no submodule `encoder` of type Module.", "self.encoder = Encoder(...)", "None")
-        if _linear_shape(described, "classifier") is None:
-            _fail(f"{description} has no submodule `classifier` of type Linear.",
-                  "self.classifier = nn.Linear(d_model, num_classes)", _shown(described, "classifier"))
-        theirs = {str(n): tuple(s) for n, s, *_ in [*described.get("parameters", []), *described.get("buffers", [])]}
-        contract = {n: tuple(t.shape) for n, t in [*ref_model.named_parameters(), *ref_model.named_buffers()]}
-        if set(contract) != set(theirs):
-            missing, extra = sorted(set(contract) - set(theirs))[:4], sorted(set(theirs) - set(contract))[:4]
-            _fail(f"{description}: the parameters do not match the contract's architecture.",
-                  "encoder = Encoder(vocab_size, d_model, num_heads, d_ff, num_layers, max_len, dropout), "
-                  "classifier = nn.Linear(d_model, num_classes)",
-                  f"missing {missing}, unexpected {extra}")
-        for key, shape in contract.items():
-            if theirs[key] != shape:
-                _fail(f"{description}: parameter `{key}` has the wrong shape.", str(shape), str(theirs[key]))
-        call(f"{description}.to(device)", model.attr("to"), device)
-        state = {k: v.detach().clone() for k, v in ref_model.state_dict().items()}  # parameters and buffers
-        try:
-            model.load_state(state)
-        except StudentError as error:
-            fail(f"{description}: could not load the grader's weights into your module.",
-                 details=[f"{error.type_name}: {' '.join(error.message.split())[:200]}"])
-        except ProbeBroken as error:
-            fail(f"{description} could not be checked: {error}.")
-        call(f"{description}.eval()", model.attr("eval"))
 
-        ids = _padded_ids(lengths, config["vocab_size"], config["pad_id"], generator).to(device)  # (B, T)
-        longer = torch.cat([ids, torch.full((len(lengths), 4), config["pad_id"], device=device)], dim=1)  # (B, T+4)
-        shape = (len(lengths), config["num_classes"])
+    # the core: every optional argument at its default (pad_id 0, dropout 0.1 switched off by eval mode)
+    for config in cases:
+        _try_classifier(TransformerClassifier, reference, {**config, "pad_id": 0}, lengths, generator, device)
+    # pad_id: the padding of the second case is another id (a real token 0 tells a hard-coded 0 apart)
+    with argument("TransformerClassifier.pad_id"):
+        for config in cases:
+            if config["pad_id"] != 0:
+                _try_classifier(TransformerClassifier, reference, config, lengths, generator, device)
+    # dropout: dropout=0.0 in training mode drops nothing (the logits of eval mode), dropout=0.5 drops something
+    with argument("TransformerClassifier.dropout"):
+        config = {**cases[0], "pad_id": 0}
+        _try_classifier(TransformerClassifier, reference, config, lengths, generator, device, dropout=0.0,
+                        training=True)
+        _try_classifier(TransformerClassifier, reference, config, lengths, generator, device, dropout=0.5,
+                        training=True)
+
+
+def _try_classifier(TransformerClassifier, reference, config: dict, lengths: list[int], generator, device,
+                    dropout: float | None = None, training: bool = False) -> None:
+    """Build `TransformerClassifier(**config)` (with `dropout` when given), load the reference's weights, run it on
+    padded ids in eval mode (or in training mode, when `training`) and compare with the reference in eval mode.
+    In training mode with dropout=0.0 nothing is dropped: the logits of eval mode. With a dropout above 0 the
+    logits of training mode must differ from those of eval mode, which must equal the reference's."""
+    signature = ", ".join(f"{k}={v}" for k, v in config.items())
+    extra = {} if dropout is None else {"dropout": dropout}
+    description = f"TransformerClassifier({signature}{'' if dropout is None else f', dropout={dropout}'})"
+    with seeded(11):
+        ref_model = reference.TransformerClassifier(**config, **extra).to(device).eval()
+    model = construct(TransformerClassifier, "TransformerClassifier", **config, **extra)
+    described = describe(model, description)
+    modules = {str(n): str(t) for n, t in described.get("modules", [])}
+    if "encoder" not in modules:
+        _fail(f"{description} has no submodule `encoder` of type Module.", "self.encoder = Encoder(...)", "None")
+    if _linear_shape(described, "classifier") is None:
+        _fail(f"{description} has no submodule `classifier` of type Linear.",
+              "self.classifier = nn.Linear(d_model, num_classes)", _shown(described, "classifier"))
+    theirs = {str(n): tuple(s) for n, s, *_ in [*described.get("parameters", []), *described.get("buffers", [])]}
+    contract = {n: tuple(t.shape) for n, t in [*ref_model.named_parameters(), *ref_model.named_buffers()]}
+    if set(contract) != set(theirs):
+        missing, extra_names = sorted(set(contract) - set(theirs))[:4], sorted(set(theirs) - set(contract))[:4]
+        _fail(f"{description}: the parameters do not match the contract's architecture.",
+              "encoder = Encoder(vocab_size, d_model, num_heads, d_ff, num_layers, max_len, dropout), "
+              "classifier = nn.Linear(d_model, num_classes)",
+              f"missing {missing}, unexpected {extra_names}")
+    for key, shape in contract.items():
+        if theirs[key] != shape:
+            _fail(f"{description}: parameter `{key}` has the wrong shape.", str(shape), str(theirs[key]))
+    call(f"{description}.to(device)", model.attr("to"), device)
+    state = {k: v.detach().clone() for k, v in ref_model.state_dict().items()}  # parameters and buffers
+    try:
+        model.load_state(state)
+    except StudentError as error:
+        fail(f"{description}: could not load the grader's weights into your module.",
+             details=[f"{error.type_name}: {' '.join(error.message.split())[:200]}"])
+    except ProbeBroken as error:
+        fail(f"{description} could not be checked: {error}.")
+    mode = "train" if training else "eval"
+    call(f"{description}.{mode}()", model.attr(mode))
+    if training:
+        description = f"{description} in training mode"
+
+    ids = _padded_ids(lengths, config["vocab_size"], config["pad_id"], generator).to(device)  # (B, T)
+    shape = (len(lengths), config["num_classes"])
+    with torch.no_grad():
+        expected = ref_model(ids)  # eval mode
+    logits = _check_tensor("TransformerClassifier.forward", call(
+        f"{description}.forward(ids {tuple(ids.shape)})", model, ids, _no_grad=True, _seed=13), shape)
+    if training and dropout:
+        if values_close(logits, expected, device):
+            _fail(f"{description}: the logits are those of eval mode: dropout={dropout} dropped nothing.",
+                  "dropout reaches the encoder (it acts in training mode)", "the logits of eval mode",
+                  hint="pass dropout on to Encoder(..., dropout).")
+        call(f"{description}.eval()", model.attr("eval"))
+        description = description.removesuffix(" in training mode")
         logits = _check_tensor("TransformerClassifier.forward", call(
             f"{description}.forward(ids {tuple(ids.shape)})", model, ids, _no_grad=True), shape)
-        logits_longer = _check_tensor("TransformerClassifier.forward", call(
-            f"{description}.forward(ids {tuple(longer.shape)})", model, longer, _no_grad=True), shape)
-        with torch.no_grad():
-            expected = ref_model(ids)
-        if not values_close(logits, expected, device):
-            mistake = diagnose(logits, lambda: M.classifier_mistakes(ref_model, ids, config["pad_id"],
-                                                                     _reference().masked_mean_pool), device)
-            _fail(f"{description}: logits differ from the reference with the same weights "
-                  f"(ids {tuple(ids.shape)} with real lengths {lengths}, pad_id={config['pad_id']}).",
-                  f"logits of shape {shape}", "different values", mistake)
-        if not values_close(logits_longer, logits, device):
-            _fail(f"{description}: the logits change when more padding is appended.",
-                  "padding to a longer length changes nothing", "different logits",
-                  "classifier.padding_not_excluded")
+    longer = torch.cat([ids, torch.full((len(lengths), 4), config["pad_id"], device=device)], dim=1)  # (B, T+4)
+    logits_longer = None if training else _check_tensor("TransformerClassifier.forward", call(
+        f"{description}.forward(ids {tuple(longer.shape)})", model, longer, _no_grad=True), shape)
+    if not values_close(logits, expected, device):
+        if training:  # dropout=0.0 in training mode
+            _fail(f"{description}: with dropout=0.0 the logits must be those of eval mode (nothing is dropped).",
+                  "the reference's logits (same weights, nothing dropped)", "different values",
+                  hint="pass dropout on to Encoder(..., dropout) instead of a fixed value.")
+        mistake = diagnose(logits, lambda: M.classifier_mistakes(ref_model, ids, config["pad_id"],
+                                                                 _reference().masked_mean_pool), device)
+        _fail(f"{description}: logits differ from the reference with the same weights "
+              f"(ids {tuple(ids.shape)} with real lengths {lengths}, pad_id={config['pad_id']}).",
+              f"logits of shape {shape}", "different values", mistake)
+    if logits_longer is not None and not values_close(logits_longer, logits, device):
+        _fail(f"{description}: the logits change when more padding is appended.",
+              "padding to a longer length changes nothing", "different logits",
+              "classifier.padding_not_excluded")
 
 
 # ---------------------------------------------------------------------------------------------------- lent model

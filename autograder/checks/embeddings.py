@@ -23,6 +23,7 @@ import numpy as np
 import torch
 
 from autograder.checks import known_mistakes as M
+from autograder.checks.criteria import argument
 from autograder.checks.probe_inputs import current_salt, generator, pick, rng, seed_for
 from autograder.checks.toolkit import (
     as_tensor, call, construct, describe, expect_callable, expect_shape, expect_tensor, fail, is_integer, prepare,
@@ -100,29 +101,19 @@ def check_build_vocab(build_vocab) -> None:
                                                   ("<unk>",), ("<pad>", "<bos>", "<unk>", "<eos>")])
     extra = pick("embeddings.vocab.extra", [["<unk>", "<unk>", "<eos>"], ["<pad>", "<unk>"],
                                             ["<eos>", "<bos>", "<eos>"], ["<unk>", "<bos>"]])
-    cases = [
-        (f"{n_texts} texts, default arguments", _corpus(1, n_words, n_texts), {}),
-        (f"{n_texts} texts, min_freq=2", _corpus(2, n_words, n_texts), {"min_freq": 2}),
-        (f"{n_texts} texts, min_freq={high}", _corpus(3, n_words=max(15, 3 * high + 3), n_texts=n_texts),
-         {"min_freq": high}),
-        ("texts containing special tokens", _corpus(4, n_words, n_texts, extra=extra), {}),
-        (f"custom specials {specials}", _corpus(5, n_words, n_texts), {"specials": specials}),
-    ]
-    for tested, texts, kwargs in cases:
-        expected = reference.build_vocab(texts, **kwargs)
-        got = call("build_vocab", build_vocab, [list(t) for t in texts], **kwargs, tested=tested)
-        if not isinstance(got, dict):
-            fail(f"build_vocab must return a dict, got {type(got).__name__}.", tested=tested)
-        if not all(isinstance(k, str) and is_integer(v) for k, v in got.items()):
-            fail("build_vocab must map token strings to integer ids.", tested=tested)
-        if got != expected:
-            mistake = _diagnose_vocab(got, texts, kwargs)
-            wrong = sum(1 for k, v in expected.items() if got.get(k) != v)
-            details = [f"expected {len(expected)} entries, got {len(got)}; {wrong} tokens have a different id"]
-            if sorted(got.values()) != list(range(len(got))):
-                details.append("the ids must be exactly 0, 1, ..., len(vocab) - 1")
-            fail("build_vocab: the vocabulary differs from the reference solution.", tested=tested, details=details,
-                 mistake=mistake)
+
+    def case(tested, texts, **kwargs):
+        _check_vocab_case(build_vocab, reference, tested, texts, kwargs)
+
+    # the core: every argument at its default
+    case(f"{n_texts} texts, default arguments", _corpus(1, n_words, n_texts))
+    with argument("build_vocab.min_freq"):  # an argument with teeth: its non-default values
+        case(f"{n_texts} texts, min_freq=2", _corpus(2, n_words, n_texts), min_freq=2)
+        case(f"{n_texts} texts, min_freq={high}", _corpus(3, n_words=max(15, 3 * high + 3), n_texts=n_texts),
+             min_freq=high)
+    case("texts containing special tokens", _corpus(4, n_words, n_texts, extra=extra))
+    with argument("build_vocab.specials"):
+        case(f"custom specials {specials}", _corpus(5, n_words, n_texts), specials=specials)
     # tokenized_texts is any iterable: a generator can be read only once.
     texts = _corpus(6, n_words, n_texts)
     expected = reference.build_vocab(texts)
@@ -132,6 +123,23 @@ def check_build_vocab(build_vocab) -> None:
         fail("build_vocab: wrong vocabulary when tokenized_texts is a generator.", tested="a generator of token lists",
              mistake="vocab.generator_read_twice",
              hint="a generator can be iterated only once: count the tokens in a single pass")
+
+
+def _check_vocab_case(build_vocab, reference, tested: str, texts, kwargs: dict) -> None:
+    expected = reference.build_vocab(texts, **kwargs)
+    got = call("build_vocab", build_vocab, [list(t) for t in texts], **kwargs, tested=tested)
+    if not isinstance(got, dict):
+        fail(f"build_vocab must return a dict, got {type(got).__name__}.", tested=tested)
+    if not all(isinstance(k, str) and is_integer(v) for k, v in got.items()):
+        fail("build_vocab must map token strings to integer ids.", tested=tested)
+    if got != expected:
+        mistake = _diagnose_vocab(got, texts, kwargs)
+        wrong = sum(1 for k, v in expected.items() if got.get(k) != v)
+        details = [f"expected {len(expected)} entries, got {len(got)}; {wrong} tokens have a different id"]
+        if sorted(got.values()) != list(range(len(got))):
+            details.append("the ids must be exactly 0, 1, ..., len(vocab) - 1")
+        fail("build_vocab: the vocabulary differs from the reference solution.", tested=tested, details=details,
+             mistake=mistake)
 
 
 # ------------------------------------------------------------------------------------------------------ encode
@@ -197,29 +205,41 @@ def check_pad_batch(pad_batch) -> None:
     cut = cut if shortest < cut < longest else shortest + 1
     padded = longest + pick("embeddings.pad_batch.padded", [2, 1, 3])
     pad_id, other_pad_id = pick("embeddings.pad_batch.pad_id", [(9, 1), (1, 9), (3, 7), (7, 2), (5, 8), (2, 6)])
-    cases = [
-        (f"{len(lengths)} sequences of lengths {', '.join(map(str, lengths))}", {}),
-        (f"pad_id={pad_id}", {"pad_id": pad_id}),
-        (f"max_len={cut} (shorter than the longest: truncation)", {"max_len": cut}),
-        (f"max_len={padded} (longer than the longest)", {"max_len": padded, "pad_id": other_pad_id}),
-    ]
-    for tested, kwargs in cases:
-        expected = reference.pad_batch([list(s) for s in sequences], **kwargs)
-        got = call("pad_batch", pad_batch, [list(s) for s in sequences], **kwargs, tested=tested)
-        got = as_tensor(got, "pad_batch's result", tested)
-        expect_shape(got, expected.shape, "pad_batch's result", tested)
-        if got.dtype != torch.long:
-            fail(f"pad_batch must return int64 (torch.long) ids, got {got.dtype}.", tested=tested)
 
-        def mistakes(kwargs=kwargs):
-            seqs = [list(s) for s in sequences]
-            return {
-                "pad_batch.pre_padding": lambda: M.pad_batch(seqs, **kwargs, pre_padding=True),
-                "pad_batch.truncate_front": lambda: M.pad_batch(seqs, **kwargs, truncate_front=True),
-                "pad_batch.pad_id_ignored": lambda: M.pad_batch(seqs, **kwargs, ignore_pad_id=True),
-            }
+    def case(tested, **kwargs):
+        _check_pad_batch_case(pad_batch, reference, sequences, tested, kwargs)
 
-        expect_tensor(got.cpu(), expected, "pad_batch's result", "cpu", tested=tested, exact=True, mistakes=mistakes)
+    # the core: every argument at its default; each argument with teeth: its non-default values, one at a time
+    case(f"{len(lengths)} sequences of lengths {', '.join(map(str, lengths))}")
+    with argument("pad_batch.pad_id"):
+        case(f"pad_id={pad_id}", pad_id=pad_id)
+    max_len_works = False
+    with argument("pad_batch.max_len"):
+        case(f"max_len={cut} (shorter than the longest: truncation)", max_len=cut)
+        case(f"max_len={padded} (longer than the longest)", max_len=padded)
+        max_len_works = True
+    if max_len_works:  # pad_id also fills what max_len pads (tried once max_len works, so each mistake costs one)
+        with argument("pad_batch.pad_id"):
+            case(f"max_len={padded}, pad_id={other_pad_id}", max_len=padded, pad_id=other_pad_id)
+
+
+def _check_pad_batch_case(pad_batch, reference, sequences, tested: str, kwargs: dict) -> None:
+    expected = reference.pad_batch([list(s) for s in sequences], **kwargs)
+    got = call("pad_batch", pad_batch, [list(s) for s in sequences], **kwargs, tested=tested)
+    got = as_tensor(got, "pad_batch's result", tested)
+    expect_shape(got, expected.shape, "pad_batch's result", tested)
+    if got.dtype != torch.long:
+        fail(f"pad_batch must return int64 (torch.long) ids, got {got.dtype}.", tested=tested)
+
+    def mistakes():
+        seqs = [list(s) for s in sequences]
+        return {
+            "pad_batch.pre_padding": lambda: M.pad_batch(seqs, **kwargs, pre_padding=True),
+            "pad_batch.truncate_front": lambda: M.pad_batch(seqs, **kwargs, truncate_front=True),
+            "pad_batch.pad_id_ignored": lambda: M.pad_batch(seqs, **kwargs, ignore_pad_id=True),
+        }
+
+    expect_tensor(got.cpu(), expected, "pad_batch's result", "cpu", tested=tested, exact=True, mistakes=mistakes)
 
 
 # ---------------------------------------------------------------------------------------------- TokenEmbedding
@@ -231,44 +251,63 @@ def check_token_embedding(TokenEmbedding) -> None:
     reference = _reference()
     V = pick("embeddings.token_embedding.stats_V", [300, 256, 320, 400])
     d_model = pick("embeddings.token_embedding.stats_d_model", [64, 48, 80, 96])
-    for padding_idx in (None, 0, pick("embeddings.token_embedding.padding_idx", [5, *range(1, 12)])):
-        module = construct(TokenEmbedding, "TokenEmbedding", V, d_model, padding_idx=padding_idx)
-        info = describe(module, "TokenEmbedding", attrs=["weight"])
-        params = [name for name, _shape, _dtype in info.get("parameters", [])]
-        if not info.get("has", {}).get("weight"):
-            fail("TokenEmbedding needs an nn.Parameter named `weight` (self.weight = nn.Parameter(...)).",
-                 details=[f"your parameters: {', '.join(params) or 'none'}"])
-        weight = as_tensor(call("TokenEmbedding.weight", module.attr("weight").fetch), "TokenEmbedding.weight")
-        expect_shape(weight, (V, d_model), "TokenEmbedding.weight", f"TokenEmbedding({V}, {d_model})")
-        w = weight.detach().double().cpu()
-        if padding_idx is not None:
-            if not bool((w[padding_idx] == 0).all()):
-                fail(f"TokenEmbedding: row padding_idx={padding_idx} of weight must be all zeros.",
-                     mistake="embedding.padding_row_not_zero")
-            w = torch.cat([w[:padding_idx], w[padding_idx + 1:]])
-        mean, std, target = float(w.mean()), float(w.std()), d_model ** -0.5
-        if abs(mean) > 0.05 * target * 8 or abs(std - target) > 0.05 * target:
-            fail("TokenEmbedding: weight must be initialised from N(0, d_model^-1/2), i.e. std d_model ** -0.5 "
-                 f"({target:.3f} for d_model={d_model}).",
-                 tested=f"TokenEmbedding({V}, {d_model})", details=[f"got mean {mean:.3f}, std {std:.3f}"],
-                 mistake="embedding.unit_init" if abs(std - 1) < 0.05 else None,
-                 hint="torch.randn(vocab_size, d_model) * d_model ** -0.5")
+    other_idx = pick("embeddings.token_embedding.padding_idx", [5, *range(1, 12)])
+    _token_embedding_statistics(TokenEmbedding, V, d_model, None)       # the core: padding_idx at its default
+    with argument("TokenEmbedding.padding_idx"):                       # an argument with teeth: other values
+        for padding_idx in (0, other_idx):
+            _token_embedding_statistics(TokenEmbedding, V, d_model, padding_idx)
     # values: copy the reference table, then look up ids
     V = pick("embeddings.token_embedding.V", [23, *range(17, 30)])
     d_model = pick("embeddings.token_embedding.d_model", [8, 6, 10, 12])
     B, T = pick("embeddings.token_embedding.batch", [(3, 5), (3, 6), (4, 5), (4, 7), (3, 7)])
     ids = torch.randint(0, V, (B, T), generator=generator(3)).to(device)
-    for padding_idx in (None, 0):
-        module = construct(TokenEmbedding, "TokenEmbedding", V, d_model, padding_idx=padding_idx)
-        with seeded(1):
-            ref = reference.TokenEmbedding(V, d_model, padding_idx=padding_idx)
-        prepare(module, ref, device, "TokenEmbedding")
-        tested = f"TokenEmbedding({V}, {d_model}, padding_idx={padding_idx}) on ids {tuple(ids.shape)}"
-        with torch.no_grad():
-            expected = ref(ids)
-            got = call("TokenEmbedding.forward", module, ids.clone(), tested=tested)
-        expect_tensor(got, expected, "TokenEmbedding output", device, tested=tested,
-                      mistakes=lambda: {"embedding.scaled": lambda: expected * d_model ** 0.5})
+    _token_embedding_values(TokenEmbedding, reference, device, V, d_model, ids, None)
+    with argument("TokenEmbedding.padding_idx"):
+        _token_embedding_values(TokenEmbedding, reference, device, V, d_model, ids, 0)
+
+
+def _constructed(TokenEmbedding, V: int, d_model: int, padding_idx):
+    """The student's TokenEmbedding(V, d_model), with padding_idx only when it is not the default."""
+    if padding_idx is None:
+        return construct(TokenEmbedding, "TokenEmbedding", V, d_model)
+    return construct(TokenEmbedding, "TokenEmbedding", V, d_model, padding_idx=padding_idx)
+
+
+def _token_embedding_statistics(TokenEmbedding, V: int, d_model: int, padding_idx) -> None:
+    module = _constructed(TokenEmbedding, V, d_model, padding_idx)
+    info = describe(module, "TokenEmbedding", attrs=["weight"])
+    params = [name for name, _shape, _dtype in info.get("parameters", [])]
+    if not info.get("has", {}).get("weight"):
+        fail("TokenEmbedding needs an nn.Parameter named `weight` (self.weight = nn.Parameter(...)).",
+             details=[f"your parameters: {', '.join(params) or 'none'}"])
+    weight = as_tensor(call("TokenEmbedding.weight", module.attr("weight").fetch), "TokenEmbedding.weight")
+    expect_shape(weight, (V, d_model), "TokenEmbedding.weight", f"TokenEmbedding({V}, {d_model})")
+    w = weight.detach().double().cpu()
+    if padding_idx is not None:
+        if not bool((w[padding_idx] == 0).all()):
+            fail(f"TokenEmbedding: row padding_idx={padding_idx} of weight must be all zeros.",
+                 mistake="embedding.padding_row_not_zero")
+        w = torch.cat([w[:padding_idx], w[padding_idx + 1:]])
+    mean, std, target = float(w.mean()), float(w.std()), d_model ** -0.5
+    if abs(mean) > 0.05 * target * 8 or abs(std - target) > 0.05 * target:
+        fail("TokenEmbedding: weight must be initialised from N(0, d_model^-1/2), i.e. std d_model ** -0.5 "
+             f"({target:.3f} for d_model={d_model}).",
+             tested=f"TokenEmbedding({V}, {d_model})", details=[f"got mean {mean:.3f}, std {std:.3f}"],
+             mistake="embedding.unit_init" if abs(std - 1) < 0.05 else None,
+             hint="torch.randn(vocab_size, d_model) * d_model ** -0.5")
+
+
+def _token_embedding_values(TokenEmbedding, reference, device, V: int, d_model: int, ids, padding_idx) -> None:
+    module = _constructed(TokenEmbedding, V, d_model, padding_idx)
+    with seeded(1):
+        ref = reference.TokenEmbedding(V, d_model, padding_idx=padding_idx)
+    prepare(module, ref, device, "TokenEmbedding")
+    tested = f"TokenEmbedding({V}, {d_model}, padding_idx={padding_idx}) on ids {tuple(ids.shape)}"
+    with torch.no_grad():
+        expected = ref(ids)
+        got = call("TokenEmbedding.forward", module, ids.clone(), tested=tested)
+    expect_tensor(got, expected, "TokenEmbedding output", device, tested=tested,
+                  mistakes=lambda: {"embedding.scaled": lambda: expected * d_model ** 0.5})
 
 
 # ------------------------------------------------------------------------------ embedding_matrix_from_word2vec

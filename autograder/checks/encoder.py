@@ -4,6 +4,8 @@ from __future__ import annotations
 from autograder.checks.parts import given_working_parts
 from autograder.checks.remote import probed
 
+import contextlib
+
 import torch
 
 from types import SimpleNamespace
@@ -11,8 +13,11 @@ from types import SimpleNamespace
 from autograder.checks import known_mistakes as M
 from autograder.checks.attention import padded_ids
 from autograder.checks.probe_inputs import pick, seed_for
+from autograder.checks.criteria import argument
+from autograder.checks.multi_head import DROPOUT_P, expect_dropout_acts
 from autograder.checks.toolkit import (
-    call, construct, expect_raises, expect_tensor, prepare, randn, shape_of, start_check,
+    as_tensor, call, construct, expect_raises, expect_shape, expect_tensor, fail, prepare, randn, shape_of,
+    start_check, values_close,
 )
 
 # The probes' sizes are this submission's (`probe_inputs.pick`, the first option with no salt: B=2, T=6, H=3,
@@ -61,12 +66,13 @@ def reference_module(factory, seed: int, *args, **kwargs):
 
 @probed
 def check_positionwise_feed_forward(PositionwiseFeedForward) -> None:
-    """PositionwiseFeedForward(d_model, d_ff, dropout=0.0): linear2(dropout(relu(linear1(x))))."""
+    """PositionwiseFeedForward(d_model, d_ff, dropout=0.0): linear2(dropout(relu(linear1(x)))); dropout > 0 is an
+    argument with teeth."""
     device = start_check()
     reference = _reference()
     z = sizes()
-    module = construct(PositionwiseFeedForward, "PositionwiseFeedForward", z.d_model, z.d_ff, dropout=0.0)
-    ref = reference_module(reference.PositionwiseFeedForward, 3, z.d_model, z.d_ff, dropout=0.0)
+    module = construct(PositionwiseFeedForward, "PositionwiseFeedForward", z.d_model, z.d_ff)
+    ref = reference_module(reference.PositionwiseFeedForward, 3, z.d_model, z.d_ff)
     prepare(module, ref, device, "PositionwiseFeedForward")
     x = randn(z.B, z.T, z.d_model, seed=70, device=device)
     tested = f"PositionwiseFeedForward({z.d_model}, {z.d_ff}) on x {shape_of(x)}"
@@ -78,6 +84,17 @@ def check_positionwise_feed_forward(PositionwiseFeedForward) -> None:
         ("encoder.relu_after_linear2", lambda: M.feed_forward(ref, x, relu_after=True)),
         ("encoder.gelu", lambda: M.feed_forward(ref, x, activation="gelu")),
     ])
+    with argument("PositionwiseFeedForward.dropout"):
+        name = f"PositionwiseFeedForward({z.d_model}, {z.d_ff}, dropout={DROPOUT_P})"
+        module = construct(PositionwiseFeedForward, "PositionwiseFeedForward", z.d_model, z.d_ff, dropout=DROPOUT_P)
+        ref = reference_module(reference.PositionwiseFeedForward, 3, z.d_model, z.d_ff, dropout=DROPOUT_P)
+        prepare(module, ref, device, "PositionwiseFeedForward")
+        with torch.no_grad():
+            expected = ref(x)
+        expect_dropout_acts(module, "PositionwiseFeedForward", (x,), expected, device,
+                            tested=f"{name} on x {shape_of(x)}",
+                            hint="self.dropout = nn.Dropout(dropout) in __init__, applied to the hidden layer: "
+                                 "linear2(dropout(relu(linear1(x))))")
 
 
 def block_mistakes(call_variant, norm_first: bool, has_mask: bool, residual_flags=("attn_residual", "ffn_residual")):
@@ -110,21 +127,58 @@ def check_encoder_block(EncoderBlock) -> None:
     keep = ids != 0                                                                       # (B, T) real tokens
     mask = make_padding_mask(ids)                                                          # (B, 1, 1, T)
     x = randn(z.B, T, z.d_model, seed=72, device=device)
-    for norm_first in (False, True):
-        name = f"EncoderBlock({z.d_model}, {z.H}, {z.d_ff}, norm_first={norm_first})"
-        module = construct(EncoderBlock, "EncoderBlock", z.d_model, z.H, z.d_ff, dropout=0.0, norm_first=norm_first)
-        ref = reference_module(reference.EncoderBlock, 4, z.d_model, z.H, z.d_ff, dropout=0.0,
-                               norm_first=norm_first)
+    for norm_first in (False, True):   # the core: post-norm, the default; pre-norm is an argument with teeth
+        with argument("EncoderBlock.norm_first") if norm_first else contextlib.nullcontext():
+            name = f"EncoderBlock({z.d_model}, {z.H}, {z.d_ff}" + (", norm_first=True)" if norm_first else ")")
+            module = construct(EncoderBlock, "EncoderBlock", z.d_model, z.H, z.d_ff,
+                               **({"norm_first": True} if norm_first else {}))
+            ref = reference_module(reference.EncoderBlock, 4, z.d_model, z.H, z.d_ff, norm_first=norm_first)
+            prepare(module, ref, device, "EncoderBlock")
+            for m in (None, mask):
+                tested = f"{name} on x {shape_of(x)}, " + ("no mask" if m is None else f"padding mask {shape_of(m)}")
+                with torch.no_grad():
+                    expected = ref(x, m)
+                    got = call("EncoderBlock.forward", module, x.clone(), None if m is None else m.clone(),
+                               tested=tested)
+                expect_tensor(got, expected, "EncoderBlock output", device, tested=tested,
+                              where=None if m is None else keep,
+                              mistakes=block_mistakes(lambda m=m, **f: M.encoder_block(ref, x, m, **f), norm_first,
+                                                      m is not None))
+    with argument("EncoderBlock.dropout"):
+        name = f"EncoderBlock({z.d_model}, {z.H}, {z.d_ff}, dropout={DROPOUT_P})"
+        module = construct(EncoderBlock, "EncoderBlock", z.d_model, z.H, z.d_ff, dropout=DROPOUT_P)
+        ref = reference_module(reference.EncoderBlock, 4, z.d_model, z.H, z.d_ff, dropout=DROPOUT_P)
         prepare(module, ref, device, "EncoderBlock")
-        for m in (None, mask):
-            tested = f"{name} on x {shape_of(x)}, " + ("no mask" if m is None else f"padding mask {shape_of(m)}")
-            with torch.no_grad():
-                expected = ref(x, m)
-                got = call("EncoderBlock.forward", module, x.clone(), None if m is None else m.clone(), tested=tested)
-            expect_tensor(got, expected, "EncoderBlock output", device, tested=tested,
-                          where=None if m is None else keep,
-                          mistakes=block_mistakes(lambda m=m, **f: M.encoder_block(ref, x, m, **f), norm_first,
-                                                  m is not None))
+        with torch.no_grad():
+            expected = ref(x, None)
+        tested = f"{name} on x {shape_of(x)}, no mask"
+        expect_dropout_acts(module, "EncoderBlock", (x, None), expected, device, tested=tested,
+                            hint="pass dropout on to self_attn and ffn, and apply nn.Dropout(dropout) to each "
+                                 "sublayer's output before the residual addition")
+        expect_dropout_reaches(module, name, {"self_attn": (x, x, x, None), "ffn": (x,)}, device,
+                               tested=f"on x {shape_of(x)}",
+                               hint="pass dropout on to self_attn = MultiHeadAttention(d_model, num_heads, dropout) "
+                                    "and to ffn = PositionwiseFeedForward(d_model, d_ff, dropout)")
+
+
+def expect_dropout_reaches(module, name: str, submodules: dict, device, *, tested: str, hint: str) -> None:
+    """Each submodule (a path below `module`, e.g. "layers.1": its inputs) of a module made with dropout > 0 gives
+    another output in training mode than in eval mode: the module passed dropout on to it."""
+    for path, inputs in submodules.items():
+        sub = module.attr(*path.split("."))
+        label = f"{name}.{path}"
+        first = (lambda got: got[0] if isinstance(got, tuple) else got)  # noqa: E731 -- attention: (output, weights)
+        calm = as_tensor(first(call(f"{label}.forward", sub, *inputs, tested=f"{label} {tested}, eval mode",
+                                    _no_grad=True)), f"{label} output")
+        call(f"{name}.train()", module.attr("train"))
+        noisy = call(f"{label}.forward", sub, *inputs, tested=f"{label} {tested}, training mode", _seed=2,
+                     _no_grad=True)
+        call(f"{name}.eval()", module.attr("eval"))
+        noisy = as_tensor(first(noisy), f"{label} output")
+        expect_shape(noisy, calm.shape, f"{label} output in training mode")
+        if values_close(noisy, calm, device):
+            fail(f"{name}: dropout does not reach `{path}` (the same output in training mode as in eval mode).",
+                 tested=f"{label} {tested}, training mode", hint=hint)
 
 
 def stack_mistakes(call_variant, norm_first: bool, has_mask: bool, residual_flags=("attn_residual", "ffn_residual")):
@@ -154,26 +208,48 @@ def check_encoder(Encoder) -> None:
     ids = padded_ids([T, short_length("encoder.stack_short", 3, T)], T, vocab=VOCAB, seed=73, device=device)
     keep = ids != 0
     mask = make_padding_mask(ids)
-    for norm_first in (False, True):
-        name = f"Encoder({VOCAB}, {z.d_model}, {z.H}, {z.d_ff}, {z.num_layers}, max_len={MAX_LEN}, " \
-               f"norm_first={norm_first})"
-        module = construct(Encoder, "Encoder", VOCAB, z.d_model, z.H, z.d_ff, z.num_layers, max_len=MAX_LEN,
-                           dropout=0.0, norm_first=norm_first)
-        ref = reference_module(reference.Encoder, 5, VOCAB, z.d_model, z.H, z.d_ff, z.num_layers, max_len=MAX_LEN,
-                               dropout=0.0, norm_first=norm_first)
-        prepare(module, ref, device, "Encoder")
-        for m in (None, mask):
-            tested = f"{name} on src_ids {shape_of(ids)}, " + ("no mask" if m is None else f"padding mask "
-                                                                                          f"{shape_of(m)}")
-            with torch.no_grad():
-                expected = ref(ids, m)
-                got = call("Encoder.forward", module, ids.clone(), None if m is None else m.clone(), tested=tested)
-            expect_tensor(got, expected, "Encoder output", device, tested=tested, where=None if m is None else keep,
-                          mistakes=stack_mistakes(lambda m=m, **f: M.encoder(ref, ids, m, **f), norm_first,
-                                                  m is not None))
-    expect_max_len(module, name, MAX_LEN,
+    sized = f"Encoder({VOCAB}, {z.d_model}, {z.H}, {z.d_ff}, {z.num_layers}, max_len={MAX_LEN}"
+    for norm_first in (False, True):   # the core: post-norm, the default; pre-norm is an argument with teeth
+        with argument("Encoder.norm_first") if norm_first else contextlib.nullcontext():
+            name = sized + (", norm_first=True)" if norm_first else ")")
+            module = construct(Encoder, "Encoder", VOCAB, z.d_model, z.H, z.d_ff, z.num_layers, max_len=MAX_LEN,
+                               **({"norm_first": True} if norm_first else {}))
+            ref = reference_module(reference.Encoder, 5, VOCAB, z.d_model, z.H, z.d_ff, z.num_layers,
+                                   max_len=MAX_LEN, norm_first=norm_first)
+            prepare(module, ref, device, "Encoder")
+            for m in (None, mask):
+                tested = f"{name} on src_ids {shape_of(ids)}, " + ("no mask" if m is None else f"padding mask "
+                                                                                              f"{shape_of(m)}")
+                with torch.no_grad():
+                    expected = ref(ids, m)
+                    got = call("Encoder.forward", module, ids.clone(), None if m is None else m.clone(),
+                               tested=tested)
+                expect_tensor(got, expected, "Encoder output", device, tested=tested,
+                              where=None if m is None else keep,
+                              mistakes=stack_mistakes(lambda m=m, **f: M.encoder(ref, ids, m, **f), norm_first,
+                                                      m is not None))
+            if not norm_first:
+                core, core_name = module, name
+    expect_max_len(core, core_name, MAX_LEN,
                    lambda length: (padded_ids([length, 3], length, vocab=VOCAB, seed=74, device=device),),
                    criterion="Encoder.too_long")
+    with argument("Encoder.dropout"):
+        name = f"{sized}, dropout={DROPOUT_P})"
+        module = construct(Encoder, "Encoder", VOCAB, z.d_model, z.H, z.d_ff, z.num_layers, max_len=MAX_LEN,
+                           dropout=DROPOUT_P)
+        ref = reference_module(reference.Encoder, 5, VOCAB, z.d_model, z.H, z.d_ff, z.num_layers, max_len=MAX_LEN,
+                               dropout=DROPOUT_P)
+        prepare(module, ref, device, "Encoder")
+        with torch.no_grad():
+            expected = ref(ids, None)
+        expect_dropout_acts(module, "Encoder", (ids, None), expected, device,
+                            tested=f"{name} on src_ids {shape_of(ids)}, no mask",
+                            hint="pass dropout on to PositionalEncoding(d_model, max_len, dropout) and to every "
+                                 "EncoderBlock")
+        x = randn(z.B, T, z.d_model, seed=75, device=device)
+        expect_dropout_reaches(module, name, {f"layers.{i}": (x, None) for i in range(z.num_layers)}, device,
+                               tested=f"on x {shape_of(x)}",
+                               hint="build every block as EncoderBlock(d_model, num_heads, d_ff, dropout, norm_first)")
 
 
 def expect_max_len(module, name: str, max_len: int, make_inputs, criterion: str) -> None:

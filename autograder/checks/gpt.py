@@ -25,7 +25,7 @@ from autograder.checks.toolkit import (
     grader_step, is_integer, lend_model, prepare, randint, randn, seeded, shape_of, start_check, type_name,
     values_close,
 )
-from autograder.checks.criteria import edge_case
+from autograder.checks.criteria import argument, edge_case
 from autograder.checks.parts import given_working_parts
 from autograder.checks.probe_inputs import draw_sizes, generator as probe_generator, pick, rng, sample, seed_for
 from autograder.checks.remote import RemoteObject, probed
@@ -368,7 +368,7 @@ def check_gpt(GPT) -> None:
     VOCAB, D_MODEL, H, D_FF, LAYERS, MAX_LEN, B, T = (z[k] for k in ("vocab", "d_model", "heads", "d_ff", "layers",
                                                                      "max_len", "b", "t"))
     name = f"GPT({VOCAB}, {D_MODEL}, {H}, {D_FF}, {LAYERS}, max_len={MAX_LEN})"
-    module = construct(GPT, "GPT", VOCAB, D_MODEL, H, D_FF, LAYERS, max_len=MAX_LEN, dropout=0.0)
+    module = construct(GPT, "GPT", VOCAB, D_MODEL, H, D_FF, LAYERS, max_len=MAX_LEN)  # the default dropout, 0.0
     params = _parameter_names(module, name)
     if "lm_head.weight" in params:
         fail(f"{name}: lm_head has a weight of its own.", mistake="gpt.untied_head",
@@ -415,18 +415,19 @@ def check_gpt(GPT) -> None:
                   randint(0, VOCAB, (1, too_long), seed=82, device=device),
                   why=f"when the sequence is longer than max_len={MAX_LEN}", criterion="GPT.too_long")
     # dropout reaches the model: dropout=0.5 in training mode changes the logits, in eval mode it does not
-    dropped = construct(GPT, "GPT", VOCAB, D_MODEL, H, D_FF, LAYERS, max_len=MAX_LEN, dropout=0.5)
-    prepare(dropped, reference_gpt(8, z, dropout=0.5), device, "GPT")
-    tested = f"GPT(..., dropout=0.5) on ids {shape_of(ids)}"
-    with torch.no_grad():
-        expected = ref(ids)
-        got = call("GPT.forward", dropped, ids.clone(), tested=tested + " in eval mode", _no_grad=True)
-    expect_tensor(got, expected, "GPT logits in eval mode", device, tested=tested + " in eval mode")
-    call("GPT.train()", dropped.attr("train"))
-    noisy = as_tensor(call("GPT.forward", dropped, ids.clone(), tested=tested, _no_grad=True, _seed=1), "logits")
-    if torch.allclose(noisy.detach().double().cpu(), expected.double().cpu(), atol=1e-4):
-        fail("GPT(..., dropout=0.5) in training mode gives the same logits as in eval mode.", tested=tested,
-             hint="pass dropout to nn.Dropout (self.drop) and to every EncoderBlock")
+    with argument("GPT.dropout"):
+        dropped = construct(GPT, "GPT", VOCAB, D_MODEL, H, D_FF, LAYERS, max_len=MAX_LEN, dropout=0.5)
+        prepare(dropped, reference_gpt(8, z, dropout=0.5), device, "GPT")
+        tested = f"GPT(..., dropout=0.5) on ids {shape_of(ids)}"
+        with torch.no_grad():
+            expected = ref(ids)
+            got = call("GPT.forward", dropped, ids.clone(), tested=tested + " in eval mode", _no_grad=True)
+        expect_tensor(got, expected, "GPT logits in eval mode", device, tested=tested + " in eval mode")
+        call("GPT.train()", dropped.attr("train"))
+        noisy = as_tensor(call("GPT.forward", dropped, ids.clone(), tested=tested, _no_grad=True, _seed=1), "logits")
+        if torch.allclose(noisy.detach().double().cpu(), expected.double().cpu(), atol=1e-4):
+            fail("GPT(..., dropout=0.5) in training mode gives the same logits as in eval mode.", tested=tested,
+                 hint="pass dropout to nn.Dropout (self.drop) and to every EncoderBlock")
 
 
 # ---------------------------------------------------------------------------------------------------- get_batch
@@ -479,23 +480,28 @@ def check_get_batch(get_batch) -> None:
     plan = [(pick("gpt.get_batch.block_a", [7, 6, 8, 5, 10]), pick("gpt.get_batch.batch_a", [5, 6, 4, 7]), 90),
             (pick("gpt.get_batch.block_b", [3, 2, 4]), pick("gpt.get_batch.batch_b", [9, 8, 10, 11]), 91),
             (n - 1, pick("gpt.get_batch.batch_c", [4, 3, 5]), 92)]   # one window fits: every start is 0
+    # the core: generator=None, the global generator (the grader seeds it for each call)
+    plan.append((pick("gpt.get_batch.block_g", [7, 9, 5, 6]), pick("gpt.get_batch.batch_g", [6, 7, 5]), 93))
     for block_size, batch_size, seed in plan:
         if block_size < n - 1:
-            seed = _revealing_seed(seed, n, block_size, batch_size)
-        tested = f"get_batch(data {shape_of(data)}, block_size={block_size}, batch_size={batch_size}, generator)"
-        generator = _generator(get_batch.channel, seed)
-        got = call("get_batch", get_batch, data.clone(), block_size, batch_size, generator, tested=tested)
+            seed = _revealing_seed(seed, n, block_size, batch_size, "global")
+        tested = (f"get_batch(data {shape_of(data)}, block_size={block_size}, batch_size={batch_size}) "
+                  "without a generator")
+        got = call("get_batch", get_batch, data.clone(), block_size, batch_size, tested=tested, _seed=seed)
         x, y = _batch_pair(got, tested, (batch_size, block_size))
-        starts = _starts(n, block_size, batch_size, seed)
-        _judge_batch(x, y, starts, n, offset, block_size, batch_size, seed, tested, "generator")
-    # generator=None: the global generator (the grader seeds it for the call)
-    block_size, batch_size = pick("gpt.get_batch.block_g", [7, 9, 5, 6]), pick("gpt.get_batch.batch_g", [6, 7, 5])
-    seed = _revealing_seed(93, n, block_size, batch_size, "global")
-    tested = f"get_batch(data {shape_of(data)}, block_size={block_size}, batch_size={batch_size}) without a generator"
-    got = call("get_batch", get_batch, data.clone(), block_size, batch_size, tested=tested, _seed=seed)
-    x, y = _batch_pair(got, tested, (batch_size, block_size))
-    _judge_batch(x, y, _starts(n, block_size, batch_size, seed, source="global"), n, offset, block_size,
-                 batch_size, seed, tested, "global")
+        _judge_batch(x, y, _starts(n, block_size, batch_size, seed, source="global"), n, offset, block_size,
+                     batch_size, seed, tested, "global")
+    # generator: the starts are drawn from it
+    with argument("get_batch.generator"):
+        for block_size, batch_size, seed in plan[:3]:
+            if block_size < n - 1:
+                seed = _revealing_seed(seed, n, block_size, batch_size)
+            tested = f"get_batch(data {shape_of(data)}, block_size={block_size}, batch_size={batch_size}, generator)"
+            generator = _generator(get_batch.channel, seed)
+            got = call("get_batch", get_batch, data.clone(), block_size, batch_size, generator, tested=tested)
+            x, y = _batch_pair(got, tested, (batch_size, block_size))
+            starts = _starts(n, block_size, batch_size, seed)
+            _judge_batch(x, y, starts, n, offset, block_size, batch_size, seed, tested, "generator")
 
 
 def _batch_pair(got, tested, shape):
@@ -677,33 +683,43 @@ def check_lr_at(lr_at) -> None:
                 pick("gpt.lr_at.min_c", [1e-5, 2e-5, 4e-5])),
                (pick("gpt.lr_at.lr_d", [2e-3, 1.5e-3, 3e-3]), pick("gpt.lr_at.warmup_d", [25, 20, 30]),
                 pick("gpt.lr_at.steps_d", [60, 55, 70]), None)]
-    for max_lr, warmup, max_steps, min_lr in configs:
-        extra = () if min_lr is None else (min_lr,)
-        for step in sorted({0, 1, warmup // 2, max(warmup - 1, 0), warmup, warmup + 1, (warmup + max_steps) // 2,
-                            max_steps - 1, max_steps, max_steps + 5}):
-            tested = (f"lr_at({step}, max_lr={max_lr:g}, warmup_steps={warmup}, max_steps={max_steps}"
-                      + (f", min_lr={min_lr:g})" if extra else ")"))
-            got = call("lr_at", lr_at, step, max_lr, warmup, max_steps, *extra, tested=tested)
-            if isinstance(got, torch.Tensor) and got.numel() == 1:
-                got = float(got)
-            if not isinstance(got, numbers.Real) or isinstance(got, bool):
-                fail("lr_at must return a float.", tested=tested, details=[f"got a {type(got).__name__}"])
-            expected = reference.lr_at(step, max_lr, warmup, max_steps, *extra)
-            if not math.isclose(float(got), expected, rel_tol=1e-9, abs_tol=1e-12):
-                kwargs = {"min_lr": min_lr or 0.0}
-                variants = [("lr_at.warmup_off_by_one", {"warmup_plus_one": False}),
-                            ("lr_at.cosine_from_zero", {"cosine_from_zero": True}),
-                            ("lr_at.min_lr_ignored", {"use_min": False})]
-                mistake = next((m for m, flags in variants if math.isclose(
-                    float(got), M.lr_variant(step, max_lr, warmup, max_steps, **kwargs, **flags), rel_tol=1e-9,
-                    abs_tol=1e-12)), None)
-                fail("lr_at: the learning rate differs from the reference solution.", tested=tested,
-                     details=expected_got(f"{expected:.6g}", f"{float(got):.6g}"), mistake=mistake)
+    # the core: every schedule with the default floor min_lr=0.0; then min_lr: the same schedules with their floor
+    for max_lr, warmup, max_steps, _min_lr in configs:
+        _try_lr_at(lr_at, reference, max_lr, warmup, max_steps, None)
+    with argument("lr_at.min_lr"):
+        for max_lr, warmup, max_steps, min_lr in configs:
+            if min_lr is not None:
+                _try_lr_at(lr_at, reference, max_lr, warmup, max_steps, min_lr)
     max_steps = pick("gpt.lr_at.bad_steps", [10, 12, 20, 8])
     for warmup in (max_steps + pick("gpt.lr_at.bad_over", [1, 2, 5]), -pick("gpt.lr_at.bad_under", [1, 2, 3])):
         expect_raises(ValueError, f"lr_at(0, 1e-3, warmup_steps={warmup}, max_steps={max_steps})", lr_at,
                       0, 1e-3, warmup, max_steps, why="unless 0 <= warmup_steps <= max_steps",
                       criterion="lr_at.bad_warmup")
+
+
+def _try_lr_at(lr_at, reference, max_lr: float, warmup: int, max_steps: int, min_lr: float | None) -> None:
+    """lr_at at the steps around the warm-up's end and the run's end (min_lr None: the default floor)."""
+    extra = () if min_lr is None else (min_lr,)
+    for step in sorted({0, 1, warmup // 2, max(warmup - 1, 0), warmup, warmup + 1, (warmup + max_steps) // 2,
+                        max_steps - 1, max_steps, max_steps + 5}):
+        tested = (f"lr_at({step}, max_lr={max_lr:g}, warmup_steps={warmup}, max_steps={max_steps}"
+                  + (f", min_lr={min_lr:g})" if extra else ")"))
+        got = call("lr_at", lr_at, step, max_lr, warmup, max_steps, *extra, tested=tested)
+        if isinstance(got, torch.Tensor) and got.numel() == 1:
+            got = float(got)
+        if not isinstance(got, numbers.Real) or isinstance(got, bool):
+            fail("lr_at must return a float.", tested=tested, details=[f"got a {type(got).__name__}"])
+        expected = reference.lr_at(step, max_lr, warmup, max_steps, *extra)
+        if not math.isclose(float(got), expected, rel_tol=1e-9, abs_tol=1e-12):
+            kwargs = {"min_lr": min_lr or 0.0}
+            variants = [("lr_at.warmup_off_by_one", {"warmup_plus_one": False}),
+                        ("lr_at.cosine_from_zero", {"cosine_from_zero": True}),
+                        ("lr_at.min_lr_ignored", {"use_min": False})]
+            mistake = next((m for m, flags in variants if math.isclose(
+                float(got), M.lr_variant(step, max_lr, warmup, max_steps, **kwargs, **flags), rel_tol=1e-9,
+                abs_tol=1e-12)), None)
+            fail("lr_at: the learning rate differs from the reference solution.", tested=tested,
+                 details=expected_got(f"{expected:.6g}", f"{float(got):.6g}"), mistake=mistake)
 
 
 # -------------------------------------------------------------------------------------------------- train_step
@@ -747,7 +763,8 @@ def _clip_norms(setup: dict, device) -> list[float]:
 
 def step_setup(device) -> dict:
     """This submission's train_step run: the plan (rates drawn), the lent model's weights and the batches, from the
-    first seed 140, 1140, 2140, ... whose gradient norms keep every clipping threshold active or not as planned."""
+    first seed 140, 1140, 2140, ... whose gradient norms keep every clipping threshold active or not as planned, and
+    the default threshold (1.0) active at every step of the core's run (the same rates, no grad_clip given)."""
     plan = tuple(zip(pick("gpt.train_step.rates", STEP_RATES), STEP_CLIPS))
     setup = None
     for k in range(20):
@@ -755,9 +772,10 @@ def step_setup(device) -> dict:
         setup = {"plan": plan, "state": {key: v * 3 for key, v in _probe_state(seed).items()},
                  "batches": _step_batches(device, seed)}
         norms = _clip_norms(setup, device)
+        core = _clip_norms({**setup, "plan": tuple((lr, "default") for lr, _clip in plan)}, device)
         if all(clip is None or (norm < 0.9 * clip if clip == 50.0 else norm > 1.1 * (1.0 if clip == "default"
                                                                                     else clip))
-               for norm, (_lr, clip) in zip(norms, plan)):
+               for norm, (_lr, clip) in zip(norms, plan)) and all(norm > 1.1 for norm in core):
             break
     return setup
 
@@ -820,6 +838,35 @@ def check_train_step(train_step) -> None:
                                 momentum=STEP_MOMENTUM)
         return model, optimizer
 
+    # the core: every step with the default grad_clip (1.0); then grad_clip: the plan's thresholds (0.5, None, 50,
+    # the default, 0.05), on the same batches from the same weights
+    _judge_step_run(train_step, {**setup, "plan": tuple((lr, "default") for lr, _clip in plan)},
+                    description.removesuffix(", grad_clip)") + ")", make, device, reference)
+    with argument("train_step.grad_clip"):
+        _judge_step_run(train_step, setup, description, make, device, reference)
+    # a model in eval mode stays there, and its loss is the eval-mode loss
+    model = _remote_lm(channel, state, device, False)
+    optimizer = grader_step(description, lambda: _remote.new(channel, "torch.optim.SGD", model.attr("parameters")(),
+                                                             lr=STEP_START_LR))
+    x, y = setup["batches"][0]
+    lr = plan[0][0]
+    tested = f"train_step(a small language model in eval mode, an SGD optimizer, x, y, lr={lr})"
+    got = call("train_step", train_step, model, optimizer, x.clone(), y.clone(), lr, tested=tested)
+    local = _local_lm(state, device, False)
+    expected_loss = reference.train_step(local, torch.optim.SGD(local.parameters(), lr=STEP_START_LR), x, y, lr)
+    changed = _training_flag(model, "the lent model") is not False
+    if changed or not isinstance(got, numbers.Real) or not math.isclose(float(got), expected_loss, rel_tol=1e-4,
+                                                                         abs_tol=1e-5):
+        fail("train_step must leave the model's mode as it was and run it in that mode (the caller sets it).",
+             tested=tested, details=["the model was left in training mode" if changed else
+                                     f"expected the eval-mode loss {expected_loss:.4f}, got {got}"],
+             mistake="train_step.mode_changed")
+
+
+def _judge_step_run(train_step, setup: dict, description: str, make, device, reference) -> None:
+    """The plan of `setup` run with the student's train_step on a fresh lent model and optimizer (`make`), judged
+    against the reference's run: the returned losses, the weights, the rates left in the groups, the mode."""
+    plan = setup["plan"]
     model, optimizer = grader_step(description, make)
     returns = []
     for k, ((lr, clip), (x, y)) in enumerate(zip(plan, setup["batches"])):
@@ -874,23 +921,6 @@ def check_train_step(train_step) -> None:
              "train_step.lr_not_set")
     if _training_flag(model, "the lent model") is not True:
         fail(f"{description}: the model is no longer in training mode after train_step.",
-             mistake="train_step.mode_changed")
-    # a model in eval mode stays there, and its loss is the eval-mode loss
-    model = _remote_lm(channel, state, device, False)
-    optimizer = grader_step(description, lambda: _remote.new(channel, "torch.optim.SGD", model.attr("parameters")(),
-                                                             lr=STEP_START_LR))
-    x, y = setup["batches"][0]
-    lr, clip = plan[0]
-    tested = f"train_step(a small language model in eval mode, an SGD optimizer, x, y, lr={lr}, grad_clip={clip})"
-    got = call("train_step", train_step, model, optimizer, x.clone(), y.clone(), lr, clip, tested=tested)
-    local = _local_lm(state, device, False)
-    expected_loss = reference.train_step(local, torch.optim.SGD(local.parameters(), lr=STEP_START_LR), x, y, lr, clip)
-    changed = _training_flag(model, "the lent model") is not False
-    if changed or not isinstance(got, numbers.Real) or not math.isclose(float(got), expected_loss, rel_tol=1e-4,
-                                                                         abs_tol=1e-5):
-        fail("train_step must leave the model's mode as it was and run it in that mode (the caller sets it).",
-             tested=tested, details=["the model was left in training mode" if changed else
-                                     f"expected the eval-mode loss {expected_loss:.4f}, got {got}"],
              mistake="train_step.mode_changed")
 
 
@@ -979,42 +1009,27 @@ def _frequency_plan(logits: torch.Tensor) -> list[tuple[float, int | None]]:
 @probed
 def check_sample_next_token(sample_next_token) -> None:
     """sample_next_token(logits (B, V), temperature=1.0, top_k=None, generator=None) -> (B,) token ids."""
-    device = start_check()
+    start_check()
     reference = _reference()
     channel = sample_next_token.channel
-    # temperature 0: the argmax, first index on ties
-    logits = _argmax_logits()
-    tested = f"sample_next_token(logits {shape_of(logits)}, temperature=0)"
-    got = call("sample_next_token", sample_next_token, logits.clone(), 0.0, tested=tested)
-    expect_tensor(got, logits.argmax(-1), "the tokens at temperature 0", "cpu", tested=tested, exact=True,
-                  note="temperature 0 means the argmax of each row (torch.argmax keeps the first index on ties)")
-    # frequencies over many draws from the global generator (seeded by the grader)
     stat = _stat_logits()
-    for temperature, top_k in _frequency_plan(stat):
-        batch = stat.expand(DRAWS, -1).clone()
-        tested = (f"sample_next_token(the same logits in {DRAWS} rows, temperature={temperature}, top_k={top_k})"
-                  " (how often each token is drawn)")
-        got = call("sample_next_token", sample_next_token, batch, temperature, top_k, tested=tested, _seed=120)
-        got = as_tensor(got, "sample_next_token's result", tested)
-        expect_shape(got, (DRAWS,), "sample_next_token's result", tested, hint="one token id per row: (B,)")
-        if got.is_floating_point() or int(got.min()) < 0 or int(got.max()) >= stat.numel():
-            fail("sample_next_token must return token ids (int64) between 0 and V - 1.", tested=tested)
-        counts = torch.bincount(got.long().cpu(), minlength=stat.numel())
-        right = chi_square(counts, M.tempered(stat, temperature, top_k))
-        if right > CHI2_LIMIT:
-            mistake = None
-            support = M.tempered(stat, temperature, top_k) > 0
-            if top_k is not None and int(support.sum()) > top_k and int((counts > 0).sum()) == top_k \
-                    and not bool((counts[~support] > 0).any()):
-                mistake = "sample.top_k_drops_ties"       # exactly k kept: some logit equal to the k-th was dropped
-            for mistake_id, how in MISTAKE_HOWS:
-                if mistake is None and chi_square(counts, M.tempered(stat, temperature, top_k, how)) <= CHI2_LIMIT:
-                    mistake = mistake_id
-                    break
-            fail("sample_next_token: the tokens are not drawn from the right distribution.", tested=tested,
-                 details=[f"drawn counts {counts.tolist()}, expected about "
-                          f"{[round(p * DRAWS) for p in M.tempered(stat, temperature, top_k).tolist()]}"],
-                 mistake=mistake)
+    plain, tempered, tie_cut, top_k_plan = _frequency_plan(stat)
+    # the core: frequencies over many plain draws (temperature 1.0, no top_k) from the global generator
+    _frequencies(sample_next_token, stat, *plain)
+    passed = set()  # the arguments whose own tries passed (a try of several arguments counts only on top of them)
+    with argument("sample_next_token.temperature"):
+        # temperature 0: the argmax, first index on ties
+        logits = _argmax_logits()
+        tested = f"sample_next_token(logits {shape_of(logits)}, temperature=0)"
+        got = call("sample_next_token", sample_next_token, logits.clone(), 0.0, tested=tested)
+        expect_tensor(got, logits.argmax(-1), "the tokens at temperature 0", "cpu", tested=tested, exact=True,
+                      note="temperature 0 means the argmax of each row (torch.argmax keeps the first index on ties)")
+        _frequencies(sample_next_token, stat, *tempered)
+        passed.add("temperature")
+    with argument("sample_next_token.top_k"):  # at the plan's temperatures on top of a passing temperature, else 1
+        for temperature, top_k in (tie_cut, top_k_plan):
+            _frequencies(sample_next_token, stat, temperature if "temperature" in passed else 1.0, top_k)
+        passed.add("top_k")
     # with a generator, the draws are exactly torch.multinomial(probs, 1, generator=generator)
     rows, vocab = pick("gpt.sample.rows", [5, 4, 6, 7]), pick("gpt.sample.vocab", [9, 8, 10, 11, 12])
     logits = randn(rows, vocab, seed=121, device="cpu") * 2
@@ -1034,15 +1049,52 @@ def check_sample_next_token(sample_next_token) -> None:
                  mistake="sample.generator_ignored", hint=note)
         expect_tensor(got, expected, "the drawn tokens", "cpu", tested=tested, exact=True, note=note)
 
-    drawn_like_reference(1.0, None, 122)
-    drawn_like_reference(pick("gpt.sample.gen_temperature", [0.7, 0.6, 0.9, 1.4]),
-                         pick("gpt.sample.gen_top_k", [3, 2, 4, 5]), 123)
-    drawn_like_reference(pick("gpt.sample.gen_temperature_b", [1.1, 0.8, 1.3, 0.5]), vocab - 1, 126)
-    # the stated edge case: a top_k equal to or larger than the vocabulary keeps every token
+    with argument("sample_next_token.generator"):
+        drawn_like_reference(1.0, None, 122)
+        if {"temperature", "top_k"} <= passed:  # the one draw comes after temperature and top-k
+            drawn_like_reference(pick("gpt.sample.gen_temperature", [0.7, 0.6, 0.9, 1.4]),
+                                 pick("gpt.sample.gen_top_k", [3, 2, 4, 5]), 123)
+            drawn_like_reference(pick("gpt.sample.gen_temperature_b", [1.1, 0.8, 1.3, 0.5]), vocab - 1, 126)
+        passed.add("generator")
+    # the stated edge case: a top_k equal to or larger than the vocabulary keeps every token (exact draws where the
+    # arguments passed on their own, else frequencies at temperature 1, which need neither the generator nor it)
+    past = pick("gpt.sample.edge_past", [11, 1, 5, 30])
     with edge_case("sample_next_token.top_k_past_vocabulary"):
-        drawn_like_reference(pick("gpt.sample.edge_temperature", [1.3, 1.1, 0.8, 1.6]), vocab, 124)
-        drawn_like_reference(pick("gpt.sample.edge_temperature_b", [0.9, 1.2, 0.7]),
-                             vocab + pick("gpt.sample.edge_past", [11, 1, 5, 30]), 125)
+        if {"temperature", "top_k", "generator"} <= passed:
+            drawn_like_reference(pick("gpt.sample.edge_temperature", [1.3, 1.1, 0.8, 1.6]), vocab, 124)
+            drawn_like_reference(pick("gpt.sample.edge_temperature_b", [0.9, 1.2, 0.7]), vocab + past, 125)
+        else:
+            _frequencies(sample_next_token, stat, 1.0, stat.numel())
+            _frequencies(sample_next_token, stat, 1.0, stat.numel() + past)
+
+
+def _frequencies(sample_next_token, stat: torch.Tensor, temperature: float, top_k) -> None:
+    """DRAWS draws from the same logits `stat` (the global generator, seeded by the grader) are drawn from the right
+    distribution (a chi-square test); a failure names the known mistake whose distribution they fit."""
+    batch = stat.expand(DRAWS, -1).clone()
+    tested = (f"sample_next_token(the same logits in {DRAWS} rows, temperature={temperature}, top_k={top_k})"
+              " (how often each token is drawn)")
+    got = call("sample_next_token", sample_next_token, batch, temperature, top_k, tested=tested, _seed=120)
+    got = as_tensor(got, "sample_next_token's result", tested)
+    expect_shape(got, (DRAWS,), "sample_next_token's result", tested, hint="one token id per row: (B,)")
+    if got.is_floating_point() or int(got.min()) < 0 or int(got.max()) >= stat.numel():
+        fail("sample_next_token must return token ids (int64) between 0 and V - 1.", tested=tested)
+    counts = torch.bincount(got.long().cpu(), minlength=stat.numel())
+    right = chi_square(counts, M.tempered(stat, temperature, top_k))
+    if right > CHI2_LIMIT:
+        mistake = None
+        support = M.tempered(stat, temperature, top_k) > 0
+        if top_k is not None and int(support.sum()) > top_k and int((counts > 0).sum()) == top_k \
+                and not bool((counts[~support] > 0).any()):
+            mistake = "sample.top_k_drops_ties"       # exactly k kept: some logit equal to the k-th was dropped
+        for mistake_id, how in MISTAKE_HOWS:
+            if mistake is None and chi_square(counts, M.tempered(stat, temperature, top_k, how)) <= CHI2_LIMIT:
+                mistake = mistake_id
+                break
+        fail("sample_next_token: the tokens are not drawn from the right distribution.", tested=tested,
+             details=[f"drawn counts {counts.tolist()}, expected about "
+                      f"{[round(p * DRAWS) for p in M.tempered(stat, temperature, top_k).tolist()]}"],
+             mistake=mistake)
 
 
 def _generator_ignored(got, expected, again) -> bool:
@@ -1124,21 +1176,35 @@ def check_generate(generate) -> None:
                        lambda: M.generate_variant(local, long_prompt, more, crop="first")),
                   ], note="each step feeds ids[:, -model.max_len:], the last max_len tokens")
     local.eval()
-    # sampling with a generator: every argument reaches sample_next_token
+    # sampling with a generator: every argument reaches sample_next_token. The core above decodes greedily
+    # (temperature=0, the contract's deterministic decoding); each argument's own tries follow, and a try of several
+    # arguments at once runs only on top of their own tries' passing (one mistake crosses one criterion)
     model = _remote_lm(channel, state, "cpu", False)
-    plan = (((pick("gpt.generate.n_a", [6, 5, 8]), pick("gpt.generate.temp_a", [0.8, 0.7, 1.2]),
-              pick("gpt.generate.k_a", [4, 3, 5, 6])), 132),
-            ((pick("gpt.generate.n_b", [5, 4, 7]),), 133),
-            ((pick("gpt.generate.n_c", [4, 3, 6]), 1.0, 1), 134),
-            ((pick("gpt.generate.n_d", [7, 6, 9]), pick("gpt.generate.temp_d", [1.7, 1.5, 2.0, 0.6])), 135))
-    for args, seed in plan:
-        shown = ", ".join(str(a) for a in args)
+
+    def sampled(args, seed, **kwargs):
+        shown = ", ".join([*(str(a) for a in args), *(f"{k}={v}" for k, v in kwargs.items())])
         tested = f"generate(a small model, ids {shape_of(prompt)}, {shown}, generator=...)"
-        got = call("generate", generate, model, prompt.clone(), *args, generator=_generator(channel, seed),
-                   tested=tested)
-        expected = reference.generate(local, prompt, *args, generator=_local_generator(seed))
+        got = call("generate", generate, model, prompt.clone(), *args, **kwargs,
+                   generator=_generator(channel, seed), tested=tested)
+        expected = reference.generate(local, prompt, *args, **kwargs, generator=_local_generator(seed))
         expect_tensor(got, expected, "generate's output", "cpu", tested=tested, exact=True,
                       note="pass temperature, top_k and the generator on to sample_next_token")
+
+    passed = set()
+    with argument("generate.generator"):  # the defaults otherwise
+        sampled((pick("gpt.generate.n_b", [5, 4, 7]),), 133)
+        passed.add("generator")
+    with argument("generate.top_k"):  # top_k=1 keeps the largest logit only: the same tokens whatever the draw
+        sampled((pick("gpt.generate.n_c", [4, 3, 6]),), 134, top_k=1)
+        passed.add("top_k")
+    if "generator" in passed:  # another temperature, drawn with the generator (without it: not judged here)
+        with argument("generate.temperature"):
+            sampled((pick("gpt.generate.n_d", [7, 6, 9]), pick("gpt.generate.temp_d", [1.7, 1.5, 2.0, 0.6])), 135)
+            passed.add("temperature")
+    if {"generator", "top_k", "temperature"} <= passed:
+        with argument("generate.top_k"):  # temperature and top_k together
+            sampled((pick("gpt.generate.n_a", [6, 5, 8]), pick("gpt.generate.temp_a", [0.8, 0.7, 1.2]),
+                     pick("gpt.generate.k_a", [4, 3, 5, 6])), 132)
     got = call("generate", generate, model, prompt.clone(), 0, tested="generate(..., max_new_tokens=0)")
     expect_tensor(got, prompt, "generate's output with max_new_tokens=0", "cpu", exact=True,
                   tested="generate(..., max_new_tokens=0)")

@@ -22,6 +22,7 @@ import copy
 
 import torch
 
+from autograder.checks.criteria import argument
 from autograder.checks.toolkit import (
     as_tensor, call, construct, expect_callable, fail, prepare, shape_of, start_check,
 )
@@ -37,14 +38,28 @@ SRC_VOCAB, TGT_VOCAB, TABLE_LEN = 19, 13, 32
 SCALE = 1.0                      # size of the StatefulProjection offsets (keys/values are of order 1)
 
 
+def _other_ids() -> tuple[int, int, int]:
+    """This submission's (pad_id, bos_id, eos_id) off the defaults (0, 2, 3): all distinct, off 2 and 3."""
+    return pick("kv_cache.ids", [(5, 4, 6), (1, 4, 7), (7, 5, 1), (4, 6, 5), (6, 1, 4)])
+
+
 def cases() -> tuple:
-    """This submission's cases, (norm_first, pad_id, bos_id, eos_id, max_len, want) (`probe_inputs.pick`; with no
-    salt: (False, 0, 2, 3, 8, mixed), (True, 0, 2, 3, 12, all_early), (False, 5, 4, 6, 9, mixed)). The model's
-    weights of each case come from a deterministic search over this submission's seeds (`_case`)."""
-    pad_id, bos_id, eos_id = pick("kv_cache.ids", [(5, 4, 6), (1, 4, 7), (7, 5, 1), (4, 6, 5), (6, 1, 4)])
+    """This submission's core cases, (norm_first, pad_id, bos_id, eos_id, max_len, want), all with the default
+    bos_id=2 and eos_id=3 (`probe_inputs.pick`; with no salt: (False, 0, 2, 3, 8, mixed), (True, 0, 2, 3, 12,
+    all_early), (False, 5, 2, 3, 9, mixed)). The model's weights of each case come from a deterministic search over
+    this submission's seeds (`_case`)."""
+    pad_id = _other_ids()[0]
     return ((False, 0, 2, 3, pick("kv_cache.max_len_mixed", [8, 7, 9, 10]), "mixed"),
             (True, 0, 2, 3, pick("kv_cache.max_len_early", [12, 10, 11]), "all_early"),
-            (False, pad_id, bos_id, eos_id, pick("kv_cache.max_len_ids", [9, 8, 10]), "mixed"))
+            (False, pad_id, 2, 3, pick("kv_cache.max_len_ids", [9, 8, 10]), "mixed"))
+
+
+def argument_cases() -> tuple:
+    """(criterion, bos_id, eos_id) of the arguments with teeth, each tried with its own other id (the other one at
+    its default) on the model and sources of the last core case (another pad_id). With no salt:
+    ("cached_greedy_decode.bos_id", 4, 3), ("cached_greedy_decode.eos_id", 2, 6)."""
+    _, bos_id, eos_id = _other_ids()
+    return (("cached_greedy_decode.bos_id", bos_id, 3), ("cached_greedy_decode.eos_id", 2, eos_id))
 
 
 def source_length() -> int:
@@ -56,8 +71,10 @@ def source_length() -> int:
 # fixed inputs need no search); every other candidate comes after them, all in a fixed order. A case qualifies
 # (`qualifies`) when decoding stops as `want` says ("mixed": some sequences end, at different steps, and some never
 # do; "all_early": all end, at different steps, before max_len), the tokens are varied (at least 4 distinct ids)
-# and the three StatefulProjection outcomes differ from each other (so each way of not caching is named).
-FIRST_TRIED = ((13, 1.0), (11, 1.0), (11, 1.0))
+# and the three StatefulProjection outcomes differ from each other (so each way of not caching is named); the last
+# case's model, which the arguments bos_id and eos_id are tried on, also decodes otherwise with each other id
+# (`ids_change_tokens`).
+FIRST_TRIED = ((13, 1.0), (11, 1.0), (8, -1.0))
 SEARCHED = tuple((seed, bias) for seed in range(100) for bias in (1.0, 0.0, 2.0, 3.0, -1.0, 0.5, 1.5, 2.5))
 
 # Catalogue ids (coursekit/mistakes.py) of the two ways of not caching that the check can name.
@@ -164,10 +181,13 @@ def _case(device, norm_first, pad_id, bos_id, eos_id, max_len, want):
     decode = _reference().greedy_decode
     src_ids = _sources(device, pad_id)
     built = None
+    tries_ids = case == cases()[-1]   # the argument cases (bos_id, eos_id) use this model too
     for seed, bias in candidates:
         ref, built = _model(device, norm_first, pad_id, bos_id, eos_id, seed, bias, built)
         plain = decode(ref, src_ids, max_len, bos_id=bos_id, eos_id=eos_id, use_cache=False)
         if not _decodes_as_wanted(plain, eos_id, max_len, want):
+            continue
+        if tries_ids and not ids_change_tokens(ref, src_ids, max_len, plain):
             continue
         outcomes = _outcomes(ref, src_ids, max_len, bos_id, eos_id, plain)
         if qualifies(outcomes, eos_id, max_len, want):
@@ -178,6 +198,14 @@ def _case(device, norm_first, pad_id, bos_id, eos_id, max_len, want):
         _FOUND.clear()
     _FOUND[key] = (seed, bias)
     return ref, src_ids, outcomes
+
+
+def ids_change_tokens(ref, src_ids, max_len, plain) -> bool:
+    """Each argument case's other id (`argument_cases`) changes the tokens of greedy decoding with the default ids
+    (`plain`), so that a cache that ignores bos_id or eos_id is seen."""
+    decode = _reference().greedy_decode
+    return all(not torch.equal(decode(ref, src_ids, max_len, bos_id=bos, eos_id=eos, use_cache=False), plain)
+               for _, bos, eos in argument_cases())
 
 
 def _decodes_as_wanted(plain, eos_id, max_len, want) -> bool:
@@ -288,16 +316,15 @@ def _count_problem(counts, steps: int, S: int) -> tuple[str, list[str]] | None:
 @given_working_parts("cached_greedy_decode")
 def check_cached_greedy_decode(cached_greedy_decode, Transformer) -> None:
     """cached_greedy_decode(model, src_ids, max_len, bos_id=2, eos_id=3) -> LongTensor (B, <= max_len), checked on
-    the student's own Transformer (handed in with it)."""
+    the student's own Transformer (handed in with it). The core calls it with the default ids; bos_id and eos_id
+    are then each tried with another id in their own block (the tokens only: the core has judged the cache)."""
     device = start_check()
     expect_callable(cached_greedy_decode, "cached_greedy_decode")
     channel = cached_greedy_decode.channel
     for norm_first, pad_id, bos_id, eos_id, max_len, want in cases():
         ref, src_ids, outcomes = _case(device, norm_first, pad_id, bos_id, eos_id, max_len, want)
-        kwargs = {} if (bos_id, eos_id) == (2, 3) else {"bos_id": bos_id, "eos_id": eos_id}
-        tested = (f"your Transformer(d_model={D_MODEL}, num_heads={H}, num_layers={NUM_LAYERS}, pad_id={pad_id}, "
-                  f"norm_first={norm_first}) with the grader's weights, src_ids {shape_of(src_ids)}, "
-                  f"max_len={max_len}" + (f", bos_id={bos_id}, eos_id={eos_id}" if kwargs else ""))
+        kwargs = {}
+        tested = _tested(pad_id, norm_first, src_ids, max_len, kwargs)
 
         # (a) the tokens of greedy decoding through the same model
         model = _student_model(Transformer, ref, device, norm_first, pad_id)
@@ -305,16 +332,7 @@ def check_cached_greedy_decode(cached_greedy_decode, Transformer) -> None:
         transformer_ok = torch.equal(expected, outcomes["plain"].cpu())
         got = _tokens(call("cached_greedy_decode", cached_greedy_decode, model, src_ids.clone(), max_len,
                            tested=tested, **kwargs), tested)
-        if not torch.equal(got, expected):
-            details = [f"expected shape {tuple(expected.shape)}, got {tuple(got.shape)}"]
-            if got.shape == expected.shape:
-                details = [f"{int((got != expected).sum())} of {expected.numel()} tokens differ"]
-            fail("cached_greedy_decode's tokens differ from greedy decoding with the same model (encode once, "
-                 "decode the whole prefix at every step, argmax of the last position).", tested=tested,
-                 details=details,
-                 hint="start from <bos>; at each step feed the newest token at its position (the positional "
-                      "encoding of step t, not of position 0), attend over every cached position of the same "
-                      "sequence, and after eos_id fill with model.pad_id, as in greedy_decode")
+        _expect_same_tokens(got, expected, tested)
 
         # (b) each position projected exactly once
         model = _student_model(Transformer, ref, device, norm_first, pad_id)
@@ -350,3 +368,36 @@ def check_cached_greedy_decode(cached_greedy_decode, Transformer) -> None:
         fail("cached_greedy_decode does not use a key/value cache as the exercise asks"
              + ("." if mistake else f": it {problem[0]}."),
              tested=tested_b, details=problem[1][:3], mistake=mistake, hint=CACHE_HINT)
+    def try_ids(bos_id, eos_id):   # the model and sources of the last core case
+        kwargs = {**({"bos_id": bos_id} if bos_id != 2 else {}), **({"eos_id": eos_id} if eos_id != 3 else {})}
+        tested = _tested(pad_id, norm_first, src_ids, max_len, kwargs)
+        model = _student_model(Transformer, ref, device, norm_first, pad_id)
+        expected = _greedy_through(model, src_ids, max_len, bos_id, eos_id, pad_id, device, tested).cpu()
+        got = _tokens(call("cached_greedy_decode", cached_greedy_decode, model, src_ids.clone(), max_len,
+                           tested=tested, **kwargs), tested)
+        _expect_same_tokens(got, expected, tested)
+
+    (_, bos_id, _), (_, _, eos_id) = argument_cases()
+    with argument("cached_greedy_decode.bos_id"):
+        try_ids(bos_id, 3)
+    with argument("cached_greedy_decode.eos_id"):
+        try_ids(2, eos_id)
+
+
+def _tested(pad_id, norm_first, src_ids, max_len, kwargs) -> str:
+    return (f"your Transformer(d_model={D_MODEL}, num_heads={H}, num_layers={NUM_LAYERS}, pad_id={pad_id}, "
+            f"norm_first={norm_first}) with the grader's weights, src_ids {shape_of(src_ids)}, max_len={max_len}"
+            + "".join(f", {k}={v}" for k, v in kwargs.items()))
+
+
+def _expect_same_tokens(got, expected, tested) -> None:
+    if not torch.equal(got, expected):
+        details = [f"expected shape {tuple(expected.shape)}, got {tuple(got.shape)}"]
+        if got.shape == expected.shape:
+            details = [f"{int((got != expected).sum())} of {expected.numel()} tokens differ"]
+        fail("cached_greedy_decode's tokens differ from greedy decoding with the same model (encode once, "
+             "decode the whole prefix at every step, argmax of the last position).", tested=tested,
+             details=details,
+             hint="start from bos_id; at each step feed the newest token at its position (the positional "
+                  "encoding of step t, not of position 0), attend over every cached position of the same "
+                  "sequence, and after eos_id fill with model.pad_id, as in greedy_decode")

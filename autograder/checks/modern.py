@@ -1,8 +1,10 @@
 """Hidden checks of notebook 09 (RMSNorm, rotary positions, SwiGLU, grouped-query attention, LlamaBlock, ModernGPT).
 
-Every argument has teeth: a non-default `eps` and `base`/`rope_base`, `num_kv_heads` in {1, 2, num_heads} (and
-6 heads over 3 key/value heads, where the two wrong groupings differ from each other and from the right one),
-`max_len` probed by a sequence one longer, T > 1 with masks that block something.
+Every argument has teeth: a non-default `eps` and `base`/`rope_base` (arguments with teeth of the catalogue
+coursekit/criteria.py, each tried in its `argument` block after a core that leaves it at its default: partial
+credit), `num_kv_heads` in {1, 2, num_heads} (and 6 heads over 3 key/value heads, where the two wrong groupings
+differ from each other and from the right one), `max_len` probed by a sequence one longer, T > 1 with masks that
+block something.
 
 Probe inputs are this submission's (`probe_inputs`): every size, length, base, eps and error case below is drawn with
 `pick(label, options)` from the space written next to it (the first option is the input of salt 0), every tensor and
@@ -16,7 +18,7 @@ from __future__ import annotations
 import torch
 
 from autograder.checks import known_mistakes as M
-from autograder.checks.criteria import edge_case
+from autograder.checks.criteria import argument, edge_case
 from autograder.checks.probe_inputs import pick
 from autograder.checks.toolkit import (
     as_tensor, call, construct, describe, expect_callable, expect_raises, expect_tensor, fail, fetch, prepare,
@@ -93,7 +95,8 @@ def check_rmsnorm(RMSNorm) -> None:
         fail("RMSNorm.weight must start as ones of shape (d_model,).", details=[f"d_model={d_model}"],
              mistake="rms_norm.weight_not_ones" if tuple(weight.shape) == (d_model,) else None,
              hint="self.weight = nn.Parameter(torch.ones(d_model))")
-    for eps, scale, seed in ((None, small, 1), (eps, 0.3, 2)):
+
+    def compare(eps, scale, seed):
         label = f"RMSNorm({d_model})" if eps is None else f"RMSNorm({d_model}, eps={eps})"
         module = construct(RMSNorm, "RMSNorm", d_model) if eps is None else \
             construct(RMSNorm, "RMSNorm", d_model, eps=eps)
@@ -114,6 +117,10 @@ def check_rmsnorm(RMSNorm) -> None:
             ("rms_norm.no_weight", lambda: M.rms_norm(w, x, e, use_weight=False)),
         ])
 
+    compare(None, small, 1)                          # the core: the default eps, on values where it matters
+    with argument("RMSNorm.eps"):                    # another eps, on values of size 0.3
+        compare(eps, 0.3, 2)
+
 
 # -------------------------------------------------------------------------------------------------- rotary angles
 def _pair(got, label: str, tested: str):
@@ -133,7 +140,7 @@ def check_rotary_cos_sin(rotary_cos_sin) -> None:
              (pick("rotary.max_len.2", [9, 7, 11, 5]), pick("rotary.d_head.2", [6, 4, 12]),
               pick("rotary.base", [500.0, 300.0, 700.0, 2000.0])),
              (pick("rotary.max_len.3", [5, 3, 4, 6]), 2, None))
-    for max_len, d_head, base in cases:
+    def compare(max_len, d_head, base):
         kwargs = {} if base is None else {"base": base}
         tested = f"max_len={max_len}, d_head={d_head}" + (f", base={base}" if base is not None else "")
         expected = reference.rotary_cos_sin(max_len, d_head, **kwargs)
@@ -156,6 +163,13 @@ def check_rotary_cos_sin(rotary_cos_sin) -> None:
                               *([("rotary.base_ignored", lambda: M.rotary_tables(m, d, 10000.0)[i])]
                                 if b != 10000.0 else []),
                           ])
+
+    for max_len, d_head, base in cases:
+        if base is None:                             # the core: base left out (10000)
+            compare(max_len, d_head, base)
+        else:
+            with argument("rotary_cos_sin.base"):    # another base
+                compare(max_len, d_head, base)
     odd = (pick("rotary.odd.max_len", [8, 6, 9, 10]), pick("rotary.odd.d_head", [7, 5, 9, 11]))
     expect_raises(ValueError, f"rotary_cos_sin{odd}", rotary_cos_sin, *odd, why="for an odd d_head",
                   criterion="rotary_cos_sin.odd_d_head")
@@ -264,11 +278,15 @@ def check_grouped_query_attention(GroupedQueryAttention) -> None:
     B_, T_, padded = pick("gqa.batch", BATCHES), pick("gqa.length", LENGTHS), pick("gqa.padded", PADDED)
     # (num_heads, num_kv_heads, extra constructor arguments, mask)
     # 6 heads over 3 first: there query head h // 2 (right), h % 3 (tiled) and h % 2 (h % groups) all differ
-    cases = [(6, 3, {"rope_base": pick("gqa.rope_base.1", [1000.0, 500.0, 2000.0, 3000.0])}, "causal"),
-             (4, 2, {"max_len": max_len, "rope_base": pick("gqa.rope_base.2", [100.0, 50.0, 200.0, 300.0])},
-              "causal+padding"),
-             (4, 1, {}, "causal"), (4, 4, {}, "none"), (4, 2, {}, "causal+padding")]
-    for seed, (heads, kv_heads, extra, mask_name) in enumerate(cases):
+    # the core leaves rope_base out (10000); the last two cases pass other bases (the argument rope_base)
+    rope_bases = (pick("gqa.rope_base.1", [1000.0, 500.0, 2000.0, 3000.0]),
+                  pick("gqa.rope_base.2", [100.0, 50.0, 200.0, 300.0]))
+    cases = [(6, 3, {}, "causal"), (4, 2, {"max_len": max_len}, "causal+padding"),
+             (4, 1, {}, "causal"), (4, 4, {}, "none"), (4, 2, {}, "causal+padding"),
+             (6, 3, {"rope_base": rope_bases[0]}, "causal"),
+             (4, 2, {"max_len": max_len, "rope_base": rope_bases[1]}, "causal+padding")]
+
+    def compare(seed, heads, kv_heads, extra, mask_name):
         module = construct(GroupedQueryAttention, name, d_model, heads, kv_heads, **extra)
         ref = reference_module(reference.GroupedQueryAttention, 50 + seed, d_model, heads, kv_heads, **extra)
         _gqa_structure(module, ref, name)
@@ -284,6 +302,13 @@ def check_grouped_query_attention(GroupedQueryAttention) -> None:
         expect_tensor(got, expected, f"{name} output", device, tested=tested, looser=ROTARY_LOOSER,
                       shape_hint="(B, T, d_model): heads merged and projected by w_o",
                       mistakes=gqa_mistakes(ref, x, mask))
+
+    for seed, (heads, kv_heads, extra, mask_name) in enumerate(cases):
+        if "rope_base" not in extra:
+            compare(seed, heads, kv_heads, extra, mask_name)
+        else:
+            with argument("GroupedQueryAttention.rope_base"):
+                compare(seed, heads, kv_heads, extra, mask_name)
     # the stated edge cases: each impossible split of the sizes (and only that one), a sequence one too long
     for args, why in ((pick("gqa.indivisible", [(25, 4, 1), (26, 4, 2), (30, 4, 1), (21, 6, 3)]),
                        "when d_model is not divisible by num_heads"),

@@ -14,9 +14,10 @@ import torch
 
 from autograder.checks import known_mistakes as M
 from autograder.checks.probe_inputs import pick, rng
+from autograder.checks.criteria import argument
 from autograder.checks.toolkit import (
-    call, construct, expect_callable, expect_raises, expect_tensor, fail, prepare, randn, seeded, shape_of,
-    start_check,
+    as_tensor, call, construct, describe, expect_callable, expect_raises, expect_shape, expect_tensor, fail, prepare,
+    randn, seeded, shape_of, start_check, values_close,
 )
 from autograder.checks.attention import padded_ids
 from autograder.checks.probe_inputs import draw_sizes
@@ -129,10 +130,60 @@ def attention_cases(device):
     ]
 
 
+# The dropout probes (04-06): a module made with this dropout does the reference's computation in eval mode and
+# something else in training mode (where the dropout goes inside is checked only where the statement says it).
+DROPOUT_P = 0.5
+EVAL_NOTE = "dropout must do nothing in eval mode: use nn.Dropout, or F.dropout(..., training=self.training)"
+
+
+def _clones(inputs: tuple) -> list:
+    return [None if x is None else x.clone() for x in inputs]
+
+
+def expect_dropout_acts(module, name: str, inputs: tuple, expected: torch.Tensor, device, *, tested: str, hint: str,
+                        output=lambda got: got, label: str = "output"):
+    """`module` (made with dropout=DROPOUT_P, prepared: the reference's weights, eval mode) computes `expected` in eval
+    mode (dropout does nothing there) and something else in training mode (dropout acts); back in eval mode after.
+    `output(got)` picks the tensor to compare from what forward returns. Returns what training mode returned."""
+    got = call(f"{name}.forward", module, *_clones(inputs), tested=f"{tested}, eval mode", _no_grad=True)
+    expect_tensor(output(got), expected, f"{name} {label} in eval mode", device, tested=f"{tested}, eval mode",
+                  note=EVAL_NOTE)
+    call(f"{name}.train()", module.attr("train"))
+    noisy = call(f"{name}.forward", module, *_clones(inputs), tested=f"{tested}, training mode",
+                 _seed=1, _no_grad=True)
+    call(f"{name}.eval()", module.attr("eval"))
+    noisy_out = as_tensor(output(noisy), f"{name} {label} in training mode", f"{tested}, training mode")
+    expect_shape(noisy_out, expected.shape, f"{name} {label} in training mode", f"{tested}, training mode")
+    if values_close(noisy_out, expected, device):
+        fail(f"{name} in training mode gives the same {label} as in eval mode: its dropout does not act.",
+             tested=f"{tested}, training mode", hint=hint)
+    return noisy
+
+
+def _compare(module, ref, cases, name: str, device) -> None:
+    """The module's (output, weights) against the reference's on each case (both prepared: same weights, eval)."""
+    for what, q, k, v, mask in cases:
+        tested = f"{name}, {what}: query {shape_of(q)}, key/value {shape_of(k)}" + \
+            (f", mask {shape_of(mask)}" if mask is not None else "")
+        with torch.no_grad():
+            expected_out, expected_w = ref(q, k, v, mask)
+            got = call("MultiHeadAttention.forward", module, q.clone(), k.clone(), v.clone(),
+                       None if mask is None else mask.clone(), tested=tested)
+        if not isinstance(got, tuple) or len(got) != 2:
+            fail("MultiHeadAttention.forward must return a tuple (output, weights).", tested=tested)
+        expect_tensor(got[0], expected_out, "MultiHeadAttention output", device, tested=tested,
+                      mistakes=mha_mistakes(ref, q, k, v, mask, 0))
+        expect_tensor(got[1], expected_w, "the attention weights", device, tested=tested,
+                      mistakes=mha_mistakes(ref, q, k, v, mask, 1),
+                      shape_hint="weights are (B, num_heads, T_q, T_k): one map per head, not averaged")
+
+
 @probed
 @given_working_parts("multi_head_attention")
 def check_multi_head_attention(MultiHeadAttention) -> None:
-    """MultiHeadAttention(d_model, num_heads, dropout=0.0, bias=True): w_q, w_k, w_v, w_o; forward -> (out, weights)."""
+    """MultiHeadAttention(d_model, num_heads, dropout=0.0, bias=True): w_q, w_k, w_v, w_o; forward -> (out, weights).
+
+    The core uses the defaults (dropout 0, biases); bias=False and dropout > 0 are arguments with teeth."""
     device = start_check()
     reference = _reference()
     expect_callable(MultiHeadAttention, "MultiHeadAttention", "module")
@@ -141,23 +192,38 @@ def check_multi_head_attention(MultiHeadAttention) -> None:
     expect_raises(ValueError, f"MultiHeadAttention({D_MODEL}, {indivisible})", MultiHeadAttention, D_MODEL,
                   indivisible,
                   why="when d_model is not divisible by num_heads", criterion="MultiHeadAttention.indivisible")
-    for bias in (True, False):
-        module = construct(MultiHeadAttention, "MultiHeadAttention", D_MODEL, H, dropout=0.0, bias=bias)
+    cases = attention_cases(device)
+    module = construct(MultiHeadAttention, "MultiHeadAttention", D_MODEL, H)
+    with seeded(7):
+        ref = reference.MultiHeadAttention(D_MODEL, H)
+    prepare(module, ref, device, "MultiHeadAttention")
+    _compare(module, ref, cases, f"MultiHeadAttention({D_MODEL}, {H})", device)
+    with argument("MultiHeadAttention.bias"):   # bias=False: four nn.Linear without bias
+        name = f"MultiHeadAttention({D_MODEL}, {H}, bias=False)"
+        module = construct(MultiHeadAttention, "MultiHeadAttention", D_MODEL, H, bias=False)
+        biases = [n for n, _shape, _dtype in describe(module, name).get("parameters", [])
+                  if n in {f"{w}.bias" for w in ("w_q", "w_k", "w_v", "w_o")}]
+        if biases:
+            fail(f"{name} still has biases: {', '.join(biases)}.",
+                 hint="pass bias=bias on to every nn.Linear(d_model, d_model, bias=bias)")
         with seeded(7):
-            ref = reference.MultiHeadAttention(D_MODEL, H, dropout=0.0, bias=bias)
+            ref = reference.MultiHeadAttention(D_MODEL, H, bias=False)
         prepare(module, ref, device, "MultiHeadAttention")
-        cases = attention_cases(device) if bias else attention_cases(device)[1:2]
-        for what, q, k, v, mask in cases:
-            tested = f"MultiHeadAttention({D_MODEL}, {H}, bias={bias}), {what}: query {shape_of(q)}, " \
-                     f"key/value {shape_of(k)}" + (f", mask {shape_of(mask)}" if mask is not None else "")
-            with torch.no_grad():
-                expected_out, expected_w = ref(q, k, v, mask)
-                got = call("MultiHeadAttention.forward", module, q.clone(), k.clone(), v.clone(),
-                           None if mask is None else mask.clone(), tested=tested)
-            if not isinstance(got, tuple) or len(got) != 2:
-                fail("MultiHeadAttention.forward must return a tuple (output, weights).", tested=tested)
-            expect_tensor(got[0], expected_out, "MultiHeadAttention output", device, tested=tested,
-                          mistakes=mha_mistakes(ref, q, k, v, mask, 0))
-            expect_tensor(got[1], expected_w, "the attention weights", device, tested=tested,
-                          mistakes=mha_mistakes(ref, q, k, v, mask, 1),
-                          shape_hint="weights are (B, num_heads, T_q, T_k): one map per head, not averaged")
+        _compare(module, ref, cases[1:2], name, device)
+    with argument("MultiHeadAttention.dropout"):   # dropout > 0: on the weights in training mode only
+        name = f"MultiHeadAttention({D_MODEL}, {H}, dropout={DROPOUT_P})"
+        module = construct(MultiHeadAttention, "MultiHeadAttention", D_MODEL, H, dropout=DROPOUT_P)
+        with seeded(7):
+            ref = reference.MultiHeadAttention(D_MODEL, H, dropout=DROPOUT_P)
+        prepare(module, ref, device, "MultiHeadAttention")
+        what, q, k, v, mask = cases[1]
+        tested = f"{name}, {what}: x {shape_of(q)}, mask {shape_of(mask)}"
+        with torch.no_grad():
+            expected_out, expected_w = ref(q, k, v, mask)
+        pair = lambda got: got[0] if isinstance(got, tuple) and len(got) == 2 else got  # noqa: E731
+        noisy = expect_dropout_acts(module, "MultiHeadAttention", (q, k, v, mask), expected_out, device,
+                                    tested=tested, output=pair,
+                                    hint="self.dropout = nn.Dropout(dropout) in __init__; in forward apply it to "
+                                         "the attention weights before multiplying by v")
+        expect_tensor(noisy[1], expected_w, "the attention weights in training mode", device,
+                      tested=f"{tested}, training mode", note="return the weights before dropout")

@@ -17,6 +17,7 @@ import torch
 
 from autograder.checks import known_mistakes as M
 from autograder.checks.attention import draw_sizes
+from autograder.checks.criteria import argument
 from autograder.checks.probe_inputs import pick
 from autograder.checks.tolerance import tolerance
 from autograder.checks.toolkit import (
@@ -81,7 +82,7 @@ def check_positional_encoding(PositionalEncoding) -> None:
                                                      "d_model": [10, 8, 12, 14], "max_len": [20, 16, 18, 22, 24]},
                        valid=lambda s: s["B"] < s["T"] < s["max_len"] and s["B"] * s["T"] * s["d_model"] >= 200)
     B, T, d_model, max_len = (sizes[name] for name in ("B", "T", "d_model", "max_len"))
-    module = construct(PositionalEncoding, "PositionalEncoding", d_model, max_len=max_len, dropout=0.0)
+    module = construct(PositionalEncoding, "PositionalEncoding", d_model, max_len=max_len)  # dropout: its default
     ref = reference.PositionalEncoding(d_model, max_len=max_len, dropout=0.0)
     prepare(module, ref, device, "PositionalEncoding", copy=False)  # nothing to copy: the table is computed
     x = randn(B, T, d_model, seed=5, device=device)
@@ -111,7 +112,8 @@ def check_positional_encoding(PositionalEncoding) -> None:
     long_x = randn(B, max_len + pick("positional.encoding.too_long", [1, 2, 3]), d_model, seed=6, device=device)
     expect_raises(ValueError, f"PositionalEncoding (max_len={max_len}) on x {tuple(long_x.shape)}", module, long_x,
                   why="when the sequence is longer than max_len", criterion="PositionalEncoding.too_long")
-    _check_positional_dropout(PositionalEncoding, x, expected, device, d_model, max_len)
+    with argument("PositionalEncoding.dropout"):  # an argument with teeth: a non-default dropout
+        _check_positional_dropout(PositionalEncoding, x, expected, device, d_model, max_len)
 
 
 def _check_positional_dropout(PositionalEncoding, x, expected, device, d_model: int, max_len: int, p: float = 0.5):

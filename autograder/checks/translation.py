@@ -11,9 +11,15 @@ Every probe input of a check is generated in one function from one seed (`*_SEED
 scalar arguments (sizes, smoothing values, ignore_index, d_model / warm-up / step / factor of the schedule, beam
 sizes, max_len, length penalties, bos / eos ids, max_n, the edge cases' bad values) drawn with `pick` from the
 spaces documented at each draw, whose first option is the value used with no salt.
+
+The core of each check leaves every optional argument at its default (left out or passed); the probes of another
+value of an argument with teeth (coursekit/criteria.py: smoothing, ignore_index, factor, bos_id, eos_id,
+length_penalty, max_n) run in its `argument` block, and no probe tries two of them at once, so an answer wrong in
+one argument only fails that criterion alone and keeps 1 - 0.25 / (the exercise's arguments) of the points.
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 import math
 import numbers
@@ -24,6 +30,7 @@ import torch
 import torch.nn.functional as F
 
 from autograder.checks import known_mistakes as M
+from autograder.checks.criteria import argument
 from autograder.checks.probe_inputs import current_salt, generator, pick, sample, seed_for
 from autograder.checks.remote import ProbeBroken, RemoteObject, StudentError, probed
 from autograder.checks.tolerance import tolerance
@@ -81,8 +88,10 @@ SMOOTHING_VALUES = (0.25, 0.3, 0.6, 0.05, 0.15, 0.2, 0.35, 0.4, 0.45, 0.5, 0.7, 
 def smoothing_configs() -> list[tuple[int, int, float | None, int | None, int]]:
     """(N, V, smoothing, ignore_index, ignored positions) of the probes, None = left out of the call, this
     submission's: every case keeps what it was chosen for (both left out; smoothing alone; smoothing 0 with
-    ignore_index 0 passed; ignore_index other than 0, where class 0 is then an ordinary target; the default 0.1
-    passed with no ignored position), the sizes and values drawn around it."""
+    ignore_index 0 passed; ignore_index other than 0, where class 0 is then an ordinary target, with smoothing left
+    out and with the default 0.1 passed; both defaults passed with no ignored position), the sizes and values drawn
+    around it. No case passes both arguments at values other than their defaults: each argument with teeth is
+    judged on its own (`_smoothing_block`)."""
     def size(label, value, low, high):
         return pick(f"translation.smoothing.{label}", _first(value, range(low, high + 1)))
 
@@ -91,8 +100,8 @@ def smoothing_configs() -> list[tuple[int, int, float | None, int | None, int]]:
 
     configs = []
     for k, (n, v, value, ignore_index, ignored) in enumerate((
-            (12, 7, None, None, 4), (10, 5, 0.25, None, 3), (9, 6, 0.0, 0, 2), (11, 8, 0.3, 5, 3),
-            (8, 4, 0.6, 2, 1), (6, 9, 0.1, 0, 0))):
+            (12, 7, None, None, 4), (10, 5, 0.25, None, 3), (9, 6, 0.0, 0, 2), (11, 8, None, 5, 3),
+            (8, 4, 0.1, 2, 1), (6, 9, 0.1, 0, 0))):
         n, v = size(f"{k}.N", n, 6, 14), size(f"{k}.V", v, 4, 10)
         if value not in (None, 0.0, 0.1):
             value = smoothing(f"{k}.smoothing", value)
@@ -132,6 +141,16 @@ def smoothing_probes(seed: int, device) -> list[SmoothingCase]:
     return cases
 
 
+def _smoothing_block(kwargs: dict):
+    """The criterion block of one probe: the core (both arguments at their defaults, passed or left out), or the
+    argument with teeth whose other value it passes."""
+    if kwargs.get("smoothing", 0.1) != 0.1:
+        return argument("label_smoothed_cross_entropy.smoothing")
+    if kwargs.get("ignore_index", 0) != 0:
+        return argument("label_smoothed_cross_entropy.ignore_index")
+    return contextlib.nullcontext()
+
+
 def _described(kwargs: dict) -> str:
     return "".join(f", {k}={v}" for k, v in kwargs.items())
 
@@ -143,7 +162,8 @@ def check_label_smoothed_cross_entropy(label_smoothed_cross_entropy) -> None:
     fn = label_smoothed_cross_entropy
     expect_callable(fn, "label_smoothed_cross_entropy")
     gradient = RemoteObject(fn.channel, {"new": "coursekit.probe.translation.loss_and_gradient"})
-    for logits, targets, kwargs in smoothing_probes(SMOOTHING_SEED, device):
+
+    def compare(logits, targets, kwargs):
         smoothing, ignore_index = kwargs.get("smoothing", 0.1), kwargs.get("ignore_index", 0)
         ignored = int((targets == ignore_index).sum())
         tested = (f"label_smoothed_cross_entropy(logits {shape_of(logits)}, targets {shape_of(targets)} with "
@@ -186,6 +206,10 @@ def check_label_smoothed_cross_entropy(label_smoothed_cross_entropy) -> None:
                       "or torch.tensor(...) of intermediate values)")
         expect_tensor(grad, leaf.grad, "the gradient of the loss with respect to the logits", device,
                       tested=tested + " then .backward()")
+
+    for logits, targets, kwargs in smoothing_probes(SMOOTHING_SEED, device):
+        with _smoothing_block(kwargs):
+            compare(logits, targets, kwargs)
     logits, targets, _ = smoothing_probes(SMOOTHING_SEED, device)[0]
     for smoothing in bad_smoothings():
         expect_raises(ValueError, f"label_smoothed_cross_entropy(logits, targets, smoothing={smoothing})", fn,
@@ -250,13 +274,14 @@ def check_noam_lr(noam_lr) -> None:
     start_check()
     reference = _reference()
     expect_callable(noam_lr, "noam_lr")
-    for step, d_model, warmup, factor in noam_probes(NOAM_SEED):
+
+    def compare(step, d_model, warmup, factor):
         tested = f"noam_lr({step}, d_model={d_model}, warmup_steps={warmup}" + \
                  ("" if factor is None else f", factor={factor}") + ")"
         got = _as_float(_noam_call(noam_lr, step, d_model, warmup, factor, tested), "noam_lr", tested)
         expected = reference.noam_lr(step, d_model, warmup, 1.0 if factor is None else factor)
         if _close64(got, expected):
-            continue
+            return
         variants = [("noam.step_zero", {"clamp_step": False}), ("noam.min_max_swapped", {"use_max": True}),
                     ("noam.no_d_model_scale", {"d_model_scale": False}), ("noam.factor_ignored", {"use_factor": False})]
         mistake = next((m for m, flags in variants
@@ -266,6 +291,13 @@ def check_noam_lr(noam_lr) -> None:
              details=expected_got(f"{expected:.6g}", f"{got:.6g}"), mistake=mistake,
              hint=None if mistake else "s = max(step, 1); factor * d_model ** -0.5 * min(s ** -0.5, "
                                        "s * warmup_steps ** -1.5)")
+
+    for step, d_model, warmup, factor in noam_probes(NOAM_SEED):
+        if factor in (None, 1.0):                      # the core: factor left out or its default passed
+            compare(step, d_model, warmup, factor)
+        else:
+            with argument("noam_lr.factor"):
+                compare(step, d_model, warmup, factor)
     for step, d_model, warmup in bad_warmups():
         expect_raises(ValueError, f"noam_lr({step}, {d_model}, warmup_steps={warmup})", noam_lr, step, d_model, warmup,
                       why="when warmup_steps < 1", criterion="noam_lr.bad_warmup")
@@ -308,13 +340,13 @@ class BeamSettings(NamedTuple):
     max_len: int                # the first probe's calls (its exhaustive ones: EXHAUSTIVE_LEN)
     max_lens: tuple[int, int]   # the second probe's calls
     length_penalty: float       # the penalty passed besides 0 and the default 0.6 (left out or passed)
-    ids: tuple[int, int]        # the second probe's bos_id / eos_id, passed (the first probe's: the defaults 2 / 3)
+    ids: tuple[int, int]        # the second probe's bos_id and the third's eos_id (the first probe's: 2 / 3)
 
 
 def beam_settings() -> BeamSettings:
     """Beam sizes from 2 to 6 (two distinct ones per probe, besides greedy and the exhaustive beam), max_len 5 to
-    10 (within the probe's 16 positions), a length penalty other than 0 and 0.6 between 0.8 and 1.5, and ids for
-    the second probe other than <pad> 0 and the defaults 2 / 3."""
+    10 (within the probe's 16 positions), a length penalty other than 0 and 0.6 between 0.8 and 1.5, and ids other
+    than <pad> 0 and the defaults 2 / 3: a bos_id for the second probe, an eos_id for the third."""
     small, large = pick("translation.beam.sizes", [(2, 5), (2, 4), (3, 5), (2, 6), (3, 6), (3, 4), (4, 6)])
     return BeamSettings(small, large, pick("translation.beam.middle", (3, 2, 4)),
                         pick("translation.beam.max_len", (8, 7, 9, 10)),
@@ -325,7 +357,7 @@ def beam_settings() -> BeamSettings:
 
 SOURCE_POOL = 24         # sources drawn for each probe model (the first two are the plain ones)
 SOURCE_SEARCH = 24       # at most this many more drawn for one model while a search below finds none
-MODEL_DRAWS = 12         # at most this many first-probe models drawn, one after the other, until the searches succeed
+MODEL_DRAWS = 24         # at most this many models drawn per probe, one after the other, until the searches succeed
 
 
 def _sources(generator: torch.Generator):
@@ -355,14 +387,17 @@ def _probe_model(draws: torch.Generator, bos_id: int, eos_id: int):
 # raw score (beam.no_length_penalty), told apart from counting <bos> in L: that mistake also favours short
 # translations, where it shows at all, so the diagnosis (which tries ranking by the raw score first) needs a call
 # where the two differ; counting <bos> in L (beam.length_counts_bos); searching on past the contract's stopping
-# rule (no catalogue id: the check compares with the contract's search, not with the best it can find).
+# rule (no catalogue id: the check compares with the contract's search, not with the best it can find); the length
+# penalty applied while walking down the candidates (beam.penalty_on_unfinished). All are searched at the default
+# penalty 0.6: they are mistakes of the core, which must fail it on every submission's inputs (not only the calls
+# with another length_penalty, where they would keep the partial credit of that argument).
 SEARCHED_MISTAKES = (({"rank_raw": True}, ({"length_counts_bos": True},)), ({"length_counts_bos": True}, ()),
-                     ({"early_stop": False}, ()))
+                     ({"early_stop": False}, ()), ({"penalty_in_beam": "stored"}, ()))
 
 
 def _searched_sources(model, draws, bos_id: int, eos_id: int, settings: BeamSettings) -> list | None:
-    """Two plain sources, then for each of SEARCHED_MISTAKES the first source drawn on which one call (a beam of
-    settings.small or .large, a length penalty of 0.6 or settings.length_penalty) gives a translation of that
+    """Two plain sources, then for each of SEARCHED_MISTAKES the first source drawn on which one call of the core (a
+    beam of settings.small or .large, the default length penalty 0.6) gives a translation of that
     mistake that ranks apart from the reference's (the check compares ranking scores, so it then fails) and that
     differs from the translations of the mistakes to tell it from (so the diagnosis names it). None when
     SOURCE_POOL - 2 + SOURCE_SEARCH sources have no such call for one of them."""
@@ -386,7 +421,7 @@ def _searched_sources(model, draws, bos_id: int, eos_id: int, settings: BeamSett
                                 rel_tol=1e-4, abs_tol=1e-4)
 
     def shows(index, flags, others) -> bool:
-        for lp in (0.6, settings.length_penalty):
+        for lp in (0.6,):   # the core's penalty: these mistakes are wrong at the default, not only with another
             for beam in (settings.small, settings.large):
                 got = translation(index, beam, lp, flags)
                 if apart(got, translation(index, beam, lp, {}), lp) and all(
@@ -407,17 +442,52 @@ def _searched_sources(model, draws, bos_id: int, eos_id: int, settings: BeamSett
     return sources
 
 
+def _id_sources(model, draws, bos_id: int, eos_id: int, settings: BeamSettings) -> list | None:
+    """The second and third probes' sources: two plain ones, then the first source drawn on which a search that
+    ignores the probe's other id (starting with <bos> 2, or finishing at <eos> 3) fails the check in one of the
+    probe's calls with max_len settings.max_lens[0] (a beam of settings.small or .middle, the default penalty 0.6):
+    its translation is not finished by the probe's eos_id, or ranks apart from the reference's. None when
+    SOURCE_POOL - 2 + SOURCE_SEARCH sources have no such call (the model never lets the id matter)."""
+    reference = _reference()
+    wrong_bos, wrong_eos = (2, eos_id) if bos_id != 2 else (bos_id, 3)
+    max_len = settings.max_lens[0]
+    drawn = _sources(draws)
+    sources = [next(drawn) for _ in range(2)]
+
+    def rank(src, tokens) -> float:
+        return M.sequence_log_prob(model, src, tokens, bos_id) / _penalty(len(tokens), 0.6)
+
+    def shows(src) -> bool:
+        for beam in (settings.small, settings.middle):
+            right = reference.beam_search(model, src, beam, max_len, bos_id, eos_id, 0.6)
+            wrong = reference.beam_search(model, src, beam, max_len, wrong_bos, wrong_eos, 0.6)
+            if _structure_problem(wrong, max_len, eos_id) or not math.isclose(
+                    rank(src, wrong), rank(src, right), rel_tol=1e-4, abs_tol=1e-4):
+                return True
+        return False
+
+    for _index in range(SOURCE_POOL - 2 + SOURCE_SEARCH):
+        src = next(drawn)
+        if shows(src):
+            return sources + [src]
+    return None
+
+
 def beam_probes(seed: int) -> tuple[list[BeamProbe], list[BeamCase]]:
-    """Two random probes (bos 2 / eos 3, and other ids; see `_probe_model`), source sentences for each, and the
-    calls (`beam_settings`): greedy (beam 1), two wider beams with length penalties 0, 0.6 and another, and a beam
-    wide enough to be an exhaustive search, some on a model handed in in training mode.
+    """Three random probes (bos 2 / eos 3; another bos_id with eos 3; bos 2 with another eos_id; see
+    `_probe_model`), source sentences for each, and the calls (`beam_settings`): greedy (beam 1), two wider beams
+    with length penalties 0, 0.6 and another, and a beam wide enough to be an exhaustive search, some on a model
+    handed in in training mode. Each call tries one argument with teeth at most (`_beam_block`): the first probe's
+    calls with a length penalty other than 0.6 try length_penalty, the second's bos_id, the third's eos_id; the
+    rest is the core.
 
     Besides two plain sources, the first probe gets sources found by a deterministic search over sources drawn
     from the seed (`_searched_sources`): one where the length penalty changes the best translation (so that ranking
     by the raw score, `beam.no_length_penalty`, shows), one where counting <bos> in L does
-    (`beam.length_counts_bos`), one where searching on after beam_size finished hypotheses does. When a model shows
-    one of them on none of its sources, the next model drawn is tried (at most MODEL_DRAWS), so that each shows on
-    every submission's inputs."""
+    (`beam.length_counts_bos`), one where searching on after beam_size finished hypotheses does, each at the
+    default penalty 0.6 (they are core mistakes); the second and third probes get one source where ignoring their
+    other id shows (`_id_sources`). When a model shows one of them on none of its sources, the next model drawn is
+    tried (at most MODEL_DRAWS), so that each shows on every submission's inputs."""
     return _beam_probes(seed, current_salt())
 
 
@@ -427,19 +497,18 @@ def _beam_probes(seed: int, salt: int) -> tuple[list[BeamProbe], list[BeamCase]]
     tensors handed out are never changed in place by the checks, which move or clone them)."""
     settings = beam_settings()
     probes = []
-    for k, (bos_id, eos_id) in enumerate(((2, 3), settings.ids)):
+    # the defaults 2 / 3 (the core and the length penalty), another bos_id, another eos_id (one argument each)
+    for k, (bos_id, eos_id) in enumerate(((2, 3), (settings.ids[0], 3), (2, settings.ids[1]))):
         draws = generator(seed + k)
-        for _attempt in range(MODEL_DRAWS if k == 0 else 1):
+        for _attempt in range(MODEL_DRAWS):
             model = _probe_model(draws, bos_id, eos_id)
-            if k == 1:
-                drawn = _sources(draws)
-                sources = [next(drawn) for _ in range(2)]
-                break
-            sources = _searched_sources(model, draws, bos_id, eos_id, settings)
+            search = _searched_sources if k == 0 else _id_sources
+            sources = search(model, draws, bos_id, eos_id, settings)
             if sources is not None:
                 break
         else:
-            raise RuntimeError(f"beam_probes: no probe model of {MODEL_DRAWS} shows every searched mistake")
+            raise RuntimeError(f"beam_probes: no probe model of {MODEL_DRAWS} shows every searched mistake "
+                               f"(probe {k})")
         state = {key: value.detach().clone() for key, value in model.state_dict().items()}
         probes.append(BeamProbe(state, bos_id, eos_id, sources))
     small, large, middle, max_len, (first, second) = settings[:5]
@@ -450,11 +519,12 @@ def _beam_probes(seed: int, salt: int) -> tuple[list[BeamProbe], list[BeamCase]]
                   for beam in (small, large) for lp in (0.0, None, settings.length_penalty)]
         cases += [BeamCase(0, source, WIDE_BEAM, EXHAUSTIVE_LEN, lp, False, False)
                   for lp in (0.0, 0.6, settings.length_penalty)]
-    for source in range(len(probes[1].sources)):
-        cases += [BeamCase(1, source, 1, first, 0.6, True, False),
-                  BeamCase(1, source, small, first, settings.length_penalty, True, False),
-                  BeamCase(1, source, large, second, 0.0, True, False),
-                  BeamCase(1, source, middle, first, 0.6, True, False)]
+    for k in (1, 2):   # the ids passed (one of them its default), the length penalty at its default 0.6
+        for source in range(len(probes[k].sources)):
+            cases += [BeamCase(k, source, 1, first, 0.6, True, False),
+                      BeamCase(k, source, small, first, None, True, False),
+                      BeamCase(k, source, large, second, 0.6, True, False),
+                      BeamCase(k, source, middle, first, None, True, False)]
     for source in range(2):
         cases += [BeamCase(0, source, beam, max_len, 0.6, False, True) for beam in (1, small)]
     return probes, cases
@@ -593,6 +663,17 @@ class _Beams:
         return None
 
 
+def _beam_block(case: BeamCase, probe: BeamProbe):
+    """The criterion block of one call: the argument with teeth it tries at another value, or the core."""
+    if probe.bos_id != 2:
+        return argument("beam_search.bos_id")
+    if probe.eos_id != 3:
+        return argument("beam_search.eos_id")
+    if case.length_penalty not in (None, 0.6):
+        return argument("beam_search.length_penalty")
+    return contextlib.nullcontext()
+
+
 def _beam_tested(case: BeamCase, probe: BeamProbe, kwargs: dict) -> str:
     shown = "".join(f", {k}={v}" for k, v in kwargs.items())
     return (f"beam_search(a small seq2seq model{' in training mode' if case.training else ''} with a target "
@@ -619,12 +700,14 @@ def check_beam_search(beam_search) -> None:
         if case.length_penalty is not None:
             kwargs["length_penalty"] = case.length_penalty
         tested = _beam_tested(case, probe, kwargs)
-        got = _as_tokens(call("beam_search", beam_search, model, beams.source(case).clone(), case.beam_size,
-                              case.max_len, tested=tested, **kwargs), tested)
-        restored = describe(model, "the lent model").get("training") == case.training
-        runs.append((case, tested, got, restored))
+        with _beam_block(case, probe):
+            got = _as_tokens(call("beam_search", beam_search, model, beams.source(case).clone(), case.beam_size,
+                                  case.max_len, tested=tested, **kwargs), tested)
+            restored = describe(model, "the lent model").get("training") == case.training
+            runs.append((case, tested, got, restored))
     results = [(case, got) for case, _tested, got, _restored in runs]
-    for case, tested, got, restored in runs:
+
+    def verdict(case, tested, got, restored):
         problem = _structure_problem(got, case.max_len, beams.probes[case.probe].eos_id)
         if problem:
             fail(f"beam_search: {problem}.", tested=tested, mistake=beams.diagnosis(results),
@@ -651,6 +734,10 @@ def check_beam_search(beam_search) -> None:
                  mistake="beam.mode_not_restored",
                  hint="remember model.training first, switch to model.eval() for decoding, then call "
                       "model.train(was_training) before returning")
+
+    for case, tested, got, restored in runs:
+        with _beam_block(case, beams.probes[case.probe]):
+            verdict(case, tested, got, restored)
 
 
 # -------------------------------------------------------------------------------------------------- corpus BLEU
@@ -704,6 +791,11 @@ def length_mismatches() -> list[tuple[list[list[str]], list[list[str]]]]:
             ([list(s) for s in sentences[:fewer]], [list(s) for s in sentences])]
 
 
+def _bleu_block(max_n: int | None):
+    """The criterion block of one corpus: the core (max_n left out or 4, its default), or the argument max_n."""
+    return contextlib.nullcontext() if max_n in (None, 4) else argument("corpus_bleu.max_n")
+
+
 def _sacrebleu(hypotheses, references) -> float:
     import sacrebleu
 
@@ -724,24 +816,30 @@ def check_corpus_bleu(corpus_bleu) -> None:
         tested = (f"corpus_bleu({len(hypotheses)} hypotheses of {c} tokens in all, references of {r}"
                   + ("" if max_n is None else f", max_n={max_n}") + ")")
         extra = () if max_n is None else (max_n,)
-        got = _as_float(call("corpus_bleu", corpus_bleu, [list(h) for h in hypotheses],
-                             [list(x) for x in references], *extra, tested=tested), "corpus_bleu", tested)
-        runs.append((hypotheses, references, max_n or 4, got, tested))
+        with _bleu_block(max_n):
+            got = _as_float(call("corpus_bleu", corpus_bleu, [list(h) for h in hypotheses],
+                                 [list(x) for x in references], *extra, tested=tested), "corpus_bleu", tested)
+            runs.append((hypotheses, references, max_n or 4, got, tested))
     variants = [("bleu.no_clipping", {"clip": False}), ("bleu.brevity_inverted", {"brevity": "ratio_inverted"}),
                 ("bleu.brevity_inverted", {"brevity": "condition_inverted"}),
                 ("bleu.no_brevity_penalty", {"brevity": "none"}), ("bleu.arithmetic_mean", {"mean": "arithmetic"}),
                 ("bleu.sentence_average", {"per_sentence": True}), ("bleu.fraction_not_percent", {"percent": False})]
-    for hypotheses, references, max_n, got, tested in runs:
+
+    def verdict(hypotheses, references, max_n, got, tested):
         if max_n == 4:
             expected, source = _sacrebleu(hypotheses, references), "sacrebleu.corpus_bleu"
         else:
             expected, source = reference.corpus_bleu(hypotheses, references, max_n), "the reference solution"
         if _close64(got, expected):
-            continue
+            return
         mistake = next((m for m, flags in variants
                         if all(_close64(g, M.bleu(h, x, n, **flags)) for h, x, n, g, _ in runs)), None)
         fail(f"corpus_bleu: the score differs from {source}.", tested=tested,
              details=expected_got(f"{expected:.6f}", f"{got:.6f}"), mistake=mistake)
+
+    for hypotheses, references, max_n, got, tested in runs:
+        with _bleu_block(max_n):
+            verdict(hypotheses, references, max_n, got, tested)
     for hypotheses, references in length_mismatches():
         expect_raises(ValueError, f"corpus_bleu({len(hypotheses)} hypotheses, {len(references)} references)",
                       corpus_bleu, hypotheses, references, why="when the two lists differ in length",

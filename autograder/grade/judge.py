@@ -78,37 +78,41 @@ def check_function(name: str):
 def verdict(channel: Channel, calls) -> tuple[str | None, str | None, float]:
     """Run each handed-in check: (None, None, 1.0) when all pass, else the first failure's message for the student,
     the catalogue id of the mistake it diagnosed (`coursekit.mistakes`; None when it named none) and the fraction
-    of the points it keeps (0.0, or more when only stated edge cases failed: `checks/criteria.py`). Whether each
-    check's core passed goes into `channel.verdicts` (when it has them), which later checks of the notebook read to
-    judge their exercise given working parts (`autograder/checks/parts.py`)."""
+    of the points it keeps (0.0, or more when only arguments or stated edge cases failed: `checks/criteria.py`).
+    Whether each check's answer works as a part (its core passed and no argument failed) goes into
+    `channel.verdicts` (when it has them), which later checks of the notebook read to judge their exercise given
+    working parts (`autograder/checks/parts.py`)."""
     verdicts = getattr(channel, "verdicts", {})
     first = [name for name, *_ in calls if name not in verdicts]  # a recorded verdict is final: never judged again
     for name in first:
         verdicts[name] = False  # until its check has passed
-    message, mistake, fraction = _verdict(channel, calls)
-    if fraction > 0:
+    message, mistake, fraction, works = _verdict(channel, calls)
+    if works:
         for name in first:
             verdicts[name] = True
     return message, mistake, fraction
 
 
-def _verdict(channel: Channel, calls) -> tuple[str | None, str | None, float]:
+def _verdict(channel: Channel, calls) -> tuple[str | None, str | None, float, bool]:
+    """(message, mistake id, fraction kept, whether the answer works as a part of later exercises)."""
     partial: tuple[str, str | None, float] | None = None
+    works = True
     for name, positions, keywords in calls:
         check = check_function(name)
         if check is None:
-            return f"The grader has no check named {name!r}: tell your instructor.", None, 0.0
+            return f"The grader has no check named {name!r}: tell your instructor.", None, 0.0, False
         objects = [RemoteObject(channel, {"subject": name, "index": i}) for i in positions]
         named = {k: RemoteObject(channel, {"subject": name, "key": k}) for k in keywords}
         try:
             check(*objects, **named)
-        except PartialCredit as failure:  # the core passed, some stated edge cases did not
+        except PartialCredit as failure:  # the core passed, some arguments or stated edge cases did not
+            works = works and failure.works_as_a_part
             if partial is None or failure.fraction < partial[2]:
                 partial = (str(failure), failure.mistake_id, failure.fraction)
         except AssertionError as failure:
-            return str(failure) or "The check failed.", getattr(failure, "mistake_id", None), 0.0
+            return str(failure) or "The check failed.", getattr(failure, "mistake_id", None), 0.0, False
         except ProbeBroken as broken:
-            return f"Your code could not be checked: {broken}.", None, 0.0
+            return f"Your code could not be checked: {broken}.", None, 0.0, False
         except DeadKernelError:
             raise  # the student's code killed the kernel: the worker skips this cell and runs the notebook again
         except Exception as exc:  # noqa: BLE001 -- a bug of ours must not look like the student's fault, nor crash
@@ -117,8 +121,8 @@ def _verdict(channel: Channel, calls) -> tuple[str | None, str | None, float]:
             log.error("check %s failed with an internal error: %s at %s:%s", name, type(exc).__name__,
                       os.path.basename(where.filename), where.lineno)
             return ("The grader could not finish this check because of an internal error (not a problem in your "
-                    "answer): your instructor has been told."), None, 0.0
-    return partial if partial is not None else (None, None, 1.0)
+                    "answer): your instructor has been told."), None, 0.0, False
+    return (*partial, works) if partial is not None else (None, None, 1.0, True)
 
 
 PARTIAL_METADATA = {"autograder": "partial-credit"}  # marks the judge's own outputs of a partly passed cell

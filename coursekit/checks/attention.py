@@ -13,6 +13,7 @@ from coursekit.checks.toolkit import (
     close, expect_close, expect_dtype, expect_shape, expect_type, fail, first_matching_hint, mistake_hint, passed,
     run, softmax_rows,
 )
+from coursekit.criteria import argument
 
 INVERTED = mistake_hint("attention.mask_inverted", "it is the opposite of nn.MultiheadAttention's boolean masks.")
 
@@ -32,9 +33,10 @@ def check_make_padding_mask(make_padding_mask) -> None:
     if not torch.equal(mask.cpu(), expected):
         fail(f"make_padding_mask({ids.tolist()}) should be {expected[:, 0, 0].tolist()} (shown without the "
              f"middle axes), got {mask[:, 0, 0].tolist()}", None)
-    nines = run("make_padding_mask", make_padding_mask, torch.tensor([[4, 9, 0]]), pad_id=9)
-    if nines[0, 0, 0].tolist() != [True, False, True]:
-        fail("with pad_id=9 only the 9s are padding.", "compare with the pad_id argument, not a fixed 0.")
+    with argument("make_padding_mask.pad_id"):
+        nines = run("make_padding_mask", make_padding_mask, torch.tensor([[4, 9, 0]]), pad_id=9)
+        if nines[0, 0, 0].tolist() != [True, False, True]:
+            fail("with pad_id=9 only the 9s are padding.", "compare with the pad_id argument, not a fixed 0.")
     passed("make_padding_mask")
 
 
@@ -109,35 +111,44 @@ def check_scaled_dot_product_attention(scaled_dot_product_attention) -> None:
     expect_close(weights, w_ok, "weights", hint)
     expect_close(out, out_ok, "output", "output = weights @ value.")
 
-    # A padding-style mask (True = may attend), broadcast over the queries: (B, 1, T_k).
-    mask = torch.tensor([[True, True, True, False, False], [True, False, True, True, True]])[:, None, :]
-    out_m, w_m = run("scaled_dot_product_attention", scaled_dot_product_attention, q, k, v, mask)
-    expected_out_m, expected_w_m = _attention_by_rows(q, k, v, mask.numpy())
-    hint = first_matching_hint(w_m.detach(), [
-        (w_ok, mistake_hint("attention.mask_ignored", "fill the scores where mask is False before the softmax.")),
-        (_attention_by_rows(q, k, v, ~mask.numpy())[1], INVERTED),
-        (_attention_by_rows(q, k, v, mask.numpy(), fill=0.0)[1],
-         "blocked scores were set to 0, which still gets weight: use a very negative number "
-         "(torch.finfo(scores.dtype).min)."),
-    ])
-    if hint is None and close(w_m.detach() * mask, w_m.detach()) is False and not close(w_m, expected_w_m):
-        hint = "blocked positions must get weight 0 and the remaining weights must still sum to 1."
-    expect_close(w_m, expected_w_m, "weights with a padding mask", hint)
-    expect_close(out_m, expected_out_m, "output with a padding mask")
-
-    # Heads: (B, H, T, d) inputs with a causal (T, T) mask; one query row fully blocked must stay finite.
+    # Heads: (B, H, T, d) inputs, any leading axes pass through.
     q4, k4, v4 = (torch.randn(1, 2, 3, 4, generator=gen) for _ in range(3))
-    causal = torch.tensor(np.tri(3, dtype=bool))
-    out4, w4 = run("scaled_dot_product_attention", scaled_dot_product_attention, q4, k4, v4, causal)
+    out4, w4 = run("scaled_dot_product_attention", scaled_dot_product_attention, q4, k4, v4)
     expect_shape(w4, (1, 2, 3, 3), "weights for (B, H, T, d) = (1, 2, 3, 4) inputs",
                  "work on the LAST two axes only (matmul and transpose(-2, -1)), so any leading axes pass through.")
-    expected_out4, expected_w4 = _attention_by_rows(q4, k4, v4, causal.numpy())
-    expect_close(w4, expected_w4, "weights with 4-D inputs and a causal mask")
-    expect_close(out4, expected_out4, "output with 4-D inputs and a causal mask")
+    expected_out4, expected_w4 = _attention_by_rows(q4, k4, v4)
+    expect_close(w4, expected_w4, "weights with 4-D inputs")
+    expect_close(out4, expected_out4, "output with 4-D inputs")
 
-    blocked_row = torch.tensor([[False, False, False], [True, True, False], [True, True, True]])
-    _, w_blocked = run("scaled_dot_product_attention", scaled_dot_product_attention, q4, k4, v4, blocked_row)
-    if not torch.isfinite(w_blocked).all():
-        fail("a query whose keys are all blocked produced NaN or inf weights.",
-             "fill blocked scores with torch.finfo(scores.dtype).min instead of -inf.")
+    with argument("scaled_dot_product_attention.mask"):  # the argument `mask`: True = may attend
+        # A padding-style mask, broadcast over the queries: (B, 1, T_k).
+        mask = torch.tensor([[True, True, True, False, False], [True, False, True, True, True]])[:, None, :]
+        out_m, w_m = run("scaled_dot_product_attention", scaled_dot_product_attention, q, k, v, mask)
+        expected_out_m, expected_w_m = _attention_by_rows(q, k, v, mask.numpy())
+        hint = first_matching_hint(w_m.detach(), [
+            (w_ok, mistake_hint("attention.mask_ignored", "fill the scores where mask is False before the softmax.")),
+            (_attention_by_rows(q, k, v, ~mask.numpy())[1], INVERTED),
+            (_attention_by_rows(q, k, v, mask.numpy(), fill=0.0)[1],
+             "blocked scores were set to 0, which still gets weight: use a very negative number "
+             "(torch.finfo(scores.dtype).min)."),
+        ])
+        if hint is None and close(w_m.detach() * mask, w_m.detach()) is False and not close(w_m, expected_w_m):
+            hint = "blocked positions must get weight 0 and the remaining weights must still sum to 1."
+        expect_close(w_m, expected_w_m, "weights with a padding mask", hint)
+        expect_close(out_m, expected_out_m, "output with a padding mask")
+
+        # A causal (T, T) mask on (B, H, T, d) inputs; one query row fully blocked must stay finite.
+        causal = torch.tensor(np.tri(3, dtype=bool))
+        out4, w4 = run("scaled_dot_product_attention", scaled_dot_product_attention, q4, k4, v4, causal)
+        expect_shape(w4, (1, 2, 3, 3), "weights for (B, H, T, d) = (1, 2, 3, 4) inputs and a (3, 3) mask",
+                     "the (T, T) mask broadcasts against the (B, H, T, T) scores.")
+        expected_out4, expected_w4 = _attention_by_rows(q4, k4, v4, causal.numpy())
+        expect_close(w4, expected_w4, "weights with 4-D inputs and a causal mask")
+        expect_close(out4, expected_out4, "output with 4-D inputs and a causal mask")
+
+        blocked_row = torch.tensor([[False, False, False], [True, True, False], [True, True, True]])
+        _, w_blocked = run("scaled_dot_product_attention", scaled_dot_product_attention, q4, k4, v4, blocked_row)
+        if not torch.isfinite(w_blocked).all():
+            fail("a query whose keys are all blocked produced NaN or inf weights.",
+                 "fill blocked scores with torch.finfo(scores.dtype).min instead of -inf.")
     passed("scaled_dot_product_attention")

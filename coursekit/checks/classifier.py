@@ -15,6 +15,7 @@ from coursekit.checks.toolkit import (
     expect_shape, expect_type, fail, first_matching_hint, isclose, mistake_hint, passed, run,
 )
 from coursekit.checks.toolkit import uses_parts
+from coursekit.criteria import argument
 
 __all__ = ["check_masked_mean_pool", "check_transformer_classifier", "check_train_one_epoch", "check_evaluate"]
 
@@ -66,8 +67,7 @@ def check_transformer_classifier(TransformerClassifier) -> None:
     if not (isinstance(TransformerClassifier, type) and issubclass(TransformerClassifier, nn.Module)):
         fail("TransformerClassifier should be a class that derives from nn.Module.")
     torch.manual_seed(0)
-    config = dict(vocab_size=20, num_classes=5, d_model=8, num_heads=2, d_ff=16, num_layers=1, max_len=16,
-                  dropout=0.0)
+    config = dict(vocab_size=20, num_classes=5, d_model=8, num_heads=2, d_ff=16, num_layers=1, max_len=16)
     model = run("TransformerClassifier", TransformerClassifier, **config)
     for name in ("encoder", "classifier"):
         if not isinstance(getattr(model, name, None), nn.Module):
@@ -93,10 +93,28 @@ def check_transformer_classifier(TransformerClassifier) -> None:
     if torch.allclose(rows[0], rows[1], atol=1e-6):
         fail("two different reviews get identical logits.", "the logits must depend on the tokens of each review.")
 
-    torch.manual_seed(0)
-    model7 = run("TransformerClassifier", TransformerClassifier, **config, pad_id=7).eval()
-    ids7 = torch.tensor([[5, 3, 9, 0, 4], [6, 1, 7, 7, 7]])  # pad_id = 7 here; 0 is a real token
-    _padding_invariance(model7, ids7, 7, "TransformerClassifier(..., pad_id=7).forward")
+    with argument("TransformerClassifier.pad_id"):
+        torch.manual_seed(0)
+        model7 = run("TransformerClassifier", TransformerClassifier, **config, pad_id=7).eval()
+        ids7 = torch.tensor([[5, 3, 9, 0, 4], [6, 1, 7, 7, 7]])  # pad_id = 7 here; 0 is a real token
+        _padding_invariance(model7, ids7, 7, "TransformerClassifier(..., pad_id=7).forward")
+
+    with argument("TransformerClassifier.dropout"):  # the same weights in training mode
+        for p in (0.0, 0.5):
+            torch.manual_seed(0)
+            dropped = run("TransformerClassifier", TransformerClassifier, **config, dropout=p)
+            run("load_state_dict", dropped.load_state_dict, model.state_dict())
+            dropped.train()
+            with torch.no_grad():
+                trained = run(f"TransformerClassifier(..., dropout={p}).forward", dropped, ids)
+            same = isinstance(trained, torch.Tensor) and trained.shape == logits.shape and \
+                torch.allclose(trained, logits, atol=1e-5, rtol=1e-5)
+            if p == 0.0 and not same:
+                fail("TransformerClassifier(..., dropout=0.0) in training mode gives other logits than in eval mode.",
+                     "with dropout=0.0 nothing is dropped: pass dropout on to Encoder(..., dropout).")
+            if p > 0.0 and same:
+                fail("TransformerClassifier(..., dropout=0.5) in training mode gives the logits of eval mode.",
+                     "dropout acts in training mode: pass dropout on to Encoder(..., dropout).")
     passed("TransformerClassifier")
 
 

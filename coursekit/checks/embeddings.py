@@ -14,6 +14,7 @@ from coursekit.checks.toolkit import (
     CheckFailed, close, expect_close, expect_dtype, expect_shape, expect_type, fail, first_matching_hint, mistake_hint,
     passed, run,
 )
+from coursekit.criteria import argument
 
 SPECIALS = ("<pad>", "<unk>", "<bos>", "<eos>")
 
@@ -48,15 +49,23 @@ def check_build_vocab(build_vocab) -> None:
             hint = "ids must be 0, 1, 2, ... with no gaps: give each new token the id len(vocab)."
         fail(f"build_vocab({texts}) should be\n  {expected}\ngot\n  {vocab}", hint)
 
-    rare = run("build_vocab", build_vocab, texts, min_freq=2)
-    expected_rare = {"<pad>": 0, "<unk>": 1, "<bos>": 2, "<eos>": 3, "a": 4, "c": 5, "d": 6}
-    if rare != expected_rare:
-        hint = None
-        if "b" in rare or "e" in rare:
-            hint = "with min_freq=2, tokens seen once must be left out."
-        elif "c" not in rare:
-            hint = mistake_hint("vocab.min_freq_strict", "a count equal to min_freq is kept.")
-        fail(f"build_vocab(..., min_freq=2) should be {expected_rare}, got {rare}", hint)
+    with argument("build_vocab.min_freq"):
+        rare = run("build_vocab", build_vocab, texts, min_freq=2)
+        expected_rare = {"<pad>": 0, "<unk>": 1, "<bos>": 2, "<eos>": 3, "a": 4, "c": 5, "d": 6}
+        if rare != expected_rare:
+            hint = None
+            if "b" in rare or "e" in rare:
+                hint = "with min_freq=2, tokens seen once must be left out."
+            elif "c" not in rare:
+                hint = mistake_hint("vocab.min_freq_strict", "a count equal to min_freq is kept.")
+            fail(f"build_vocab(..., min_freq=2) should be {expected_rare}, got {rare}", hint)
+
+    with argument("build_vocab.specials"):
+        custom = run("build_vocab", build_vocab, texts, specials=("<unk>", "<pad>"))
+        expected_custom = {"<unk>": 0, "<pad>": 1, "a": 2, "c": 3, "d": 4, "b": 5, "e": 6}
+        if custom != expected_custom:
+            fail(f"build_vocab(..., specials=('<unk>', '<pad>')) should be {expected_custom}, got {custom}",
+                 "the specials are the `specials` argument, in its order, not the four defaults.")
 
     clash = run("build_vocab", build_vocab, [["<unk>", "x", "<unk>"]])
     if clash.get("<unk>") != 1 or clash.get("x") != 4 or len(clash) != 5:
@@ -111,25 +120,27 @@ def check_pad_batch(pad_batch) -> None:
                 if torch.equal(out.cpu(), pre_padded) else None)
         fail(f"pad_batch({sequences}) should be\n{expected}\ngot\n{out}", hint)
 
-    nines = run("pad_batch", pad_batch, [[1], [2, 3]], pad_id=9)
-    if not torch.equal(nines.cpu(), torch.tensor([[1, 9], [2, 3]])):
-        fail(f"pad_batch([[1], [2, 3]], pad_id=9) should be [[1, 9], [2, 3]], got {nines.tolist()}",
-             mistake_hint("pad_batch.pad_id_ignored", "fill with the pad_id argument, not with a fixed 0."))
+    with argument("pad_batch.pad_id"):
+        nines = run("pad_batch", pad_batch, [[1], [2, 3]], pad_id=9)
+        if not torch.equal(nines.cpu(), torch.tensor([[1, 9], [2, 3]])):
+            fail(f"pad_batch([[1], [2, 3]], pad_id=9) should be [[1, 9], [2, 3]], got {nines.tolist()}",
+                 mistake_hint("pad_batch.pad_id_ignored", "fill with the pad_id argument, not with a fixed 0."))
 
-    cut = run("pad_batch", pad_batch, sequences, max_len=2)
-    expected_cut = torch.tensor([[5, 8], [7, 0], [4, 4]])
-    if tuple(cut.shape) != (3, 2) or not torch.equal(cut.cpu(), expected_cut):
-        hint = None
-        if tuple(cut.shape) == (3, 4):
-            hint = "when max_len is given, every row has exactly max_len entries."
-        elif torch.equal(cut.cpu(), torch.tensor([[8, 2], [7, 0], [9, 6]])):
-            hint = mistake_hint("pad_batch.truncate_front", "that is pre-truncation.")
-        fail(f"pad_batch({sequences}, max_len=2) should be\n{expected_cut}\ngot\n{cut}", hint)
+    with argument("pad_batch.max_len"):
+        cut = run("pad_batch", pad_batch, sequences, max_len=2)
+        expected_cut = torch.tensor([[5, 8], [7, 0], [4, 4]])
+        if tuple(cut.shape) != (3, 2) or not torch.equal(cut.cpu(), expected_cut):
+            hint = None
+            if tuple(cut.shape) == (3, 4):
+                hint = "when max_len is given, every row has exactly max_len entries."
+            elif torch.equal(cut.cpu(), torch.tensor([[8, 2], [7, 0], [9, 6]])):
+                hint = mistake_hint("pad_batch.truncate_front", "that is pre-truncation.")
+            fail(f"pad_batch({sequences}, max_len=2) should be\n{expected_cut}\ngot\n{cut}", hint)
 
-    longer = run("pad_batch", pad_batch, [[1, 2]], max_len=4)
-    if not torch.equal(longer.cpu(), torch.tensor([[1, 2, 0, 0]])):
-        fail(f"pad_batch([[1, 2]], max_len=4) should be [[1, 2, 0, 0]], got {longer.tolist()}",
-             "max_len also pads: T = max_len even when every sequence is shorter.")
+        longer = run("pad_batch", pad_batch, [[1, 2]], max_len=4)
+        if not torch.equal(longer.cpu(), torch.tensor([[1, 2, 0, 0]])):
+            fail(f"pad_batch([[1, 2]], max_len=4) should be [[1, 2, 0, 0]], got {longer.tolist()}",
+                 "max_len also pads: T = max_len even when every sequence is shorter.")
     passed("pad_batch")
 
 
@@ -147,9 +158,10 @@ def check_token_embedding(TokenEmbedding) -> None:
     if any(p is not weight for p in layer.parameters()) or sum(1 for _ in layer.parameters()) != 1:
         fail("TokenEmbedding should have exactly one parameter, `weight`.",
              "build the table yourself; do not wrap an nn.Embedding (this exercise is about writing one).")
-    if not torch.all(weight[0] == 0):
-        fail("row padding_idx=0 of the weight should be all zeros.",
-             "after creating the weight, zero that row inside `with torch.no_grad():`.")
+    with argument("TokenEmbedding.padding_idx"):
+        if not torch.all(weight[0] == 0):
+            fail("row padding_idx=0 of the weight should be all zeros.",
+                 "after creating the weight, zero that row inside `with torch.no_grad():`.")
     if torch.all(weight == 0):
         fail("all rows of the weight are zero.", "initialise with torch.randn(vocab_size, d_model) * d_model ** -0.5; "
              "only padding_idx is zero.")

@@ -6,6 +6,7 @@ notebook describes, so these checks point at how the pieces are connected. Shape
 """
 from __future__ import annotations
 
+import contextlib
 import math
 
 import numpy as np
@@ -13,9 +14,9 @@ import torch
 from torch import nn
 
 from coursekit.checks.toolkit import (expect_close, expect_shape, expect_type, fail, first_matching_hint,
-                                     mistake_hint, passed, run)
+                                     mistake_hint, passed, run, to_tensor)
 from coursekit.checks.toolkit import uses_parts
-from coursekit.criteria import edge_case
+from coursekit.criteria import argument, edge_case
 
 _D_MODEL, _H, _D_FF = 6, 3, 10
 _B, _T = 2, 4
@@ -41,6 +42,28 @@ def require_submodule(module: nn.Module, owner: str, name: str, kind: type | tup
 def padding_mask(ids: torch.Tensor, pad_id: int = 0) -> torch.Tensor:
     """(B, T) -> (B, 1, 1, T), True where a real token is (may be attended to)."""
     return (ids != pad_id)[:, None, None, :]
+
+
+_P = 0.5  # the dropout the checks of the argument dropout use
+
+
+def expect_dropout_acts(module: nn.Module, name: str, forward, hint: str) -> None:
+    """`forward()` (a call of `module` or of one of its submodules, made with dropout > 0) gives another output in
+    training mode than in eval mode: the dropout acts there. `module` is left in eval mode."""
+    def first(out):
+        return out[0] if isinstance(out, tuple) else out                              # attention: (output, weights)
+
+    with torch.no_grad():
+        module.eval()
+        calm = to_tensor(first(run(f"{name} in eval mode", forward)), f"the output of {name}")
+        module.train()
+        torch.manual_seed(0)
+        try:
+            noisy = to_tensor(first(run(f"{name} in training mode", forward)), f"the output of {name}")
+        finally:
+            module.eval()
+    if noisy.shape == calm.shape and torch.allclose(noisy, calm, atol=1e-6):
+        fail(f"{name} gives the same output in training mode as in eval mode: its dropout does not act.", hint)
 
 
 # -------------------------------------------------------------------------------------------- feed-forward
@@ -76,7 +99,19 @@ def check_positionwise_feed_forward(PositionwiseFeedForward) -> None:
                                                                                        "hidden features).")),
     ])
     expect_close(out, expected, "the feed-forward output", hint)
-    passed("PositionwiseFeedForward")
+    with argument("PositionwiseFeedForward.dropout"):
+        name = f"PositionwiseFeedForward({d_model}, {d_ff}, dropout={_P})"
+        dropped = run("PositionwiseFeedForward", PositionwiseFeedForward, d_model, d_ff, dropout=_P)
+        randomize(dropped, seed=5)
+        dropped.eval()
+        with torch.no_grad():
+            expect_close(run(f"{name}.forward", dropped, x), expected, f"the output of {name} in eval mode",
+                         "dropout does nothing in eval mode: use nn.Dropout (or F.dropout(..., "
+                         "training=self.training)).")
+        expect_dropout_acts(dropped, name, lambda: dropped(x),
+                            "self.dropout = nn.Dropout(dropout), applied to the hidden layer: "
+                            "linear2(dropout(relu(linear1(x)))).")
+    passed("PositionwiseFeedForward", "(dropout too)")
 
 
 # ------------------------------------------------------------------------------------------------ encoder block
@@ -116,26 +151,45 @@ def check_encoder_block(EncoderBlock) -> None:
     generator = torch.Generator().manual_seed(60)
     x = torch.randn(_B, _T, _D_MODEL, generator=generator)                            # (2, 4, 6)
     mask = padding_mask(torch.tensor([[5, 6, 7, 8], [5, 6, 0, 0]]))                   # (2, 1, 1, 4)
-    for norm_first in (False, True):
-        name = f"EncoderBlock({_D_MODEL}, {_H}, {_D_FF}, norm_first={norm_first})"
-        block = run("EncoderBlock", EncoderBlock, _D_MODEL, _H, _D_FF, norm_first=norm_first)
-        expect_type(block, nn.Module, name, "subclass nn.Module.")
-        for sub in ("self_attn", "ffn"):
-            require_submodule(block, "EncoderBlock", sub)
-        for sub in ("norm1", "norm2"):
-            require_submodule(block, "EncoderBlock", sub, nn.LayerNorm, f"self.{sub} = nn.LayerNorm(d_model)")
-        block.eval()
-        randomize(block, seed=6)
-        with torch.no_grad():
-            out = run(f"{name}.forward", block, x, mask)
-            expect_type(out, torch.Tensor, f"the output of {name}",
-                        "return only x; self.self_attn(...) returns (output, weights), keep [0].")
-            expect_shape(out, (_B, _T, _D_MODEL), f"the output of {name}")
-            variants = _block_variants(block, x, mask, norm_first)
-        right = variants.pop("right")
-        hint = first_matching_hint(out, [(wrong, hint) for hint, wrong in variants.items()])
-        expect_close(out, right, f"the output of {name} (with a padding mask)", hint)
-    passed("EncoderBlock", "(post-norm and pre-norm)")
+    for norm_first in (False, True):   # post-norm, the default, then the argument norm_first
+        with argument("EncoderBlock.norm_first") if norm_first else contextlib.nullcontext():
+            _try_block(EncoderBlock, x, mask, norm_first)
+    with argument("EncoderBlock.dropout"):
+        name = f"EncoderBlock({_D_MODEL}, {_H}, {_D_FF}, dropout={_P})"
+        block = _try_block(EncoderBlock, x, mask, False, dropout=_P)                # eval mode: no dropout
+        hint = ("pass dropout on to self_attn = MultiHeadAttention(d_model, num_heads, dropout) and to "
+                "ffn = PositionwiseFeedForward(d_model, d_ff, dropout).")
+        expect_dropout_acts(block, name, lambda: block(x, mask), hint)
+        expect_dropout_acts(block, f"{name}.self_attn", lambda: block.self_attn(x, x, x, mask), hint)
+        expect_dropout_acts(block, f"{name}.ffn", lambda: block.ffn(x), hint)
+    passed("EncoderBlock", "(post-norm and pre-norm, dropout)")
+
+
+def _try_block(EncoderBlock, x, mask, norm_first: bool, **kwargs) -> nn.Module:
+    """An EncoderBlock (norm_first as given, the default when False) in eval mode, its output composed from its
+    own submodules; returns the block."""
+    extra = {"norm_first": True} if norm_first else {}
+    shown = "".join(f", {k}={v}" for k, v in {**extra, **kwargs}.items())
+    name = f"EncoderBlock({_D_MODEL}, {_H}, {_D_FF}{shown})"
+    block = run("EncoderBlock", EncoderBlock, _D_MODEL, _H, _D_FF, **extra, **kwargs)
+    expect_type(block, nn.Module, name, "subclass nn.Module.")
+    for sub in ("self_attn", "ffn"):
+        require_submodule(block, "EncoderBlock", sub)
+    for sub in ("norm1", "norm2"):
+        require_submodule(block, "EncoderBlock", sub, nn.LayerNorm, f"self.{sub} = nn.LayerNorm(d_model)")
+    block.eval()
+    randomize(block, seed=6)
+    with torch.no_grad():
+        out = run(f"{name}.forward", block, x, mask)
+        expect_type(out, torch.Tensor, f"the output of {name}",
+                    "return only x; self.self_attn(...) returns (output, weights), keep [0].")
+        expect_shape(out, (_B, _T, _D_MODEL), f"the output of {name}")
+        variants = _block_variants(block, x, mask, norm_first)
+    right = variants.pop("right")
+    hint = first_matching_hint(out, [(wrong, hint) for hint, wrong in variants.items()])
+    expect_close(out, right, f"the output of {name} (with a padding mask)"
+                 + (", eval mode" if kwargs.get("dropout") else ""), hint)
+    return block
 
 
 # ------------------------------------------------------------------------------------------------------ encoder
@@ -201,32 +255,52 @@ def expect_too_long(module: nn.Module, name: str, max_len: int, make_inputs, cri
 
 @uses_parts("Encoder")
 def check_encoder(Encoder) -> None:
-    vocab_size, num_layers = 11, 2
+    vocab_size = 11
     ids = torch.tensor([[4, 9, 5, 10, 7], [6, 8, 4, 0, 0]])                           # (B=2, T=5), 0 = <pad>
     mask = padding_mask(ids)                                                          # (2, 1, 1, 5)
-    for norm_first in (False, True):
-        name = f"Encoder(norm_first={norm_first})"
-        encoder = run("Encoder", Encoder, vocab_size, _D_MODEL, _H, _D_FF, num_layers, max_len=16,
-                      norm_first=norm_first)
-        expect_type(encoder, nn.Module, name, "subclass nn.Module.")
-        check_stack_submodules(encoder, "Encoder", num_layers, "EncoderBlock", norm_first)
-        encoder.eval()
-        randomize(encoder, seed=7)
-        with torch.no_grad():
-            out = run(f"{name}.forward", encoder, ids, mask)
-            expect_type(out, torch.Tensor, f"the output of {name}")
-            expect_shape(out, (2, 5, _D_MODEL), f"the output of {name}")
-
-            def run_layers(x, use_mask):
-                for layer in encoder.layers:
-                    x = layer(x, mask if use_mask else None)
-                return x
-
-            variants = stack_variants(encoder, ids, run_layers, _D_MODEL)
-        right = variants.pop("right")
-        hint = first_matching_hint(out, [(wrong, hint) for hint, wrong in variants.items()])
-        expect_close(out, right, f"the output of {name} (ids with padding, and their padding mask)", hint)
+    encoder = _try_encoder(Encoder, ids, mask, False)                                  # post-norm, the default
     expect_too_long(encoder, "Encoder(max_len=16)", 16,
                     lambda T: (torch.randint(1, vocab_size, (2, T), generator=torch.Generator().manual_seed(T)),),
                     criterion="Encoder.too_long")
-    passed("Encoder", "(post-norm and pre-norm stacks)")
+    with argument("Encoder.norm_first"):
+        _try_encoder(Encoder, ids, mask, True)
+    with argument("Encoder.dropout"):
+        name = f"Encoder(dropout={_P})"
+        encoder = _try_encoder(Encoder, ids, mask, False, dropout=_P)                  # eval mode: no dropout
+        x = torch.randn(2, 5, _D_MODEL, generator=torch.Generator().manual_seed(70))
+        expect_dropout_acts(encoder, name, lambda: encoder(ids, mask),
+                            "pass dropout on to PositionalEncoding(d_model, max_len, dropout) and to every block.")
+        expect_dropout_acts(encoder, f"{name}.pos_encoding", lambda: encoder.pos_encoding(x),
+                            "self.pos_encoding = PositionalEncoding(d_model, max_len, dropout).")
+        for i, layer in enumerate(encoder.layers):
+            expect_dropout_acts(encoder, f"{name}.layers[{i}]", lambda layer=layer: layer(x, mask),
+                                "build every block as EncoderBlock(d_model, num_heads, d_ff, dropout, norm_first).")
+    passed("Encoder", "(post-norm and pre-norm stacks, dropout)")
+
+
+def _try_encoder(Encoder, ids, mask, norm_first: bool, **kwargs) -> nn.Module:
+    """An Encoder (vocab 11, 2 layers, max_len 16; norm_first as given, the default when False) in eval mode, its
+    output composed from its own submodules; returns it."""
+    vocab_size, num_layers = 11, 2
+    extra = {"norm_first": True} if norm_first else {}
+    name = "Encoder(" + ", ".join(f"{k}={v}" for k, v in {"norm_first": norm_first, **kwargs}.items()) + ")"
+    encoder = run("Encoder", Encoder, vocab_size, _D_MODEL, _H, _D_FF, num_layers, max_len=16, **extra, **kwargs)
+    expect_type(encoder, nn.Module, name, "subclass nn.Module.")
+    check_stack_submodules(encoder, "Encoder", num_layers, "EncoderBlock", norm_first)
+    encoder.eval()
+    randomize(encoder, seed=7)
+    with torch.no_grad():
+        out = run(f"{name}.forward", encoder, ids, mask)
+        expect_type(out, torch.Tensor, f"the output of {name}")
+        expect_shape(out, (2, 5, _D_MODEL), f"the output of {name}")
+
+        def run_layers(x, use_mask):
+            for layer in encoder.layers:
+                x = layer(x, mask if use_mask else None)
+            return x
+
+        variants = stack_variants(encoder, ids, run_layers, _D_MODEL)
+    right = variants.pop("right")
+    hint = first_matching_hint(out, [(wrong, hint) for hint, wrong in variants.items()])
+    expect_close(out, right, f"the output of {name} (ids with padding, and their padding mask)", hint)
+    return encoder

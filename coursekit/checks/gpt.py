@@ -15,7 +15,7 @@ from torch import nn
 
 from coursekit.checks.toolkit import (expect_close, expect_shape, expect_type, fail, first_matching_hint,
                                      mistake_hint, passed, run, uses_parts)
-from coursekit.criteria import edge_case
+from coursekit.criteria import argument, edge_case
 
 _A, _B, _C, _D = (ord(c) for c in "abcd")
 
@@ -210,6 +210,19 @@ def check_gpt(GPT) -> None:
                  f"{type(error).__name__}.", "check T > self.max_len at the start of forward.")
         else:
             fail(f"GPT on {max_len + 1} tokens (max_len={max_len}) should raise ValueError.")
+    with argument("GPT.dropout"):  # the same weights with dropout=0.5: eval mode as before, training mode differs
+        dropped = run("GPT", GPT, vocab, d_model, heads, d_ff, layers, max_len, 0.5)
+        run("load_state_dict", dropped.load_state_dict, model.state_dict())
+        with torch.no_grad():
+            same = torch.allclose(run("GPT.forward", dropped.eval(), ids), out, atol=1e-5)
+            torch.manual_seed(0)
+            noisy = run("GPT.forward", dropped.train(), ids)
+        if not same:
+            fail("GPT(..., dropout=0.5) in eval mode gives other logits than the same weights with dropout=0.0.",
+                 "dropout must act in training mode only (nn.Dropout does that by itself).")
+        if torch.allclose(noisy, out, atol=1e-5):
+            fail("GPT(..., dropout=0.5) in training mode gives the logits of eval mode: nothing is dropped.",
+                 "pass dropout on to self.drop = nn.Dropout(dropout) and to every EncoderBlock.")
     passed("GPT", "(tied head, pre-norm blocks, causal: a future token changes no earlier logit)")
 
 
@@ -217,13 +230,24 @@ def check_gpt(GPT) -> None:
 
 def check_get_batch(get_batch) -> None:
     data = torch.arange(100, 140)                                                              # N = 40
-    got = run("get_batch", get_batch, data, 6, 4, torch.Generator().manual_seed(1))
+    _judge_windows(get_batch, data)  # the default: torch's global generator (seeded here)
+    with argument("get_batch.generator"):
+        _judge_windows(get_batch, data, torch.Generator().manual_seed(2))
+    passed("get_batch")
+
+
+def _judge_windows(get_batch, data, generator=None) -> None:
+    """get_batch(data, 6, 4[, generator]) against the starts it should draw: the generator's, else those of torch's
+    global generator seeded here with torch.manual_seed (the same starts for the same seed)."""
+    seed = 1 if generator is None else generator.initial_seed()
+    starts = torch.randint(len(data) - 6, (4,), generator=torch.Generator().manual_seed(seed))
+    torch.manual_seed(seed if generator is None else seed + 100)  # with a generator, torch's draws other starts
+    got = run("get_batch", get_batch, data, 6, 4, *(() if generator is None else (generator,)))
     if not isinstance(got, tuple) or len(got) != 2:
         fail(f"get_batch should return a tuple (x, y), got {type(got).__name__}.")
     x, y = got
     expect_shape(x, (4, 6), "x (batch_size, block_size)")
     expect_shape(y, (4, 6), "y (batch_size, block_size)")
-    starts = torch.randint(40 - 6, (4,), generator=torch.Generator().manual_seed(1))
     expected_x = torch.stack([data[s:s + 6] for s in starts.tolist()])
     if torch.equal(x, y):
         fail("y equals x.", mistake_hint("get_batch.no_shift", "y[b] = data[s_b + 1 : s_b + block_size + 1]."))
@@ -233,10 +257,12 @@ def check_get_batch(get_batch) -> None:
         fail("y should be x shifted by one token: y[b, t] = data[s_b + t + 1].",
              mistake_hint("get_batch.shift", "targets start one token after the inputs."))
     if not torch.equal(x, expected_x):
-        fail(f"the windows start at {(x[:, 0] - 100).tolist()}, expected {starts.tolist()} for this generator.",
+        source = "torch's generator seeded with torch.manual_seed(1)" if generator is None else "this generator"
+        fail(f"the windows start at {(x[:, 0] - 100).tolist()}, expected {starts.tolist()} from {source}.",
              mistake_hint("get_batch.start_range",
-                          "s = torch.randint(len(data) - block_size, (batch_size,), generator=generator)."))
-    passed("get_batch")
+                          "s = torch.randint(len(data) - block_size, (batch_size,), generator=generator).")
+             if generator is None else "pass the generator on: torch.randint(len(data) - block_size, "
+                                       "(batch_size,), generator=generator).")
 
 
 def check_lm_loss(lm_loss) -> None:
@@ -319,20 +345,10 @@ def check_estimate_loss(estimate_loss) -> None:
 
 
 def check_lr_at(lr_at) -> None:
-    cases = {0: 1e-4, 4: 5e-4, 9: 1e-3, 10: 1e-3, 55: 5.5e-4, 100: 1e-4, 150: 1e-4}    # warm-up 10, 100 steps
-    for step, expected in cases.items():
-        got = run("lr_at", lr_at, step, 1e-3, 10, 100, 1e-4)
-        if not isinstance(got, (int, float)) or not math.isclose(got, expected, rel_tol=1e-6):
-            hint = None
-            if step < 10 and isinstance(got, (int, float)) and math.isclose(got, 1e-3 * step / 10, abs_tol=1e-12):
-                hint = mistake_hint("lr_at.warmup_off_by_one")
-            elif step == 55 and isinstance(got, (int, float)) and math.isclose(got, 5e-4, rel_tol=1e-6):
-                hint = mistake_hint("lr_at.min_lr_ignored")
-            elif step == 10 and isinstance(got, (int, float)) and got < 1e-3:
-                hint = mistake_hint("lr_at.cosine_from_zero", "progress = (step - warmup_steps) / (max_steps - "
-                                                              "warmup_steps).")
-            fail(f"lr_at({step}, max_lr=1e-3, warmup_steps=10, max_steps=100, min_lr=1e-4) should be "
-                 f"{expected:g}, got {got}.", hint)
+    # warm-up 10, 100 steps: the default floor 0.0, then min_lr=1e-4
+    _lr_cases(lr_at, {0: 1e-4, 4: 5e-4, 9: 1e-3, 10: 1e-3, 55: 5e-4, 100: 0.0, 150: 0.0}, None)
+    with argument("lr_at.min_lr"):
+        _lr_cases(lr_at, {0: 1e-4, 4: 5e-4, 9: 1e-3, 10: 1e-3, 55: 5.5e-4, 100: 1e-4, 150: 1e-4}, 1e-4)
     with edge_case("lr_at.bad_warmup"):
         for warmup in (20, -1):
             try:
@@ -343,6 +359,23 @@ def check_lr_at(lr_at) -> None:
                 fail(f"lr_at with warmup_steps={warmup}, max_steps=10 should raise ValueError (0 <= warmup_steps "
                      f"<= max_steps).")
     passed("lr_at")
+
+
+def _lr_cases(lr_at, cases: dict, min_lr) -> None:
+    shown = "" if min_lr is None else f", min_lr={min_lr:g}"
+    for step, expected in cases.items():
+        got = run("lr_at", lr_at, step, 1e-3, 10, 100, *(() if min_lr is None else (min_lr,)))
+        if not isinstance(got, (int, float)) or not math.isclose(got, expected, rel_tol=1e-6):
+            hint = None
+            if step < 10 and isinstance(got, (int, float)) and math.isclose(got, 1e-3 * step / 10, abs_tol=1e-12):
+                hint = mistake_hint("lr_at.warmup_off_by_one")
+            elif min_lr and step == 55 and isinstance(got, (int, float)) and math.isclose(got, 5e-4, rel_tol=1e-6):
+                hint = mistake_hint("lr_at.min_lr_ignored")
+            elif step == 10 and isinstance(got, (int, float)) and got < 1e-3:
+                hint = mistake_hint("lr_at.cosine_from_zero", "progress = (step - warmup_steps) / (max_steps - "
+                                                              "warmup_steps).")
+            fail(f"lr_at({step}, max_lr=1e-3, warmup_steps=10, max_steps=100{shown}) should be "
+                 f"{expected:g}, got {got}.", hint)
 
 
 class _TinyLM(nn.Module):
@@ -361,15 +394,16 @@ class _TinyLM(nn.Module):
 
 # (lr, grad_clip) of each step; "default" calls without grad_clip. The gradient norms are above 1 at every step.
 _STEPS = ((0.5, 0.2), (0.2, None), (0.3, "default"), (0.4, 0.05))
+_DEFAULT_STEPS = tuple((lr, "default") for lr, _clip in _STEPS)  # the same rates, every step with grad_clip=1.0
 
 
-def _steps(step_fn, training=True):
-    """Runs _STEPS with `step_fn` on a fresh _TinyLM and an SGD optimizer with two groups (table, then bias)."""
+def _steps(step_fn, training=True, plan=_STEPS):
+    """Runs `plan` with `step_fn` on a fresh _TinyLM and an SGD optimizer with two groups (table, then bias)."""
     model = _TinyLM().train(training)
     optimizer = torch.optim.SGD([{"params": [model.table]}, {"params": [model.bias]}], lr=0.9, momentum=0.5)
     generator = torch.Generator().manual_seed(10)
     returns = []
-    for lr, clip in _STEPS:
+    for lr, clip in plan:
         x, y = torch.randint(7, (2, 6), generator=generator), torch.randint(7, (2, 6), generator=generator)
         returns.append(step_fn(model, optimizer, x, y, lr, *(() if clip == "default" else (clip,))))
     return returns, model, optimizer
@@ -411,18 +445,30 @@ def _same(a, b) -> bool:
 
 @uses_parts("train_step")
 def check_train_step(train_step) -> None:
-    got = run("train_step", lambda: _steps(train_step))
+    _judge_steps(train_step, _DEFAULT_STEPS)
+    with argument("train_step.grad_clip"):
+        _judge_steps(train_step, _STEPS)  # the thresholds 0.2, None (no clipping), the default, 0.05
+    returns, model, _ = run("train_step", lambda: _steps(train_step, training=False, plan=_DEFAULT_STEPS))
+    if model.training:
+        fail("train_step put a model given in eval mode into training mode.", mistake_hint("train_step.mode_changed"))
+    passed("train_step", "(rates on every group, gradients cleared, clipped before the step, the loss before it)")
+
+
+def _judge_steps(train_step, plan) -> None:
+    """`plan` run with `train_step` against the steps written out here; a failure names the likely mistake."""
+    got = run("train_step", lambda: _steps(train_step, plan=plan))
     returns, model, optimizer = got
     for value in returns:
         if isinstance(value, torch.Tensor):
             fail("train_step returned a tensor.", mistake_hint("train_step.returns_tensor", "return loss.item()."))
         if not isinstance(value, float):
             fail(f"train_step should return the loss as a Python float, got {type(value).__name__}.")
-    expected = _steps(_hand_step())
+    expected = _steps(_hand_step(), plan=plan)
     if not _same(got, expected):
         grads = [p.grad for p in model.parameters()]
-        clipped_grads = all(g is not None for g in grads) and math.isclose(
-            float(torch.cat([g.flatten() for g in grads]).norm()), 0.05, rel_tol=1e-3)
+        last = 1.0 if plan[-1][1] == "default" else plan[-1][1]            # the last step's threshold
+        clipped_grads = last is not None and all(g is not None for g in grads) and math.isclose(
+            float(torch.cat([g.flatten() for g in grads]).norm()), last, rel_tol=1e-3)
         cleared = all(g is None or not bool(g.any()) for g in grads)      # no gradients left after the steps
         hint = None
         for flags, hint_of in (
@@ -436,75 +482,80 @@ def check_train_step(train_step) -> None:
                                                               "for group in optimizer.param_groups: ...")),
                 (dict(lr_groups="first"), lambda: mistake_hint("train_step.lr_first_group_only")),
                 (dict(result="after"), lambda: mistake_hint("train_step.loss_after_step"))):
-            if _same(got, _steps(_hand_step(**flags))):
+            if _same(got, _steps(_hand_step(**flags), plan=plan)):
                 hint = hint_of()
                 break
-        fail(f"after {len(_STEPS)} steps (SGD with two parameter groups, lr and grad_clip "
-             f"{[(lr, clip) for lr, clip in _STEPS]}) the returned losses or the weights differ from the expected "
+        fail(f"after {len(plan)} steps (SGD with two parameter groups, lr and grad_clip "
+             f"{[(lr, clip) for lr, clip in plan]}) the returned losses or the weights differ from the expected "
              f"ones.\nexpected losses {[round(r, 4) for r in expected[0]]}, got {[round(r, 4) for r in returns]}",
              hint)
-    if any(group["lr"] != _STEPS[-1][0] for group in optimizer.param_groups):
+    if any(group["lr"] != plan[-1][0] for group in optimizer.param_groups):
         fail("after the last step not every parameter group holds its lr.",
              mistake_hint("train_step.lr_first_group_only"))
     if not model.training:
         fail("train_step left the model in eval mode.", mistake_hint("train_step.mode_changed"))
-    returns, model, _ = run("train_step", lambda: _steps(train_step, training=False))
-    if model.training:
-        fail("train_step put a model given in eval mode into training mode.", mistake_hint("train_step.mode_changed"))
-    passed("train_step", "(rates on every group, gradients cleared, clipped before the step, the loss before it)")
 
 
 # ----------------------------------------------------------------------------------------------------- sampling
 
 def check_sample_next_token(sample_next_token) -> None:
     logits = torch.tensor([[1.0, 3.0, 3.0, 0.0], [0.5, 0.2, 2.0, 2.0]])
-    got = run("sample_next_token", sample_next_token, logits, 0.0)
-    if not isinstance(got, torch.Tensor) or got.tolist() != [1, 2]:
-        fail(f"temperature 0 should give the argmax of each row, [1, 2] (first index on ties), got {got}.")
-    row = torch.tensor([2.0, 1.0, 1.0, 0.0, -1.0])                                # a tie at the 2nd/3rd largest
-    n = 4000
-    for temperature, top_k in ((0.5, None), (1.0, 2)):
-        torch.manual_seed(5)
-        draws = run("sample_next_token", sample_next_token, row.expand(n, 5).clone(), temperature, top_k)
-        expect_shape(draws, (n,), "sample_next_token's result", "one token id per row: (B,)")
-        counts = torch.bincount(draws.long(), minlength=5).double()
-        scaled = row / temperature
-        if top_k is not None:
-            scaled = scaled.masked_fill(scaled < scaled.sort(descending=True).values[top_k - 1], float("-inf"))
-        probs = scaled.softmax(-1).double()
-        blocked = probs == 0
-        frequencies = counts / n
-        if bool((counts[blocked] > 0).any()) or (frequencies - probs).abs().max() > 0.04 or \
-                bool(((counts == 0) & ~blocked).any()):
-            hint = None
-            if top_k is not None and int((counts > 0).sum()) == top_k:
-                hint = mistake_hint("sample.top_k_drops_ties", "keep every logit >= the k-th largest.")
-            elif top_k is not None and int((counts > 0).sum()) == top_k - 1:
-                hint = mistake_hint("sample.top_k_minus_one")
-            elif (frequencies - row.softmax(-1).double()).abs().max() < 0.04:
-                hint = mistake_hint("sample.temperature_after_softmax")
-            elif (frequencies - (row * temperature).softmax(-1).double()).abs().max() < 0.04:
-                hint = mistake_hint("sample.temperature_multiplied")
-            fail(f"with temperature={temperature}, top_k={top_k} the tokens were drawn with frequencies "
-                 f"{[round(f, 3) for f in frequencies.tolist()]}, expected about "
-                 f"{[round(p, 3) for p in probs.tolist()]}.", hint)
-    draws = run("sample_next_token", sample_next_token, logits, 0.8, None, torch.Generator().manual_seed(6))
-    probs = (logits / 0.8).softmax(-1)
-    if not torch.equal(draws, torch.multinomial(probs, 1, generator=torch.Generator().manual_seed(6)).squeeze(-1)):
-        again = run("sample_next_token", sample_next_token, logits, 0.8, None, torch.Generator().manual_seed(6))
-        fail("with a generator the draws should be torch.multinomial(probs, 1, generator=generator).squeeze(-1).",
-             mistake_hint("sample.generator_ignored", "pass the generator on to torch.multinomial.")
-             if not torch.equal(again, draws) else "pass the generator on to torch.multinomial.")
+    _frequencies(sample_next_token, 1.0, None)  # the defaults: plain draws from torch's global generator
+    with argument("sample_next_token.temperature"):
+        got = run("sample_next_token", sample_next_token, logits, 0.0)
+        if not isinstance(got, torch.Tensor) or got.tolist() != [1, 2]:
+            fail(f"temperature 0 should give the argmax of each row, [1, 2] (first index on ties), got {got}.")
+        _frequencies(sample_next_token, 0.5, None)
+    with argument("sample_next_token.top_k"):
+        _frequencies(sample_next_token, 1.0, 2)
+    probs = logits.softmax(-1)
+    with argument("sample_next_token.generator"):
+        draws = run("sample_next_token", sample_next_token, logits, 1.0, None, torch.Generator().manual_seed(6))
+        if not torch.equal(draws, torch.multinomial(probs, 1, generator=torch.Generator().manual_seed(6)).squeeze(-1)):
+            again = run("sample_next_token", sample_next_token, logits, 1.0, None, torch.Generator().manual_seed(6))
+            fail("with a generator the draws should be torch.multinomial(probs, 1, generator=generator).squeeze(-1).",
+                 mistake_hint("sample.generator_ignored", "pass the generator on to torch.multinomial.")
+                 if not torch.equal(again, draws) else "pass the generator on to torch.multinomial.")
     # top_k at or above the vocabulary size keeps every token (torch.topk would raise for k > V)
     with edge_case("sample_next_token.top_k_past_vocabulary"):
         for top_k in (4, 9):
-            draws = run("sample_next_token", sample_next_token, logits, 0.8, top_k,
+            draws = run("sample_next_token", sample_next_token, logits, 1.0, top_k,
                         torch.Generator().manual_seed(7))
             expected = torch.multinomial(probs, 1, generator=torch.Generator().manual_seed(7)).squeeze(-1)
             if not isinstance(draws, torch.Tensor) or not torch.equal(draws, expected):
                 fail(f"with top_k={top_k} on {logits.size(-1)} tokens every token must stay possible (top_k >= V "
                      f"keeps all): the draws should equal those without top_k.", "apply top-k only when top_k < V.")
     passed("sample_next_token", "(argmax at temperature 0, frequencies with temperature and top-k, top_k >= V)")
+
+
+def _frequencies(sample_next_token, temperature, top_k) -> None:
+    """4000 draws from the same row (torch's global generator, seeded here) against the right distribution."""
+    row = torch.tensor([2.0, 1.0, 1.0, 0.0, -1.0])                                # a tie at the 2nd/3rd largest
+    n = 4000
+    torch.manual_seed(5)
+    draws = run("sample_next_token", sample_next_token, row.expand(n, 5).clone(), temperature, top_k)
+    expect_shape(draws, (n,), "sample_next_token's result", "one token id per row: (B,)")
+    counts = torch.bincount(draws.long(), minlength=5).double()
+    scaled = row / temperature
+    if top_k is not None:
+        scaled = scaled.masked_fill(scaled < scaled.sort(descending=True).values[top_k - 1], float("-inf"))
+    probs = scaled.softmax(-1).double()
+    blocked = probs == 0
+    frequencies = counts / n
+    if bool((counts[blocked] > 0).any()) or (frequencies - probs).abs().max() > 0.04 or \
+            bool(((counts == 0) & ~blocked).any()):
+        hint = None
+        if top_k is not None and int((counts > 0).sum()) == top_k:
+            hint = mistake_hint("sample.top_k_drops_ties", "keep every logit >= the k-th largest.")
+        elif top_k is not None and int((counts > 0).sum()) == top_k - 1:
+            hint = mistake_hint("sample.top_k_minus_one")
+        elif (frequencies - row.softmax(-1).double()).abs().max() < 0.04:
+            hint = mistake_hint("sample.temperature_after_softmax")
+        elif (frequencies - (row * temperature).softmax(-1).double()).abs().max() < 0.04:
+            hint = mistake_hint("sample.temperature_multiplied")
+        fail(f"with temperature={temperature}, top_k={top_k} the tokens were drawn with frequencies "
+             f"{[round(f, 3) for f in frequencies.tolist()]}, expected about "
+             f"{[round(p, 3) for p in probs.tolist()]}.", hint)
 
 
 @uses_parts("generate")
@@ -538,4 +589,47 @@ def check_generate(generate) -> None:
              mistake_hint("generate.first_position", "use logits[:, -1, :].") if torch.equal(out, wrong) else
              mistake_hint("generate.keeps_first_tokens") if torch.equal(out, first) else
              "feed ids[:, -model.max_len:] each step and append the argmax of the last position.")
-    passed("generate", "(greedy, longer than max_len, training mode restored)")
+    # every argument goes on to sample_next_token: the draws of a seeded generator, as written out here
+    with argument("generate.generator"):
+        _sampled_like_here(generate, model, prompt, (), 11)
+    with argument("generate.temperature"):
+        _sampled_like_here(generate, model, prompt, (0.5,), 12)
+    with argument("generate.top_k"):
+        _sampled_like_here(generate, model, prompt, (1.0, 2), 13)
+    passed("generate", "(greedy, longer than max_len, training mode restored, temperature, top_k, generator)")
+
+
+def _sampled_like_here(generate, model, prompt, args, seed) -> None:
+    """generate with a seeded generator draws what the loop written out here draws with your own sample_next_token
+    (the one your generate calls; the contract's draw where it cannot be found): each argument must go on to it."""
+    out = run("generate", generate, model, prompt, 6, *args, generator=torch.Generator().manual_seed(seed))
+    sampler = getattr(generate, "__globals__", {}).get("sample_next_token")
+    try:
+        expected = _sampled(model, prompt, 6, *args, seed=seed, sampler=sampler if callable(sampler) else None)
+    except Exception:  # noqa: BLE001 -- your sample_next_token fails here: its own check says so
+        expected = _sampled(model, prompt, 6, *args, seed=seed)
+    if not isinstance(out, torch.Tensor) or not torch.equal(out, expected):
+        shown = "".join(f", {a}" for a in args)
+        fail(f"generate(model, prompt, 6{shown}, generator=torch.Generator().manual_seed({seed})) should "
+             f"give {expected.tolist()}, got {out.tolist() if isinstance(out, torch.Tensor) else out}.",
+             "pass temperature, top_k and the generator on to sample_next_token at every step.")
+
+
+def _sampled(model, prompt, steps, temperature=1.0, top_k=None, seed=0, sampler=None):
+    """generate written out here: softmax(logits / temperature) after top-k, one torch.multinomial per step (or
+    `sampler(logits, temperature, top_k, generator)` when given)."""
+    generator = torch.Generator().manual_seed(seed)
+    ids = prompt
+    model.eval()
+    with torch.no_grad():
+        for _ in range(steps):
+            if sampler is not None:
+                drawn = sampler(model(ids[:, -model.max_len:])[:, -1], temperature, top_k, generator)
+                ids = torch.cat([ids, drawn.reshape(-1, 1).to(ids.dtype)], dim=1)
+                continue
+            logits = model(ids[:, -model.max_len:])[:, -1] / temperature
+            if top_k is not None and top_k < logits.size(-1):
+                kth = logits.sort(-1, descending=True).values[:, top_k - 1:top_k]
+                logits = logits.masked_fill(logits < kth, float("-inf"))
+            ids = torch.cat([ids, torch.multinomial(logits.softmax(-1), 1, generator=generator)], dim=1)
+    return ids

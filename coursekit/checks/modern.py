@@ -12,7 +12,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from coursekit.criteria import edge_case
+from coursekit.criteria import argument, edge_case
 from coursekit.checks.toolkit import (expect_close, expect_dtype, expect_shape, expect_type, fail,
                                      first_matching_hint, mistake_hint, passed, run, uses_parts)
 
@@ -174,7 +174,8 @@ def check_rmsnorm(RMSNorm) -> None:
         fail("RMSNorm.weight should start as ones.", "nn.Parameter(torch.ones(d_model)).")
     generator = torch.Generator().manual_seed(90)
     x = (torch.randn(2, 3, d_model, generator=generator) + 0.8) * 0.4               # (2, 3, 5), mean 0.3
-    for eps, scale in ((0.1, 1.0), (None, 1e-3)):
+
+    def compare(eps, scale):
         label = f"RMSNorm({d_model})" if eps is None else f"RMSNorm({d_model}, eps={eps})"
         module = run("RMSNorm", RMSNorm, d_model) if eps is None else run("RMSNorm", RMSNorm, d_model, eps=eps)
         params = _randomize(module, seed=91)
@@ -194,12 +195,16 @@ def check_rmsnorm(RMSNorm) -> None:
         if hint is None and eps is None:
             hint = "with values this small eps matters: the default is eps=1e-6, used inside the root."
         expect_close(out, _rms_norm(xs, w, e), f"{label}(x)", hint)
+
+    compare(None, 1e-3)                      # the default eps, on values where it matters
+    with argument("RMSNorm.eps"):
+        compare(0.1, 1.0)
     passed("RMSNorm", "(against a loop, with eps=0.1 and the default eps)")
 
 
 # ------------------------------------------------------------------------------------------------ rotary angles
 def check_rotary_cos_sin(rotary_cos_sin) -> None:
-    for max_len, d_head, base in ((6, 8, None), (5, 4, 100.0)):
+    def compare(max_len, d_head, base):
         label = f"rotary_cos_sin({max_len}, {d_head}" + (")" if base is None else f", base={base})")
         result = run("rotary_cos_sin", rotary_cos_sin, max_len, d_head) if base is None else \
             run("rotary_cos_sin", rotary_cos_sin, max_len, d_head, base=base)
@@ -221,6 +226,10 @@ def check_rotary_cos_sin(rotary_cos_sin) -> None:
             hint = "use the `base` argument instead of 10000."
         expect_close(cos, np.cos(angle), f"the cos table of {label}", hint, atol=1e-5)
         expect_close(sin, np.sin(angle), f"the sin table of {label}", hint, atol=1e-5)
+
+    compare(6, 8, None)
+    with argument("rotary_cos_sin.base"):
+        compare(5, 4, 100.0)
     with edge_case("rotary_cos_sin.odd_d_head"):
         _expect_raises("rotary_cos_sin(4, 5)", lambda: rotary_cos_sin(4, 5),
                        "features are rotated in pairs: check `d_head % 2` and raise ValueError.")
@@ -323,11 +332,22 @@ def check_grouped_query_attention(GroupedQueryAttention) -> None:
                                    atol=_ROTARY_ATOL)
         expect_close(out, _gqa(params, "", xs, num_heads, num_kv_heads, keep_np),
                      f"{label}(x" + (", causal mask)" if keep is not None else ")"), hint, atol=_ROTARY_ATOL)
+    with argument("GroupedQueryAttention.rope_base"):
+        label = f"GroupedQueryAttention({d_model}, 2, 1, rope_base=100.0)"                   # d_head 6: 3 pairs
+        module = run("GroupedQueryAttention", GroupedQueryAttention, d_model, 2, 1, max_len=8, rope_base=100.0)
+        module.eval()
+        params = _randomize(module, seed=97)
+        with torch.no_grad():
+            out = run(f"{label}.forward", module, x.clone(), causal)
+        expect_shape(out, x.shape, f"{label}(x of shape (2, 4, 12))", "heads merged and projected: (B, T, d_model).")
+        expect_close(out, _gqa(params, "", x.double().numpy(), 2, 1, causal.numpy(), base=100.0),
+                     f"{label}(x, causal mask)", "compute the rotary tables with base rope_base, not 10000.",
+                     atol=_ROTARY_ATOL)
     with edge_case("GroupedQueryAttention.too_long"):
         short = run("GroupedQueryAttention", GroupedQueryAttention, d_model, 6, 3, max_len=3)
         _expect_raises("GroupedQueryAttention(12, 6, 3, max_len=3) on a sequence of 4",
                        lambda: short(x), "compare T = x.size(1) with max_len at the start of forward.")
-    passed("GroupedQueryAttention", "(6 heads over 3, 1 and 6 key/value heads; causal mask)")
+    passed("GroupedQueryAttention", "(6 heads over 3, 1 and 6 key/value heads; causal mask; rope_base=100)")
 
 
 # ------------------------------------------------------------------------------------------------ block and model

@@ -10,9 +10,9 @@ import torch
 from torch import nn
 
 from coursekit.checks.toolkit import (expect_close, expect_shape, expect_type, fail, first_matching_hint,
-                                     mistake_hint, passed, run, softmax_rows)
+                                     mistake_hint, passed, run, softmax_rows, to_tensor)
 from coursekit.checks.toolkit import uses_parts
-from coursekit.criteria import edge_case
+from coursekit.criteria import argument, edge_case
 
 # A small example where every size differs, so a swapped axis cannot hide: B=2, H=3, T=4, d_head=2 (d_model=6).
 _B, _H, _T, _D_HEAD = 2, 3, 4, 2
@@ -200,8 +200,6 @@ def check_multi_head_attention(MultiHeadAttention) -> None:
     module = run("MultiHeadAttention", MultiHeadAttention, _D_MODEL, _H)
     expect_type(module, nn.Module, f"MultiHeadAttention({_D_MODEL}, {_H})", "subclass nn.Module.")
     _check_linear_submodules(module, _D_MODEL, bias=True)
-    _check_linear_submodules(run("MultiHeadAttention", MultiHeadAttention, _D_MODEL, _H, bias=False),
-                             _D_MODEL, bias=False)
     with edge_case("MultiHeadAttention.indivisible"):
         try:
             MultiHeadAttention(7, 2)
@@ -227,4 +225,43 @@ def check_multi_head_attention(MultiHeadAttention) -> None:
         _run_case(module, params, "self-attention, no mask", x, x, x, None)
         _run_case(module, params, "cross-attention with a padding mask", x, memory, memory, padding)
         _run_case(module, params, "self-attention with a causal mask", x, x, x, causal)
-    passed("MultiHeadAttention", "(self- and cross-attention, padding and causal masks)")
+    with argument("MultiHeadAttention.bias"):
+        plain = run("MultiHeadAttention", MultiHeadAttention, _D_MODEL, _H, bias=False)
+        _check_linear_submodules(plain, _D_MODEL, bias=False)
+        plain.eval()
+        with torch.no_grad():
+            _run_case(plain, _fixed_params(plain, seed=5), "bias=False, cross-attention with a padding mask", x,
+                      memory, memory, padding)
+    with argument("MultiHeadAttention.dropout"):
+        _check_dropout(MultiHeadAttention, x, memory, padding)
+    passed("MultiHeadAttention", "(self- and cross-attention, padding and causal masks, bias=False, dropout)")
+
+
+def _check_dropout(MultiHeadAttention, x, memory, padding, p: float = 0.5) -> None:
+    """dropout=p: nothing in eval mode; in training mode it drops attention weights (the output changes), and
+    forward still returns the weights before dropout."""
+    name = f"MultiHeadAttention({_D_MODEL}, {_H}, dropout={p})"
+    module = run("MultiHeadAttention", MultiHeadAttention, _D_MODEL, _H, dropout=p)
+    module.eval()
+    params = _fixed_params(module, seed=4)
+    case = f"{name}, cross-attention with a padding mask"
+    with torch.no_grad():
+        _run_case(module, params, case + ", eval mode", x, memory, memory, padding)
+        want_out, want_weights = _mha_by_loops(params, *(t.double().numpy() for t in (x, memory, memory)),
+                                               padding.numpy(), _H)
+        module.train()
+        torch.manual_seed(0)
+        try:
+            result = run(f"{name}.forward", module, x, memory, memory, padding)
+        finally:
+            module.eval()
+    if not (isinstance(result, tuple) and len(result) == 2):
+        fail(f"{name} in training mode should return a pair (output, weights), got {type(result).__name__}.")
+    output, weights = result
+    expect_shape(output, want_out.shape, f"the output ({case}, training mode)")
+    expect_close(weights, want_weights, f"the attention weights ({case}, training mode)",
+                 "return the weights before dropout; dropout only changes what multiplies v.")
+    if torch.allclose(to_tensor(output, "the output").double(), torch.from_numpy(want_out), atol=1e-5):
+        fail(f"{name} in training mode gives the same output as in eval mode: its dropout does not act.",
+             "self.dropout = nn.Dropout(dropout) in __init__; in forward apply it to the attention weights before "
+             "multiplying by v.")

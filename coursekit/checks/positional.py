@@ -14,7 +14,7 @@ from coursekit.checks.toolkit import (
     run,
 )
 from coursekit.checks.toolkit import uses_parts
-from coursekit.criteria import edge_case
+from coursekit.criteria import argument, edge_case
 
 
 def _table_by_loops(max_len: int, d_model: int, rule: str = "correct") -> torch.Tensor:
@@ -122,16 +122,17 @@ def check_positional_encoding(PositionalEncoding) -> None:
     expect_close(short, expected_table[:2].expand(3, 2, d_model), "the output for T=2",
                  mistake_hint("positional.from_batch_axis", "slice the table by the sequence length T = x.size(1)."))
 
-    with_dropout = run("PositionalEncoding", PositionalEncoding, d_model, max_len=max_len, dropout=0.5)
-    with_dropout.eval()
-    expect_close(with_dropout(x), expected, "the output in eval mode with dropout=0.5",
-                 "use nn.Dropout, which does nothing in eval mode.")
-    with_dropout.train()
-    torch.manual_seed(1)
-    dropped = with_dropout(torch.ones(4, 8, d_model))
-    if not (dropped == 0).any():
-        fail("with dropout=0.5 in train mode no value was zeroed.",
-             mistake_hint("positional.dropout_ignored", "apply self.dropout to x + pe[:T]."))
+    with argument("PositionalEncoding.dropout"):
+        with_dropout = run("PositionalEncoding", PositionalEncoding, d_model, max_len=max_len, dropout=0.5)
+        with_dropout.eval()
+        expect_close(with_dropout(x), expected, "the output in eval mode with dropout=0.5",
+                     "use nn.Dropout, which does nothing in eval mode.")
+        with_dropout.train()
+        torch.manual_seed(1)
+        dropped = with_dropout(torch.ones(4, 8, d_model))
+        if not (dropped == 0).any():
+            fail("with dropout=0.5 in train mode no value was zeroed.",
+                 mistake_hint("positional.dropout_ignored", "apply self.dropout to x + pe[:T]."))
     with edge_case("PositionalEncoding.too_long"):
         try:
             module(torch.zeros(1, max_len + 1, d_model))

@@ -14,6 +14,7 @@ from torch import nn
 from coursekit.checks.toolkit import (expect_close, expect_dtype, expect_shape, expect_type, fail,
                                      first_matching_hint, mistake_hint, passed, run)
 from coursekit.checks.toolkit import uses_parts
+from coursekit.criteria import argument
 from coursekit.checks.encoder import (stack_variants, check_stack_submodules, expect_too_long, padding_mask,
                                       randomize, require_submodule)
 
@@ -23,6 +24,41 @@ _D_MODEL, _H, _D_FF = 6, 3, 10
 def causal_mask(size: int) -> torch.Tensor:
     """(size, size), True on and below the diagonal: position i may look at positions 0..i."""
     return torch.ones(size, size, dtype=torch.bool).tril()
+
+
+def _same(a, b) -> bool:
+    return isinstance(a, torch.Tensor) and a.shape == b.shape and torch.allclose(a, b, atol=1e-5, rtol=1e-5)
+
+
+def _dropout_tries(build, forward, expected: torch.Tensor, name: str, hint: str) -> None:
+    """dropout acts in training mode: `build(p)` (your module with dropout=p, given the weights of the module that
+    gave `expected` in eval mode) in training mode gives `expected` with dropout=0.0 (nothing is dropped), other
+    values with dropout=0.5 (something is), and `expected` again in eval mode."""
+    for p in (0.0, 0.5):
+        module = build(p)
+        module.train()
+        with torch.no_grad():
+            trained = run(f"{name}(..., dropout={p}).forward", forward, module)
+        if p == 0.0 and not _same(trained, expected):
+            fail(f"{name}(..., dropout=0.0) in training mode gives other values than in eval mode: with "
+                 "dropout=0.0 nothing is dropped.", hint)
+        if p > 0.0:
+            if _same(trained, expected):
+                fail(f"{name}(..., dropout={p}) in training mode gives the values of eval mode: dropout dropped "
+                     "nothing.", hint)
+            module.eval()
+            with torch.no_grad():
+                evaluated = run(f"{name}(..., dropout={p}).forward", forward, module)
+            if not _same(evaluated, expected):
+                fail(f"{name}(..., dropout={p}) in eval mode gives other values than with dropout=0.0: dropout "
+                     "must do nothing in eval mode.", "use nn.Dropout, or F.dropout(..., training=self.training).")
+
+
+def _with_weights(cls, name: str, weights: nn.Module, *args, **kwargs) -> nn.Module:
+    """Your `cls(*args, **kwargs)` given the weights (and buffers) of `weights`."""
+    module = run(name, cls, *args, **kwargs)
+    run(f"{name}.load_state_dict", module.load_state_dict, weights.state_dict())
+    return module
 
 
 # ------------------------------------------------------------------------------------------------ decoder block
@@ -73,9 +109,9 @@ def check_decoder_block(DecoderBlock) -> None:
     memory = torch.randn(B, S, _D_MODEL, generator=generator)                         # (2, 5, 6) encoder output
     tgt_mask = causal_mask(T)                                                         # (4, 4)
     memory_mask = padding_mask(torch.tensor([[4, 5, 6, 7, 8], [4, 5, 6, 0, 0]]))      # (2, 1, 1, 5)
-    for norm_first in (False, True):
-        name = f"DecoderBlock({_D_MODEL}, {_H}, {_D_FF}, norm_first={norm_first})"
-        block = run("DecoderBlock", DecoderBlock, _D_MODEL, _H, _D_FF, norm_first=norm_first)
+    def try_block(norm_first):
+        name = f"DecoderBlock({_D_MODEL}, {_H}, {_D_FF}" + (", norm_first=True)" if norm_first else ")")
+        block = run("DecoderBlock", DecoderBlock, _D_MODEL, _H, _D_FF, **({"norm_first": True} if norm_first else {}))
         expect_type(block, nn.Module, name, "subclass nn.Module.")
         for sub in ("self_attn", "cross_attn", "ffn"):
             require_submodule(block, "DecoderBlock", sub)
@@ -92,7 +128,17 @@ def check_decoder_block(DecoderBlock) -> None:
             right, wrong_answers = _decoder_block_variants(block, x, memory, tgt_mask, memory_mask, norm_first)
         hint = first_matching_hint(out, wrong_answers)
         expect_close(out, right, f"the output of {name} (causal target mask, source padding mask)", hint)
-    passed("DecoderBlock", "(post-norm and pre-norm)")
+        return block, out
+
+    block, out = try_block(False)                            # post-norm: every optional argument at its default
+    with argument("DecoderBlock.norm_first"):
+        try_block(True)
+    with argument("DecoderBlock.dropout"):
+        _dropout_tries(lambda p: _with_weights(DecoderBlock, "DecoderBlock", block, _D_MODEL, _H, _D_FF, dropout=p),
+                       lambda b: b(x, memory, tgt_mask, memory_mask), out, "DecoderBlock",
+                       "pass dropout on to the attention modules and the feed-forward, and drop each sublayer's "
+                       "output (nn.Dropout(dropout)).")
+    passed("DecoderBlock", "(post-norm and pre-norm, dropout)")
 
 
 # ------------------------------------------------------------------------------------------------------ decoder
@@ -105,10 +151,10 @@ def check_decoder(Decoder) -> None:
     memory = torch.randn(2, 5, _D_MODEL, generator=generator)                         # (B, S=5, d_model)
     tgt_mask = padding_mask(tgt_ids) & causal_mask(4)                                 # (2, 1, 4, 4)
     memory_mask = padding_mask(torch.tensor([[4, 5, 6, 7, 8], [4, 5, 6, 0, 0]]))      # (2, 1, 1, 5)
-    for norm_first in (False, True):
-        name = f"Decoder(norm_first={norm_first})"
+    def try_decoder(norm_first):
+        name = "Decoder(norm_first=True)" if norm_first else "Decoder()"
         decoder = run("Decoder", Decoder, vocab_size, _D_MODEL, _H, _D_FF, num_layers, max_len=16,
-                      norm_first=norm_first)
+                      **({"norm_first": True} if norm_first else {}))
         expect_type(decoder, nn.Module, name, "subclass nn.Module.")
         check_stack_submodules(decoder, "Decoder", num_layers, "DecoderBlock", norm_first)
         decoder.eval()
@@ -128,10 +174,20 @@ def check_decoder(Decoder) -> None:
         hint = first_matching_hint(out, [(wrong, hint.replace("the mask is", "the masks are"))
                                          for hint, wrong in variants.items()])
         expect_close(out, right, f"the output of {name}", hint)
+        return decoder, out
+
+    decoder, out = try_decoder(False)                        # post-norm: every optional argument at its default
+    with argument("Decoder.norm_first"):
+        try_decoder(True)
+    with argument("Decoder.dropout"):
+        _dropout_tries(lambda p: _with_weights(Decoder, "Decoder", decoder, vocab_size, _D_MODEL, _H, _D_FF,
+                                               num_layers, max_len=16, dropout=p),
+                       lambda d: d(tgt_ids, memory, tgt_mask, memory_mask), out, "Decoder",
+                       "pass dropout on to the positional encoding and to every DecoderBlock.")
     expect_too_long(decoder, "Decoder(max_len=16)", 16,
                     lambda T: (torch.randint(1, vocab_size, (2, T), generator=torch.Generator().manual_seed(T)),
                                memory), criterion="Decoder.too_long")
-    passed("Decoder", "(post-norm and pre-norm stacks)")
+    passed("Decoder", "(post-norm and pre-norm stacks, dropout)")
 
 
 # -------------------------------------------------------------------------------------------------- Transformer
@@ -207,6 +263,36 @@ def check_transformer(Transformer) -> None:
                     lambda S: (torch.randint(4, src_vocab, (2, S), generator=torch.Generator().manual_seed(S)), tgt),
                     criterion="Transformer.too_long",
                     hint="pass max_len on to the Encoder and the Decoder (their positional encodings raise it).")
+    sizes = dict(d_model=_D_MODEL, num_heads=_H, d_ff=_D_FF, num_layers=2, max_len=16)
+    with argument("Transformer.norm_first"):
+        pre = run("Transformer", Transformer, src_vocab, tgt_vocab, **sizes, norm_first=True)
+        for part in ("encoder", "decoder"):
+            require_submodule(require_submodule(pre, "Transformer", part), f"Transformer(..., norm_first=True).{part}",
+                              "norm", nn.LayerNorm, f"pass norm_first on to the {part.capitalize()}: a pre-norm "
+                                                    "stack ends with nn.LayerNorm(d_model).")
+    with argument("Transformer.pad_id"):
+        model7 = _with_weights(Transformer, "Transformer", model, src_vocab, tgt_vocab, **sizes, pad_id=7).eval()
+        src7 = torch.tensor([[4, 5, 0, 7, 7], [5, 6, 7, 7, 7]])                        # pad_id = 7; 0 is a real token
+        tgt7 = torch.tensor([[2, 9, 0, 10], [2, 4, 7, 7]])
+        with torch.no_grad():
+            encoded = run("Transformer(..., pad_id=7).encode", model7.encode, src7)
+            if not (isinstance(encoded, tuple) and len(encoded) == 2 and isinstance(encoded[1], torch.Tensor)
+                    and encoded[1].shape == (2, 1, 1, 5) and torch.equal(encoded[1].bool(), padding_mask(src7, 7))):
+                fail("Transformer(..., pad_id=7).encode: the src_mask should be False exactly where src_ids == 7.",
+                     mistake_hint("transformer.pad_id_hardcoded", "use self.pad_id in both masks."))
+            logits7 = run("Transformer(..., pad_id=7).forward", model7, src7, tgt7)
+            expect_type(logits7, torch.Tensor, "the logits of Transformer(..., pad_id=7)")
+            longer = torch.cat([src7, torch.full((2, 3), 7)], dim=1)                 # 3 more <pad> = 7
+            again = run("Transformer(..., pad_id=7).forward", model7, longer, tgt7)
+            real = tgt7 != 7
+            if not _same(again[real] if isinstance(again, torch.Tensor) else again, logits7[real]):
+                fail("Transformer(..., pad_id=7): adding more padding (7) to the source changed the logits.",
+                     mistake_hint("transformer.pad_id_hardcoded", "use self.pad_id in both masks."))
+    with argument("Transformer.dropout"):
+        _dropout_tries(lambda p: _with_weights(Transformer, "Transformer", model, src_vocab, tgt_vocab, **sizes,
+                                               dropout=p),
+                       lambda m: m(src, tgt), logits, "Transformer",
+                       "pass dropout on to Encoder(...) and Decoder(...).")
     passed("Transformer")
 
 
@@ -270,10 +356,11 @@ class ScriptedModel(nn.Module):
         return self.decode(tgt_ids, *self.encode(src_ids))
 
 
-def _decode_case(greedy_decode, scripts, max_len, expected, what, eos_id=3, **kwargs) -> None:
-    model = ScriptedModel(scripts).eval()
+def _decode_case(greedy_decode, scripts, max_len, expected, what, **ids) -> None:
+    """greedy_decode on a ScriptedModel; `ids`: bos_id and/or eos_id when not their defaults (2 and 3)."""
+    model = ScriptedModel(scripts, bos_id=ids.get("bos_id", 2)).eval()
     src = torch.tensor([[4, 5, 6]] * len(scripts))
-    out = run("greedy_decode", greedy_decode, model, src, max_len, eos_id=eos_id, **kwargs)
+    out = run("greedy_decode", greedy_decode, model, src, max_len, **ids)
     if model.problems:
         fail(model.problems[0])
     expect_type(out, torch.Tensor, "greedy_decode(...)")
@@ -304,7 +391,12 @@ def check_greedy_decode(greedy_decode) -> None:
                  "with two sequences that end at different steps")
     _decode_case(greedy_decode, [[7, 8, 9, 10, 11, 7, eos]], 4, [[7, 8, 9, 10]],
                  "when max_len is reached before eos_id")
-    _decode_case(greedy_decode, [[7, 4, 9]], 5, [[7, 4]], "with eos_id=4", eos_id=4)
+    with argument("greedy_decode.eos_id"):
+        _decode_case(greedy_decode, [[7, 4, 9, 3, 8], [6, 5, 4, 9, 9]], 5, [[7, 4, 0], [6, 5, 4]], "with eos_id=4",
+                     eos_id=4)
+    with argument("greedy_decode.bos_id"):
+        _decode_case(greedy_decode, [[7, eos], [8, 9, 10, eos]], 6, [[7, eos, 0, 0], [8, 9, 10, eos]],
+                     "with bos_id=1", bos_id=1)
     passed("greedy_decode")
 
 
@@ -377,4 +469,38 @@ def check_cached_greedy_decode(cached_greedy_decode, Transformer, greedy_decode=
                  "were computed more than once (or out of order).",
                  "project each new token once per layer, append it to that layer's cache, and never recompute "
                  "the cached positions.")
+    def try_ids(**ids):
+        shown = ", ".join(f"{k}={v}" for k, v in ids.items())
+        got = run(f"cached_greedy_decode(..., {shown})", cached_greedy_decode, copy.deepcopy(model), src, max_len,
+                  **ids)
+        expected = _greedy_loop(model, src, max_len, **ids)
+        if not (isinstance(got, torch.Tensor) and torch.equal(got.cpu(), expected)):
+            shown_got = got.cpu().tolist() if isinstance(got, torch.Tensor) else got
+            fail(f"cached_greedy_decode(..., {shown}) gave {shown_got}, greedy decoding with the same ids gives "
+                 f"{expected.tolist()}.",
+                 "start every sequence from bos_id, and end it at eos_id, as greedy_decode does: use the "
+                 "arguments, not the default ids.")
+
+    with argument("cached_greedy_decode.bos_id"):
+        try_ids(bos_id=1)
+    with argument("cached_greedy_decode.eos_id"):
+        try_ids(eos_id=_OTHER_EOS)
     passed("cached_greedy_decode")
+
+
+_OTHER_EOS = 7   # not produced by the model of check_cached_greedy_decode: the sequence that produces 3 goes on
+
+
+@torch.no_grad()
+def _greedy_loop(model, src_ids, max_len, bos_id=2, eos_id=3) -> torch.Tensor:
+    """Greedy decoding through `model`'s encode/decode, the whole prefix at each step (what the cache must match)."""
+    memory, src_mask = model.encode(src_ids)
+    ys = torch.full((src_ids.size(0), 1), bos_id, dtype=torch.long)
+    finished = torch.zeros(src_ids.size(0), dtype=torch.bool)
+    for _ in range(max_len):
+        token = model.decode(ys, memory, src_mask)[:, -1].argmax(-1).masked_fill(finished, model.pad_id)
+        ys = torch.cat([ys, token[:, None]], dim=1)
+        finished |= token == eos_id
+        if finished.all():
+            break
+    return ys[:, 1:]

@@ -15,7 +15,7 @@ from torch import nn
 
 from coursekit.checks.toolkit import (expect_close, expect_type, fail, first_matching_hint, isclose, mistake_hint,
                                      passed, run)
-from coursekit.criteria import edge_case
+from coursekit.criteria import argument, edge_case
 
 PAD, BOS, EOS = 0, 2, 3
 
@@ -92,16 +92,19 @@ def check_label_smoothed_cross_entropy(label_smoothed_cross_entropy) -> None:
     generator = torch.Generator().manual_seed(10)
     logits = torch.randn(6, 5, generator=generator) * 2                       # (N=6, V=5)
     targets = torch.tensor([2, 0, 4, 1, 0, 3])                                # positions 1 and 4 are padding
-    _loss_case(fn, logits, targets, 0.3, 0, "smoothing=0.3, targets 0 ignored")
-    # ignore_index 4: target 0 is now a real class and the two positions whose target is 4 are left out
-    _loss_case(fn, logits, targets, 0.2, 4, "smoothing=0.2, ignore_index=4")
+    _loss_case(fn, logits, targets, 0.1, 0, "smoothing=0.1, targets 0 ignored")
     got = run("label_smoothed_cross_entropy", fn, logits, targets)
     expect_type(got, torch.Tensor, "label_smoothed_cross_entropy(logits, targets)")
     expect_close(got, _smoothed(logits, targets, 0.1, 0), "label_smoothed_cross_entropy(logits, targets) with "
                  "the defaults", "the defaults are smoothing=0.1, ignore_index=0.")
-    got = run("label_smoothed_cross_entropy", fn, logits, targets, 0.0, 0)
-    expect_close(got, F.cross_entropy(logits, targets, ignore_index=0), "label_smoothed_cross_entropy with "
-                 "smoothing=0 (plain cross-entropy)", "with smoothing=0 only the -log p[target] term is left.")
+    with argument("label_smoothed_cross_entropy.smoothing"):
+        _loss_case(fn, logits, targets, 0.3, 0, "smoothing=0.3, targets 0 ignored")
+        got = run("label_smoothed_cross_entropy", fn, logits, targets, 0.0, 0)
+        expect_close(got, F.cross_entropy(logits, targets, ignore_index=0), "label_smoothed_cross_entropy with "
+                     "smoothing=0 (plain cross-entropy)", "with smoothing=0 only the -log p[target] term is left.")
+    with argument("label_smoothed_cross_entropy.ignore_index"):
+        # ignore_index 4: target 0 is now a real class and the two positions whose target is 4 are left out
+        _loss_case(fn, logits, targets, 0.1, 4, "smoothing=0.1, ignore_index=4")
     # the gradient reaches the logits (the training loop calls backward on the loss)
     leaf = logits.clone().requires_grad_(True)
     loss = run("label_smoothed_cross_entropy", fn, leaf, targets, 0.1, 0)
@@ -149,23 +152,11 @@ def check_noam_lr(noam_lr) -> None:
         (3, 16, 100, 1.0, 1 / 4 * 3 / 1000),            # deep in the warm-up: s / warmup ** 1.5
     ]
     for step, d_model, warmup, factor, expected in cases:
-        got = run("noam_lr", noam_lr, step, d_model, warmup, factor)
-        if not isinstance(got, (int, float)) or isinstance(got, bool):
-            fail(f"noam_lr should return a float, got {type(got).__name__}.",
-                 "compute with Python numbers (or return float(...)).")
-        if isclose(got, expected, 1e-9):
-            continue
-        s = max(step, 1)
-        raw = min(s ** -0.5, s * warmup ** -1.5)
-        hint = None
-        if isclose(got, factor * d_model ** -0.5 * max(s ** -0.5, s * warmup ** -1.5), 1e-9):
-            hint = mistake_hint("noam.min_max_swapped", "min(s ** -0.5, s * warmup_steps ** -1.5).")
-        elif isclose(got, factor * raw, 1e-9):
-            hint = mistake_hint("noam.no_d_model_scale", "multiply by d_model ** -0.5.")
-        elif factor != 1 and isclose(got, d_model ** -0.5 * raw, 1e-9):
-            hint = mistake_hint("noam.factor_ignored", "multiply the result by factor.")
-        fail(f"noam_lr({step}, d_model={d_model}, warmup_steps={warmup}, factor={factor}) should be "
-             f"{expected:.6g}, got {got}.", hint)
+        if factor == 1.0:
+            _noam_case(noam_lr, step, d_model, warmup, factor, expected)
+        else:
+            with argument("noam_lr.factor"):
+                _noam_case(noam_lr, step, d_model, warmup, factor, expected)
     # the peak sits at warmup_steps
     rates = [run("noam_lr", noam_lr, step, 64, 10) for step in range(0, 41)]
     if max(range(41), key=lambda step: rates[step]) != 10:
@@ -177,6 +168,26 @@ def check_noam_lr(noam_lr) -> None:
                                 f"noam_lr with warmup_steps={warmup} should raise ValueError",
                                 "check `warmup_steps >= 1` first and raise ValueError otherwise.")
     passed("noam_lr", "(step 0, linear rise, peak at warmup_steps, 1/sqrt decay, factor, warmup_steps < 1)")
+
+
+def _noam_case(noam_lr, step, d_model, warmup, factor, expected) -> None:
+    got = run("noam_lr", noam_lr, step, d_model, warmup, factor)
+    if not isinstance(got, (int, float)) or isinstance(got, bool):
+        fail(f"noam_lr should return a float, got {type(got).__name__}.",
+             "compute with Python numbers (or return float(...)).")
+    if isclose(got, expected, 1e-9):
+        return
+    s = max(step, 1)
+    raw = min(s ** -0.5, s * warmup ** -1.5)
+    hint = None
+    if isclose(got, factor * d_model ** -0.5 * max(s ** -0.5, s * warmup ** -1.5), 1e-9):
+        hint = mistake_hint("noam.min_max_swapped", "min(s ** -0.5, s * warmup_steps ** -1.5).")
+    elif isclose(got, factor * raw, 1e-9):
+        hint = mistake_hint("noam.no_d_model_scale", "multiply by d_model ** -0.5.")
+    elif factor != 1 and isclose(got, d_model ** -0.5 * raw, 1e-9):
+        hint = mistake_hint("noam.factor_ignored", "multiply the result by factor.")
+    fail(f"noam_lr({step}, d_model={d_model}, warmup_steps={warmup}, factor={factor}) should be "
+         f"{expected:.6g}, got {got}.", hint)
 
 
 # ---------------------------------------------------------------------------------------------- beam search
@@ -201,6 +212,7 @@ class TableTranslator(nn.Module):
         self.drop = nn.Dropout(0.5)
         self.calls: list[tuple[bool, bool]] = []
         self.encodes = 0
+        self.bos = BOS   # a hypothesis that starts with another token gets `default` at every position
 
     def next_logits(self, prefix: tuple) -> torch.Tensor:
         """(V,) log-probabilities after <bos> + prefix (unnormalised by at most `rest` * V)."""
@@ -218,7 +230,8 @@ class TableTranslator(nn.Module):
     def decode(self, tgt_ids: torch.Tensor, memory: torch.Tensor, src_mask: torch.Tensor) -> torch.Tensor:
         """(B, T) target ids starting with <bos> -> logits (B, T, V); position t depends on tokens 1..t."""
         self.calls.append((self.training, torch.is_grad_enabled()))
-        rows = [[self.next_logits(tuple(ids[1:t + 1])) for t in range(len(ids))] for ids in tgt_ids.tolist()]
+        rows = [[self.next_logits(tuple(ids[1:t + 1]) if ids[0] == self.bos else ("not <bos>",))
+                 for t in range(len(ids))] for ids in tgt_ids.tolist()]
         logits = torch.stack([torch.stack(row) for row in rows]).float().to(tgt_ids.device)
         return self.drop(logits * self.scale)
 
@@ -227,13 +240,13 @@ class TableTranslator(nn.Module):
         return self.decode(tgt_ids, memory, src_mask)
 
 
-def greedy_vs_beam_translator() -> TableTranslator:
+def greedy_vs_beam_translator(eos: int = EOS) -> TableTranslator:
     """Greedy takes A (0.5) and then <eos> (0.4): [A, <eos>] has probability 0.20. A beam of 2 also keeps B
     (0.4), whose <eos> has probability 0.95: [B, <eos>] has 0.38 and wins (both have L = 2, so the penalty does not
     matter)."""
     return TableTranslator({(): {A: 0.5, B: 0.4, C: 0.1},
-                            (A,): {EOS: 0.4, A: 0.35, B: 0.25},
-                            (B,): {EOS: 0.95, C: 0.05}},
+                            (A,): {eos: 0.4, A: 0.35, B: 0.25},
+                            (B,): {eos: 0.95, C: 0.05}},
                            default={C: 0.9, A: 0.1})
 
 
@@ -262,9 +275,11 @@ def _greedy(model: TableTranslator, max_len: int) -> list[int]:
     return tokens
 
 
-def _decoded(fn, model, beam_size, max_len, length_penalty=0.6):
-    got = run("beam_search", fn, model, _SRC, beam_size, max_len, BOS, EOS, length_penalty)
-    call = f"beam_search(model, src, beam_size={beam_size}, max_len={max_len}, length_penalty={length_penalty})"
+def _decoded(fn, model, beam_size, max_len, length_penalty=0.6, bos_id=BOS, eos_id=EOS):
+    got = run("beam_search", fn, model, _SRC, beam_size, max_len, bos_id, eos_id, length_penalty)
+    ids = "" if (bos_id, eos_id) == (BOS, EOS) else f", bos_id={bos_id}, eos_id={eos_id}"
+    call = (f"beam_search(model, src, beam_size={beam_size}, max_len={max_len}{ids}, "
+            f"length_penalty={length_penalty})")
     if isinstance(got, torch.Tensor):
         fail(f"{call} should return a list of ints, got a tensor.", "return tokens.tolist() (or a list built "
                                                                       "from them).")
@@ -278,11 +293,11 @@ def _decoded(fn, model, beam_size, max_len, length_penalty=0.6):
     expect_type(got, list, call)
     if not all(isinstance(t, int) for t in got):
         fail(f"{call} should return a list of Python ints, got {got}.", "convert with int(...) or .tolist().")
-    if got[:1] == [BOS]:
-        fail(f"{call} returned {got}, which starts with <bos> ({BOS}).",
+    if got[:1] == [bos_id]:
+        fail(f"{call} returned {got}, which starts with <bos> ({bos_id}).",
              mistake_hint("beam.returns_bos", "return best_tokens[1:]."))
-    if EOS in got[:-1]:
-        fail(f"{call} returned {got}: tokens after <eos> ({EOS}).",
+    if eos_id in got[:-1]:
+        fail(f"{call} returned {got}: tokens after <eos> ({eos_id}).",
              mistake_hint("beam.continues_after_eos", "an extension ending in <eos> goes to the finished list."))
     if len(got) > max_len:
         fail(f"{call} returned {len(got)} tokens: at most max_len={max_len} steps.")
@@ -311,19 +326,15 @@ def check_beam_search(beam_search) -> None:
             hint = "greedy's answer: keep the beam_size best extensions each step (B has probability 0.4)."
         fail(f"beam_search(beam_size=2) on a model where [B, <eos>] has probability 0.38 and greedy's [A, <eos>] "
              f"0.20 should give {[B, EOS]}, got {got}.", hint)
-    # the length penalty ranks the finished hypotheses
-    results = {alpha: _decoded(fn, length_penalty_translator().eval(), 2, 8, alpha) for alpha in (0.0, 0.6, 1.0, 2.0)}
+    # the length penalty ranks the finished hypotheses (the default 0.6 first, then the others)
     short, long = [EOS], [A, A, A, EOS]
     expected = {0.0: short, 0.6: short, 1.0: long, 2.0: long}
-    if results != expected:
-        hint = None
-        if all(got == short for got in results.values()):
-            hint = mistake_hint("beam.no_length_penalty", "rank finished ones by score / ((5 + L) / 6) ** alpha.")
-        elif results == {0.0: short, 0.6: short, 1.0: short, 2.0: long}:
-            hint = mistake_hint("beam.length_counts_bos", "L = len(tokens) - 1 when tokens starts with <bos>.")
-        fail(f"with A = {A} and <eos> = {EOS}: [<eos>] (L=1, log-prob -0.916) and [A, A, A, <eos>] (L=4, log-prob -1.34) are finished; ranked by "
-             f"score / ((5 + L) / 6) ** alpha, alpha 0 and 0.6 pick {short}, 1 and 2 pick {long}; got "
-             f"{results}.", hint)
+    results = {0.6: _decoded(fn, length_penalty_translator().eval(), 2, 8, 0.6)}
+    _penalty_verdict(results, {0.6: short})
+    with argument("beam_search.length_penalty"):
+        results.update({alpha: _decoded(fn, length_penalty_translator().eval(), 2, 8, alpha)
+                        for alpha in (0.0, 1.0, 2.0)})
+        _penalty_verdict(dict(sorted(results.items())), expected)
     # max_len: after max_len steps the beam is finished as it is
     got = _decoded(fn, length_penalty_translator().eval(), 2, 2, 0.6)
     if got != [A, A]:
@@ -334,8 +345,35 @@ def check_beam_search(beam_search) -> None:
     if got != []:
         fail(f"with max_len=0 nothing is generated: expected [], got {got}.",
              "with no step the only hypothesis is [<bos>]: return the tokens after it, [].")
+    # other ids: hypotheses start with bos_id (the model answers nonsense after another first token), and eos_id
+    # finishes them
+    with argument("beam_search.bos_id"):
+        model = greedy_vs_beam_translator().eval()
+        model.bos = 1
+        got = _decoded(fn, model, 2, 6, bos_id=1)
+        if got != [B, EOS]:
+            fail(f"beam_search(..., bos_id=1) on a model whose hypotheses start with 1 should give {[B, EOS]}, got "
+                 f"{got}.", "start every hypothesis with bos_id (not a fixed 2).")
+    with argument("beam_search.eos_id"):
+        got = _decoded(fn, greedy_vs_beam_translator(eos=1).eval(), 2, 6, eos_id=1)
+        if got != [B, 1]:
+            fail(f"beam_search(..., eos_id=1) on a model whose end token is 1 should give {[B, 1]}, got {got}.",
+                 "a hypothesis is finished when it ends in eos_id (not a fixed 3).")
     passed("beam_search", "(greedy at beam_size=1, a better translation than greedy, the length penalty, "
-                          "max_len, eval mode restored)")
+                          "max_len, other bos_id and eos_id, eval mode restored)")
+
+
+def _penalty_verdict(results: dict, expected: dict) -> None:
+    short, long = [EOS], [A, A, A, EOS]
+    if results != expected:
+        hint = None
+        if all(got == short for got in results.values()):
+            hint = mistake_hint("beam.no_length_penalty", "rank finished ones by score / ((5 + L) / 6) ** alpha.")
+        elif results == {0.0: short, 0.6: short, 1.0: short, 2.0: long}:
+            hint = mistake_hint("beam.length_counts_bos", "L = len(tokens) - 1 when tokens starts with <bos>.")
+        fail(f"with A = {A} and <eos> = {EOS}: [<eos>] (L=1, log-prob -0.916) and [A, A, A, <eos>] (L=4, log-prob -1.34) are finished; ranked by "
+             f"score / ((5 + L) / 6) ** alpha, alpha 0 and 0.6 pick {short}, 1 and 2 pick {long}; got "
+             f"{results}.", hint)
 
 
 # ---------------------------------------------------------------------------------------------- BLEU
@@ -383,6 +421,12 @@ def check_corpus_bleu(corpus_bleu) -> None:
     same = "a girl is climbing a rock wall".split()
     _bleu_case(fn, [same], [same], 4, 100.0, "a hypothesis equal to its reference")
     # clipping: 'the' 6 times, but only twice in the reference -> 2/6 (c = r = 6: no brevity penalty)
+    with argument("corpus_bleu.max_n"):                 # with max_n 4 this corpus scores 0 (no matching 2-gram)
+        got = run("corpus_bleu", fn, [["the"] * 6], ["the cat is on the mat".split()], 1)
+        if isinstance(got, (int, float)) and not isinstance(got, bool) and got == 0:
+            fail("corpus_bleu on 'the the the the the the' vs 'the cat is on the mat', max_n=1 should be "
+                 f"{100 * 2 / 6:.6g}, got 0 (the score with max_n=4).",
+                 "use max_n: with max_n=1 only the unigram precision counts.")
     _bleu_case(fn, [["the"] * 6], ["the cat is on the mat".split()], 1, 100 * 2 / 6,
                "'the the the the the the' vs 'the cat is on the mat', max_n=1",
                [(100.0, mistake_hint("bleu.no_clipping", "min(count in hypothesis, count in reference).")),
@@ -390,9 +434,10 @@ def check_corpus_bleu(corpus_bleu) -> None:
     # the geometric mean of the four precisions (c = r = 10)
     _bleu_case(fn, [_MAN[0]], [_MAN[1]], 4, _bleu(_MAN_P, 10, 10), "'a man in a blue shirt ...'",
                [(100 * sum(_MAN_P) / 4, mistake_hint("bleu.arithmetic_mean", "exp(mean of log p_n)."))])
-    _bleu_case(fn, [_MAN[0]], [_MAN[1]], 2, _bleu(_MAN_P[:2], 10, 10), "'a man in a blue shirt ...' with max_n=2",
-               [(_bleu(_MAN_P, 10, 10), "use max_n: the precisions for n = 1 .. max_n."),
-                (100 * sum(_MAN_P[:2]) / 2, mistake_hint("bleu.arithmetic_mean", "exp(mean of log p_n)."))])
+    with argument("corpus_bleu.max_n"):
+        _bleu_case(fn, [_MAN[0]], [_MAN[1]], 2, _bleu(_MAN_P[:2], 10, 10), "'a man in a blue shirt ...' with max_n=2",
+                   [(_bleu(_MAN_P, 10, 10), "use max_n: the precisions for n = 1 .. max_n."),
+                    (100 * sum(_MAN_P[:2]) / 2, mistake_hint("bleu.arithmetic_mean", "exp(mean of log p_n)."))])
     short, long, ref = ("a dog runs".split(), "a dog runs on the beach today".split(),
                         "a dog runs on the beach".split())
     # a longer hypothesis is not penalised for its length (its extra words already lower the precisions)
@@ -415,8 +460,9 @@ def check_corpus_bleu(corpus_bleu) -> None:
     # zero precisions and empty hypotheses give 0 (no smoothing)
     _bleu_case(fn, [_DOGS[0]], [_DOGS[1]], 4, 0.0, "'two dogs play in snow' (no matching 3-gram)")
     _bleu_case(fn, [["a", "cat"]], [["a", "cat", "sits"]], 4, 0.0, "'a cat' vs 'a cat sits' (no 4-gram at all)")
-    _bleu_case(fn, [["a", "cat"]], [["a", "cat", "sits"]], 2, 100 * math.exp(1 - 3 / 2),
-               "'a cat' vs 'a cat sits', max_n=2")
+    with argument("corpus_bleu.max_n"):
+        _bleu_case(fn, [["a", "cat"]], [["a", "cat", "sits"]], 2, 100 * math.exp(1 - 3 / 2),
+                   "'a cat' vs 'a cat sits', max_n=2")
     _bleu_case(fn, [[], []], [["a", "cat"], ["a", "dog"]], 4, 0.0, "two empty hypotheses")
     try:
         import sacrebleu

@@ -27,9 +27,11 @@ from pathlib import Path
 import nbformat
 import pytest
 
+from autograder.checks.criteria import SHARES
 from autograder.checks.parts import MAX_CASCADE_POINTS
 from coursekit.api import INTENDED_CASCADES, PARTS, check_of, grade_id as grade_id_of
 from coursekit.api import tested_name as exercise_of_grade_id  # not `test*`: pytest would collect it
+from coursekit.criteria import CRITERIA
 from coursekit.mistakes import MISTAKES
 
 REPO = Path(__file__).resolve().parents[2]
@@ -37,7 +39,8 @@ REPO = Path(__file__).resolve().parents[2]
 # one grading run of 47 notebooks (07-10 train a model): far beyond the suite's default 900 s per test
 pytestmark = [pytest.mark.slow, pytest.mark.notebooks, pytest.mark.pipeline, pytest.mark.timeout(5400)]
 
-# assignment -> {solution cell's grade_id: (catalogue mistake, [(text of the notebook's solution, the mistake)])}
+# assignment -> {solution cell's grade_id: (catalogue mistake, [(text of the notebook's solution, the mistake)][,
+#                the criterion it breaks when the mistake lies in an argument with teeth, not in the core])}
 WRONG = {
     "01_tokens_and_embeddings": {
         "build_vocab": ("vocab.min_freq_strict", [("if count >= min_freq", "if count > min_freq")]),
@@ -113,7 +116,8 @@ WRONG = {
         "train_step": ("train_step.no_zero_grad", [("    optimizer.zero_grad(set_to_none=True)\n", "")]),
         "sample_next_token": ("sample.temperature_after_softmax", [
             ("    logits = logits / temperature\n", ""),
-            ("probs = torch.softmax(logits, dim=-1)", "probs = torch.softmax(logits, dim=-1) / temperature")]),
+            ("probs = torch.softmax(logits, dim=-1)", "probs = torch.softmax(logits, dim=-1) / temperature")],
+            "sample_next_token.temperature"),  # right at the default temperature: it costs that argument's share
         "generate": ("generate.first_position", [("logits = model(context)[:, -1, :]",
                                                   "logits = model(context)[:, 0, :]")]),
     },
@@ -145,6 +149,18 @@ WRONG = {
     },
 }
 MAX_BROKEN = 4  # exercises one student breaks at most
+
+
+def expected_loss(assignment: str, exercise: str, how: str, points: float) -> float:
+    """What breaking `exercise` costs: all its points when it is left unfinished or its core is wrong; a mistake in
+    one criterion only (WRONG's third item: an argument with teeth) costs that criterion's share, split evenly
+    among the criteria of its kind that the exercise's check tries (all of the catalogue's, test_criteria.py)."""
+    entry = WRONG[assignment][exercise]
+    if how == "unfinished" or len(entry) < 3:
+        return points
+    criterion = CRITERIA[entry[2]]
+    same_kind = [c for c in CRITERIA.values() if c.api == criterion.api and c.kind == criterion.kind]
+    return points * SHARES[criterion.kind] / len(same_kind)
 HOW = ("unfinished", "wrong")
 
 
@@ -298,7 +314,8 @@ def test_every_exercise_has_a_catalogue_mistake():
     for assignment, exercises in WRONG.items():
         nb = _source(assignment)
         assert set(exercises) == set(_exercise_cells(nb)), assignment
-        assert all(mistake in MISTAKES for mistake, _ in exercises.values())
+        assert all(entry[0] in MISTAKES for entry in exercises.values())
+        assert all(CRITERIA[entry[2]].kind == "argument" for entry in exercises.values() if len(entry) > 2)
 
 
 @pytest.mark.parametrize("assignment", sorted(WRONG))
@@ -355,9 +372,12 @@ def test_several_exercises_cost_their_own_points(assignment, credit_graded):
         grades = credit_graded[(assignment, _several_id(number))]
         own = {grade_id_of(exercise) for exercise in broken}
         lost = {cell: maximum - score for cell, (score, maximum) in grades.items() if maximum - score > 1e-9}
-        for cell in sorted(own):
-            if lost.get(cell, 0.0) != grades[cell][1]:
-                problems.append(f"{broken}: lost {lost.get(cell, 0.0)} of the {grades[cell][1]} points of {cell}")
+        for exercise, how in broken.items():
+            cell = grade_id_of(exercise)
+            expected = expected_loss(assignment, exercise, how, grades[cell][1])
+            if abs(lost.get(cell, 0.0) - expected) > 0.01:
+                problems.append(f"{broken}: lost {lost.get(cell, 0.0)} of the {grades[cell][1]} points of {cell}, "
+                                f"not {expected}")
         for cell, points in lost.items():
             cascade = any(check_of(e) in INTENDED_CASCADES.get(check_of(cell), ()) for e in broken)
             if cell not in own and (not cascade or points > MAX_CASCADE_POINTS):

@@ -4,7 +4,7 @@ Every wrong answer those tests try goes through `variants.fails_with`, which rec
 answer whose failure carries a catalogue id is named. The others are sorted by the first line of their message:
 
     stub         "not implemented yet"
-    edge case    a stated edge case missed (partial credit: its own criterion and message)
+    edge case    only stated edge cases missed (partial credit: their own criteria and message)
     trained      a trained model that does not reach its check's bar (a result of training, not one mistake)
     form         a wrong type, shape or dtype, a missing submodule, method or object, a NaN, an error raised
     mistake      the rest: an answer that runs, has the right form, and computes something wrong
@@ -26,7 +26,7 @@ def kind(message: str) -> str:
     first = message.splitlines()[0]
     if "not implemented yet" in first:
         return "stub"
-    if "stated edge case" in first:
+    if "stated edge case" in first and "argument" not in first:
         return "edge case"
     if "not accurate enough" in first:
         return "trained"

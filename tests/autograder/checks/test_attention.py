@@ -14,9 +14,17 @@ def test_padding_mask_correct_answers_pass(fn):
 
 
 def test_padding_mask_mistakes():
-    V.fails_with(checks.check_make_padding_mask, V.padding_mask_wrong("inverted"), "attention.mask_inverted")
-    V.fails_with(checks.check_make_padding_mask, V.padding_mask_wrong("shape"), "expected shape (", ", 1, 1, ")
-    V.fails_with(checks.check_make_padding_mask, V.padding_mask_wrong("float"), "bool")
+    V.fails_plainly(checks.check_make_padding_mask, V.padding_mask_wrong("inverted"), "attention.mask_inverted")
+    V.fails_plainly(checks.check_make_padding_mask, V.padding_mask_wrong("shape"), "expected shape (", ", 1, 1, ")
+    V.fails_plainly(checks.check_make_padding_mask, V.padding_mask_wrong("float"), "bool")
+
+
+@pytest.mark.parametrize("answer", [
+    lambda ids, pad_id=0: solutions.make_padding_mask(ids),        # pad_id ignored: 0 hard-coded
+    lambda ids: solutions.make_padding_mask(ids),                  # no pad_id argument at all
+])
+def test_padding_mask_wrong_only_in_pad_id_keeps_most_points(answer):
+    V.fails_partially(checks.check_make_padding_mask, answer, "make_padding_mask.pad_id", "pad_id=")
 
 
 @pytest.mark.parametrize("fn", [solutions.make_causal_mask, V.causal_mask_arange, V.causal_mask_triu])
@@ -45,6 +53,36 @@ def test_sdpa_correct_answers_pass(fn):
     ("after", "attention.mask_after_softmax")])
 def test_sdpa_mistakes_are_named(kind, diagnosis):
     V.fails_with(checks.check_scaled_dot_product_attention, V.sdpa_wrong(kind), diagnosis)
+
+
+@pytest.mark.parametrize("kind", ["none", "mul", "by_d", "by_length", "dim"])
+def test_sdpa_core_mistakes_get_no_partial_credit(kind):
+    """Wrong without a mask already: the core fails, whatever the masked cases do."""
+    V.fails_plainly(checks.check_scaled_dot_product_attention, V.sdpa_wrong(kind))
+
+
+@pytest.mark.parametrize("kind, diagnosis", [
+    ("inverted", "attention.mask_inverted"), ("ignore", "attention.mask_ignored"),
+    ("after", "attention.mask_after_softmax")])
+def test_sdpa_wrong_only_in_the_mask_keeps_most_points(kind, diagnosis):
+    """mask is an argument with teeth: unmasked attention (its default, None) is the core; these answers get it
+    right, so they keep 75 % of the points, the mask crossed and the mistake still named."""
+    from autograder.checks.criteria import PartialCredit
+    from coursekit.mistakes import MISTAKES
+
+    answer = V.sdpa_wrong(kind)
+    V.fails_partially(checks.check_scaled_dot_product_attention, answer, "scaled_dot_product_attention.mask",
+                      MISTAKES[diagnosis].text)
+    with pytest.raises(PartialCredit) as info:
+        checks.check_scaled_dot_product_attention(answer)
+    assert info.value.mistake_id == diagnosis and info.value.fraction == 0.75
+
+
+def test_sdpa_without_a_mask_argument_keeps_most_points():
+    def sdpa(query, key, value):
+        return solutions.scaled_dot_product_attention(query, key, value)
+
+    V.fails_partially(checks.check_scaled_dot_product_attention, sdpa, "scaled_dot_product_attention.mask")
 
 
 def test_sdpa_inverted_mask_with_minus_inf_reports_nan_and_the_mistake():

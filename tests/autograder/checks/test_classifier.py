@@ -21,6 +21,7 @@ from autograder.checks import classifier as checks
 from autograder.checks import trained_classifier as trained
 from autograder.checks import trained_weights
 from coursekit import load_yelp, probe, tokenize
+from coursekit.criteria import CRITERIA
 from solutions.attention import make_padding_mask
 from solutions.encoder import Encoder
 
@@ -152,7 +153,6 @@ def test_transformer_classifier_accepts_correct_answers(cls):
 @pytest.mark.parametrize("cls, diagnosis", [
     (IncludesPadding, "classifier.pool_includes_padding"),
     (NoEncoderMask, "classifier.encoder_no_mask"),
-    (HardCodedPad, "classifier.pad_id_hardcoded"),
     (Softmaxed, "classifier.returns_probabilities"),
     (LogSoftmaxed, "classifier.returns_log_probabilities"),
     (FirstToken, "classifier.first_position"),
@@ -160,6 +160,49 @@ def test_transformer_classifier_accepts_correct_answers(cls):
 ])
 def test_transformer_classifier_names_the_mistake(cls, diagnosis):
     fails_with(checks.check_transformer_classifier, cls, "likely mistake", diagnosis)
+
+
+class FixedDropout(Classifier):
+    """Ignores its dropout argument: the encoder always gets the default 0.1."""
+
+    def __init__(self, vocab_size, num_classes=5, d_model=64, num_heads=4, d_ff=128, num_layers=2, max_len=256,
+                 dropout=0.1, pad_id=0):
+        super().__init__(vocab_size, num_classes, d_model, num_heads, d_ff, num_layers, max_len, 0.1, pad_id)
+
+
+class NoDropout(Classifier):
+    """Ignores its dropout argument: the encoder never drops anything."""
+
+    def __init__(self, vocab_size, num_classes=5, d_model=64, num_heads=4, d_ff=128, num_layers=2, max_len=256,
+                 dropout=0.1, pad_id=0):
+        super().__init__(vocab_size, num_classes, d_model, num_heads, d_ff, num_layers, max_len, 0.0, pad_id)
+
+
+class FixedMaxLen(Classifier):
+    """Ignores its max_len argument: the core's shapes (the positional table of max_len rows) tell it."""
+
+    def __init__(self, vocab_size, num_classes=5, d_model=64, num_heads=4, d_ff=128, num_layers=2, max_len=256,
+                 dropout=0.1, pad_id=0):
+        super().__init__(vocab_size, num_classes, d_model, num_heads, d_ff, num_layers, 256, dropout, pad_id)
+
+
+def test_a_hard_coded_pad_id_keeps_most_of_the_points():
+    message = V.fails_partially(checks.check_transformer_classifier, HardCodedPad, "TransformerClassifier.pad_id",
+                                "pad_id=")
+    assert "✓ " + CRITERIA["TransformerClassifier.dropout"].text in message
+    with pytest.raises(AssertionError) as info:
+        checks.check_transformer_classifier(HardCodedPad)
+    assert info.value.mistake_id == "classifier.pad_id_hardcoded"
+    assert info.value.fraction == pytest.approx(1 - 0.25 / 2)
+
+
+@pytest.mark.parametrize("cls, fragment", [(FixedDropout, "dropout=0.0"), (NoDropout, "dropout=0.5")])
+def test_an_ignored_dropout_keeps_most_of_the_points(cls, fragment):
+    V.fails_partially(checks.check_transformer_classifier, cls, "TransformerClassifier.dropout", fragment)
+
+
+def test_an_ignored_max_len_fails_the_core():
+    V.fails_plainly(checks.check_transformer_classifier, FixedMaxLen, "wrong shape")
 
 
 def test_transformer_classifier_structure_messages():

@@ -2,15 +2,38 @@
 from __future__ import annotations
 
 import pytest
+import torch.nn.functional as F
+from torch import nn
 
 import solutions
 import variants as V
 from autograder.checks import encoder as checks
 
 
-@pytest.mark.parametrize("cls", [solutions.PositionwiseFeedForward, V.FeedForwardFunctional, V.FeedForwardWrong])
+class MultiHeadAttentionSDPADropout(V.MultiHeadAttentionTorchSDPA):
+    """F.scaled_dot_product_attention with dropout_p in training mode."""
+
+    def __init__(self, d_model, num_heads, dropout=0.0, bias=True):
+        super().__init__(d_model, num_heads, dropout, bias)
+        self.p = dropout
+
+    def forward(self, query, key, value, mask=None):
+        q, k, v = (V.split_heads_permute(w(x), self.num_heads)
+                   for w, x in ((self.w_q, query), (self.w_k, key), (self.w_v, value)))
+        out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=self.p if self.training else 0.0)
+        _, weights = V.sdpa_additive_float(q, k, v, mask)
+        return self.w_o(V.merge_heads_cat(out)), weights
+
+
+@pytest.mark.parametrize("cls", [solutions.PositionwiseFeedForward, V.FeedForwardFunctional])
 def test_feed_forward_correct_answers_pass(cls):
     checks.check_positionwise_feed_forward(cls)
+
+
+def test_feed_forward_that_ignores_dropout_keeps_most_points():
+    """V.FeedForwardWrong without a mistake computes the right thing but never applies dropout: 75% of the points."""
+    V.fails_partially(checks.check_positionwise_feed_forward, V.FeedForwardWrong, "PositionwiseFeedForward.dropout",
+                      "its dropout does not act", "linear2(dropout(relu(linear1(x))))")
 
 
 @pytest.mark.parametrize("kind, diagnosis", [
@@ -19,9 +42,12 @@ def test_feed_forward_mistakes(kind, diagnosis):
     V.fails_with(checks.check_positionwise_feed_forward, V.mistake(V.FeedForwardWrong, kind), diagnosis)
 
 
-@pytest.mark.parametrize("cls", [solutions.EncoderBlock, V.EncoderBlockStudent,
-                                 type("EncoderBlockSDPA", (V.EncoderBlockStudent,),
-                                      {"ATTENTION": V.MultiHeadAttentionTorchSDPA})])
+# V.EncoderBlockStudent's attention (the loop over heads) ignores dropout: these blocks give it one that applies it
+EncoderBlockDropout = type("EncoderBlock", (V.EncoderBlockStudent,), {"ATTENTION": V.MultiHeadAttentionBase})
+EncoderBlockSDPADropout = type("EncoderBlock", (V.EncoderBlockStudent,), {"ATTENTION": MultiHeadAttentionSDPADropout})
+
+
+@pytest.mark.parametrize("cls", [solutions.EncoderBlock, EncoderBlockDropout, EncoderBlockSDPADropout])
 def test_encoder_block_correct_answers_pass(cls):
     checks.check_encoder_block(cls)
 
@@ -30,12 +56,116 @@ def test_encoder_block_correct_answers_pass(cls):
     ("norm_swapped", "encoder.norm_swapped"), ("no_residual_attn", "encoder.missing_residual_attn"),
     ("no_residual_ffn", "encoder.missing_residual_ffn"), ("inverted", "attention.mask_inverted")])
 def test_encoder_block_mistakes(kind, diagnosis):
-    V.fails_with(checks.check_encoder_block, V.mistake(V.EncoderBlockStudent, kind), diagnosis)
+    V.fails_with(checks.check_encoder_block, V.mistake(EncoderBlockDropout, kind), diagnosis)
 
 
-@pytest.mark.parametrize("cls", [solutions.Encoder, V.EncoderStudent])
+# ---------------------------------------------------------- EncoderBlock's arguments with teeth: norm_first, dropout
+class EncoderBlockPostNormOnly(EncoderBlockDropout):
+    """Ignores norm_first: always the post-norm block."""
+
+    def __init__(self, d_model, num_heads, d_ff, dropout=0.0, norm_first=False):
+        super().__init__(d_model, num_heads, d_ff, dropout)
+
+
+def test_encoder_block_that_ignores_norm_first_keeps_most_points():
+    message = V.fails_partially(checks.check_encoder_block, EncoderBlockPostNormOnly, "EncoderBlock.norm_first",
+                                "norm_first=True")
+    assert "encoder.norm_swapped" in message or "pre-norm and post-norm are swapped" in message, message
+
+
+class EncoderBlockNoDropout(EncoderBlockDropout):
+    """Ignores dropout: nothing is ever dropped."""
+
+    def __init__(self, d_model, num_heads, d_ff, dropout=0.0, norm_first=False):
+        super().__init__(d_model, num_heads, d_ff, 0.0, norm_first)
+
+
+class EncoderBlockOwnDropoutOnly(EncoderBlockDropout):
+    """Drops the sublayers' outputs, but does not pass dropout on to self_attn and ffn."""
+
+    def __init__(self, d_model, num_heads, d_ff, dropout=0.0, norm_first=False):
+        super().__init__(d_model, num_heads, d_ff, 0.0, norm_first)
+        self.drop = nn.Dropout(dropout)
+
+
+@pytest.mark.parametrize("cls, words", [
+    (EncoderBlockNoDropout, "its dropout does not act"),
+    (EncoderBlockOwnDropoutOnly, "dropout does not reach `self_attn`"),
+    (V.EncoderBlockStudent, "dropout does not reach `self_attn`"),   # its attention (a loop over heads) ignores it
+])
+def test_encoder_block_dropout_mistakes_keep_most_points(cls, words):
+    V.fails_partially(checks.check_encoder_block, cls, "EncoderBlock.dropout", words)
+
+
+EncoderDropout = type("Encoder", (V.EncoderStudent,), {"BLOCK": EncoderBlockDropout})
+
+
+@pytest.mark.parametrize("cls", [solutions.Encoder, V.EncoderStudent, EncoderDropout])
 def test_encoder_correct_answers_pass(cls):
     checks.check_encoder(cls)
+
+
+# --------------------------------------------------------------- Encoder's arguments with teeth: norm_first, dropout
+class EncoderPostNormBlocks(EncoderDropout):
+    """Ends a pre-norm stack with its LayerNorm, but does not pass norm_first on: its blocks are always post-norm."""
+
+    def __init__(self, vocab_size, d_model, num_heads, d_ff, num_layers, max_len=512, dropout=0.0, norm_first=False):
+        super().__init__(vocab_size, d_model, num_heads, d_ff, num_layers, max_len, dropout)
+        self.norm = nn.LayerNorm(d_model) if norm_first else nn.Identity()
+
+
+class EncoderPostNormOnly(EncoderDropout):
+    """Ignores norm_first: post-norm blocks and no final LayerNorm, whatever it is asked."""
+
+    def __init__(self, vocab_size, d_model, num_heads, d_ff, num_layers, max_len=512, dropout=0.0, norm_first=False):
+        super().__init__(vocab_size, d_model, num_heads, d_ff, num_layers, max_len, dropout)
+
+
+class EncoderNoFinalNorm(EncoderDropout):
+    """Passes norm_first on to its blocks, but a pre-norm stack has no final LayerNorm."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.norm = nn.Identity()
+
+
+class EncoderFinalNormUnused(EncoderDropout):
+    """Has the pre-norm stack's final LayerNorm, but forward never applies it."""
+
+    def forward(self, src_ids, src_mask=None):
+        x = self.pos_encoding(self.embedding(src_ids) * self.scale)
+        for layer in self.layers:
+            x = layer(x, src_mask)
+        return x
+
+
+@pytest.mark.parametrize("cls, words", [
+    (EncoderPostNormBlocks, "pre-norm and post-norm are swapped"),          # the mistake encoder.norm_swapped
+    (EncoderFinalNormUnused, "the final LayerNorm is wrong"),                # the mistake encoder.final_norm
+    (EncoderPostNormOnly, "expected submodule `norm`"), (EncoderNoFinalNorm, "expected submodule `norm`")])
+def test_encoder_that_ignores_norm_first_keeps_most_points(cls, words):
+    V.fails_partially(checks.check_encoder, cls, "Encoder.norm_first", "norm_first=True", words)
+
+
+class EncoderNoDropout(EncoderDropout):
+    """Ignores dropout: neither the positions nor the blocks drop anything."""
+
+    def __init__(self, vocab_size, d_model, num_heads, d_ff, num_layers, max_len=512, dropout=0.0, norm_first=False):
+        super().__init__(vocab_size, d_model, num_heads, d_ff, num_layers, max_len, 0.0, norm_first)
+
+
+class EncoderDropoutInPositionsOnly(EncoderDropout):
+    """Passes dropout to the positional encoding only: the blocks never drop."""
+
+    def __init__(self, vocab_size, d_model, num_heads, d_ff, num_layers, max_len=512, dropout=0.0, norm_first=False):
+        super().__init__(vocab_size, d_model, num_heads, d_ff, num_layers, max_len, 0.0, norm_first)
+        self.pos_encoding = V.PositionalEncodingNumpy(d_model, max_len, dropout)
+
+
+@pytest.mark.parametrize("cls, words", [(EncoderNoDropout, "its dropout does not act"),
+                                        (EncoderDropoutInPositionsOnly, "dropout does not reach `layers.0`")])
+def test_encoder_dropout_mistakes_keep_most_points(cls, words):
+    V.fails_partially(checks.check_encoder, cls, "Encoder.dropout", words)
 
 
 @pytest.mark.parametrize("kind, diagnosis", [

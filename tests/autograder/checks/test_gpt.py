@@ -46,8 +46,9 @@ def test_stubs_and_broken_answers_fail_readably():
     V.fails_with(checks.check_bpe_encode, lambda text, merges: text, "list of int token ids")
     V.fails_with(checks.check_get_batch, lambda data, b, n, g=None: data, "pair (x, y)")
     V.fails_with(checks.check_lr_at, lambda *a, **k: "fast", "must return a float")
-    V.fails_with(checks.check_sample_next_token,
-                 lambda logits, t=1.0, k=None, g=None: torch.zeros(len(logits), dtype=torch.long), "values differ")
+    V.fails_plainly(checks.check_sample_next_token,  # the core's plain draws already show it
+                    lambda logits, t=1.0, k=None, g=None: torch.zeros(len(logits), dtype=torch.long),
+                    "not drawn from the right distribution")
 
 
 def test_sampling_from_the_right_distribution_without_the_generator_fails_on_the_draw_only():
@@ -134,11 +135,107 @@ def test_an_answer_failing_only_a_stated_edge_case_keeps_most_points(api_name, a
     assert f"✗ {CRITERIA[criterion].text}" in str(info.value)
 
 
+# ------------------------------------------------------------------------------ arguments with teeth: partial credit
+class _GPTWithoutDropout(solutions.GPT):
+    """The reference GPT, but its dropout argument is ignored (always the default 0.0)."""
+
+    def __init__(self, vocab_size, d_model=128, num_heads=4, d_ff=512, num_layers=4, max_len=256, dropout=0.0):
+        super().__init__(vocab_size, d_model, num_heads, d_ff, num_layers, max_len, 0.0)
+
+
+def _get_batch_without_generator(data, block_size, batch_size, generator=None):
+    return solutions.get_batch(data, block_size, batch_size)          # torch's global generator
+
+
+def _lr_at_without_floor(step, max_lr, warmup_steps, max_steps, min_lr=0.0):
+    return solutions.lr_at(step, max_lr, warmup_steps, max_steps)     # the default floor, 0.0
+
+
+def _train_step_fixed_clip(model, optimizer, x, y, lr, grad_clip=1.0):
+    return solutions.train_step(model, optimizer, x, y, lr)           # always the default threshold, 1.0
+
+
+def _sample_greedy_or_plain(logits, temperature=1.0, top_k=None, generator=None):
+    """temperature is ignored: always the draw at temperature 1 (not even the argmax at 0)."""
+    return solutions.sample_next_token(logits, 1.0, top_k, generator)
+
+
+def _sample_without_top_k(logits, temperature=1.0, top_k=None, generator=None):
+    return solutions.sample_next_token(logits, temperature, None, generator)
+
+
+def _sample_without_generator(logits, temperature=1.0, top_k=None, generator=None):
+    return solutions.sample_next_token(logits, temperature, top_k, None)
+
+
+def _generate_temperature_as_a_switch(model, ids, max_new_tokens, temperature=1.0, top_k=None, generator=None):
+    """temperature only switches greedy decoding on (0): any other temperature samples at 1."""
+    return solutions.generate(model, ids, max_new_tokens, 0.0 if temperature == 0 else 1.0, top_k, generator)
+
+
+def _generate_without_top_k(model, ids, max_new_tokens, temperature=1.0, top_k=None, generator=None):
+    return solutions.generate(model, ids, max_new_tokens, temperature, None, generator)
+
+
+def _generate_without_generator(model, ids, max_new_tokens, temperature=1.0, top_k=None, generator=None):
+    return solutions.generate(model, ids, max_new_tokens, temperature, top_k, None)
+
+
+ARGUMENT_ONLY = [  # (api name, a correct answer that ignores only this argument, criterion)
+    ("GPT", _GPTWithoutDropout, "GPT.dropout"),
+    ("get_batch", _get_batch_without_generator, "get_batch.generator"),
+    ("lr_at", _lr_at_without_floor, "lr_at.min_lr"),
+    ("train_step", _train_step_fixed_clip, "train_step.grad_clip"),
+    ("sample_next_token", _sample_greedy_or_plain, "sample_next_token.temperature"),
+    ("sample_next_token", _sample_without_top_k, "sample_next_token.top_k"),
+    ("sample_next_token", _sample_without_generator, "sample_next_token.generator"),
+    ("generate", _generate_temperature_as_a_switch, "generate.temperature"),
+    ("generate", _generate_without_top_k, "generate.top_k"),
+    ("generate", _generate_without_generator, "generate.generator"),
+]
+
+
+@pytest.mark.parametrize("api_name, answer, criterion", ARGUMENT_ONLY, ids=[c for _, _, c in ARGUMENT_ONLY])
+def test_an_answer_ignoring_only_an_argument_keeps_most_points(api_name, answer, criterion):
+    V.fails_partially(check_of(api_name), answer, criterion)
+
+
+# The catalogue's mistakes that lie in an argument's non-default values (or a stated edge case): the core passes,
+# so they keep a fraction of the points (the criteria they cross, and what they keep). The others get 0.
+PARTIAL_MISTAKES = {
+    "lr_at.min_lr_ignored": (("lr_at.min_lr",), 1 - 0.25),
+    "sample.temperature_after_softmax": (("sample_next_token.temperature",), 1 - 0.25 / 3),
+    "sample.temperature_multiplied": (("sample_next_token.temperature",), 1 - 0.25 / 3),
+    "sample.top_k_drops_ties": (("sample_next_token.top_k",), 1 - 0.25 / 3),
+    # k - 1 tokens kept also at top_k = V: the stated edge case fails too
+    "sample.top_k_minus_one": (("sample_next_token.top_k", "sample_next_token.top_k_past_vocabulary"),
+                               1 - 0.25 / 3 - 0.2),
+    "sample.generator_ignored": (("sample_next_token.generator",), 1 - 0.25 / 3),
+}
+
+
+@pytest.mark.parametrize("api_name, answer, diagnosis", G.WRONG, ids=[diagnosis for _, _, diagnosis in G.WRONG])
+def test_a_mistake_in_an_argument_keeps_its_share_and_a_core_mistake_none(api_name, answer, diagnosis):
+    from autograder.checks.criteria import PartialCredit
+
+    with pytest.raises(AssertionError) as info:
+        check_of(api_name)(answer)
+    assert info.value.mistake_id == diagnosis, str(info.value)
+    if diagnosis not in PARTIAL_MISTAKES:
+        assert not isinstance(info.value, PartialCredit), str(info.value)
+        return
+    failed, fraction = PARTIAL_MISTAKES[diagnosis]
+    assert isinstance(info.value, PartialCredit), str(info.value)
+    assert set(info.value.failed) == set(failed), str(info.value)
+    assert info.value.fraction == pytest.approx(fraction), str(info.value)
+
+
 def test_every_gpt_criterion_is_tried_by_a_test():
     from coursekit.criteria import CRITERIA
 
     apis = {name for name, _, _ in G.WRONG}
-    assert {c.id for c in CRITERIA.values() if c.api in apis} == {criterion for _, _, criterion in EDGE_ONLY}
+    assert {c.id for c in CRITERIA.values() if c.api in apis} == {
+        criterion for _, _, criterion in EDGE_ONLY + ARGUMENT_ONLY}
 
 
 @pytest.mark.parametrize("api_name", [name for name, _, _ in EDGE_ONLY])

@@ -15,6 +15,8 @@ from autograder.checks import kv_cache as K
 from autograder.checks.kv_cache import check_cached_greedy_decode
 from coursekit.mistakes import text_of
 
+import variants as V
+
 
 def _heads(x, num_heads):                                        # (B, T, d) -> (B, H, T, d_head)
     B, T, d = x.shape
@@ -146,6 +148,35 @@ def test_not_handed_in_transformer_is_a_clear_failure():
         check_cached_greedy_decode(solutions.cached_greedy_decode, solutions.greedy_decode)
 
 
+def cache_default_bos(model, src_ids, max_len, bos_id=2, eos_id=3):
+    """A correct cache that ignores bos_id (always starts from 2)."""
+    return student_cache(model, src_ids, max_len, 2, eos_id)
+
+
+def cache_default_eos(model, src_ids, max_len, bos_id=2, eos_id=3):
+    """A correct cache that ignores eos_id (always ends at 3)."""
+    return solutions.cached_greedy_decode(model, src_ids, max_len, bos_id=bos_id)
+
+
+@pytest.mark.parametrize("fn, criterion", [(cache_default_bos, "cached_greedy_decode.bos_id"),
+                                           (cache_default_eos, "cached_greedy_decode.eos_id")])
+def test_cache_arguments_with_teeth(fn, criterion):
+    """bos_id and eos_id are arguments with teeth: a cache that ignores one keeps most of its points."""
+    V.fails_partially(lambda answer: check_cached_greedy_decode(answer, solutions.Transformer), fn, criterion,
+                      "tokens differ")
+
+
+def test_the_argument_cases_use_other_ids_that_change_the_tokens():
+    """The core uses the default ids; each argument's other id changes the tokens of the last core case's model."""
+    assert all((bos, eos) == (2, 3) for _, _, bos, eos, _, _ in K.cases())
+    norm_first, pad_id, bos_id, eos_id, max_len, want = case = K.cases()[-1]
+    ref, src, outcomes = K._case(torch.device("cpu"), *case)
+    for criterion, bos, eos in K.argument_cases():
+        assert (bos != 2) + (eos != 3) == 1 and pad_id not in (bos, eos)
+        tried = solutions.greedy_decode(ref, src, max_len, bos_id=bos, eos_id=eos, use_cache=False)
+        assert not torch.equal(tried, outcomes["plain"]), criterion
+
+
 @pytest.mark.parametrize("index", range(3))
 def test_cases_have_teeth(index):
     """Each case of this submission (its search) stops as it says, and projecting a position twice changes its
@@ -164,6 +195,8 @@ def test_with_no_salt_the_first_candidates_qualify():
         _ref, _src, outcomes = K._candidate(torch.device("cpu"), norm_first, pad_id, bos_id, eos_id, max_len,
                                             seed, bias)
         assert K.qualifies(outcomes, eos_id, max_len, want)
+        if case == K.cases()[-1]:   # the model the arguments bos_id and eos_id are tried on
+            assert K.ids_change_tokens(_ref, _src, max_len, outcomes["plain"])
 
 
 class TransformerInvertedSourceMask(solutions.Transformer):

@@ -36,8 +36,6 @@ def test_rmsnorm_structure_and_defaults():
     V.fails_with(checks.check_rmsnorm, V.mistake(W.RMSNormStudent, "random_init"), "must start as ones",
                  "rms_norm.weight_not_ones")
     V.fails_with(checks.check_rmsnorm, V.mistake(W.RMSNormStudent, "bias"), "bias", "rms_norm.bias")
-    message = V.fails_with(checks.check_rmsnorm, V.mistake(W.RMSNormStudent, "eps_default"), "values differ")
-    assert re.search(r"RMSNorm\(\d+\) on x", message), message      # the case with the default eps
 
 
 # -------------------------------------------------------------------------------------------------- rotary angles
@@ -48,7 +46,7 @@ def test_rotary_cos_sin_correct_answers_pass(fn):
 
 @pytest.mark.parametrize("kind, fragments", [
     ("no_two", ["rotary.exponent_no_two"]), ("swapped", ["rotary.cos_sin_swapped"]),
-    ("ignores_base", ["base=", "values differ", "rotary.base_ignored"]), ("no_check", ["ValueError", "odd d_head"])])
+    ("no_check", ["ValueError", "odd d_head"])])
 def test_rotary_cos_sin_mistakes(kind, fragments):
     V.fails_with(checks.check_rotary_cos_sin, W.rotary_cos_sin_wrong(kind), *fragments)
 
@@ -241,3 +239,39 @@ def test_a_stub_gets_a_plain_failure(check, stub, request):
     assert not isinstance(info.value, PartialCredit), str(info.value)
     if "forward" not in request.node.callspec.id:   # as released; a forward-only stub fails earlier, on its parameters
         assert "not implemented yet" in str(info.value)
+
+
+# --------------------------------------------------------------------------- arguments with teeth: partial credit
+ONLY_ONE_ARGUMENT = [
+    ("RMSNorm.eps", checks.check_rmsnorm, V.mistake(W.RMSNormStudent, "eps_ignored")),
+    ("rotary_cos_sin.base", checks.check_rotary_cos_sin, W.rotary_cos_sin_wrong("ignores_base")),
+    ("GroupedQueryAttention.rope_base", checks.check_grouped_query_attention,
+     V.mistake(W.GQAStudent, "rope_base_ignored")),
+    ("GroupedQueryAttention.rope_base", checks.check_grouped_query_attention,
+     V.mistake(W.GQATorchSDPA, "rope_base_ignored")),
+]
+
+
+@pytest.mark.parametrize("criterion, check, answer", ONLY_ONE_ARGUMENT,
+                         ids=[f"{c}-{a.__name__}" for c, _k, a in ONLY_ONE_ARGUMENT])
+def test_an_answer_that_ignores_one_argument_keeps_most_of_its_points(criterion, check, answer):
+    """Right with the argument at its default, wrong with another value: 75 % of the points (the exercise's only
+    argument with teeth fails), the argument listed with a cross."""
+    message = V.fails_partially(check, answer, criterion)
+    assert "✓ the main behaviour" in message, message
+
+
+def test_a_rotary_table_that_ignores_base_is_named_and_keeps_three_quarters():
+    """rotary.base_ignored: the tables always use 10000. The core (base left out) passes; the argument fails."""
+    message = V.fails_partially(checks.check_rotary_cos_sin, W.rotary_cos_sin_wrong("ignores_base"),
+                                "rotary_cos_sin.base", "base=", "values differ")
+    with pytest.raises(PartialCredit) as info:
+        checks.check_rotary_cos_sin(W.rotary_cos_sin_wrong("ignores_base"))
+    assert info.value.mistake_id == "rotary.base_ignored", message
+    assert info.value.fraction == pytest.approx(0.75), message
+
+
+def test_a_wrong_default_eps_is_still_a_core_failure():
+    """eps_default (1e-5 when eps is left out) is wrong at the default: a plain failure on the default eps."""
+    message = V.fails_plainly(checks.check_rmsnorm, V.mistake(W.RMSNormStudent, "eps_default"), "values differ")
+    assert re.search(r"RMSNorm\(\d+\) on x", message), message

@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import pytest
+import torch
+import torch.nn.functional as F
 from torch import nn
 
 import solutions
@@ -37,10 +39,105 @@ def test_merge_heads_mistakes():
     V.fails_with(checks.check_merge_heads, V.merge_heads_wrong("view"), "raised an error", ".contiguous()")
 
 
-@pytest.mark.parametrize("cls", [solutions.MultiHeadAttention, V.MultiHeadAttentionBase, V.MultiHeadAttentionLoop,
-                                 V.MultiHeadAttentionTorchSDPA])
+class MultiHeadAttentionLoopDropout(V.MultiHeadAttentionLoop):
+    """The loop over heads, with dropout on each head's weights (F.dropout, training=self.training)."""
+
+    def __init__(self, d_model, num_heads, dropout=0.0, bias=True):
+        super().__init__(d_model, num_heads, dropout, bias)
+        self.p = dropout
+
+    def forward(self, query, key, value, mask=None):
+        q, k, v = self.w_q(query), self.w_k(key), self.w_v(value)
+        d = q.size(-1) // self.num_heads
+        outputs, maps = [], []
+        for h in range(self.num_heads):
+            part = slice(h * d, (h + 1) * d)
+            scores = q[..., part] @ k[..., part].transpose(1, 2) / d ** 0.5
+            if mask is not None:
+                scores = scores.masked_fill(~(mask[:, 0] if mask.dim() == 4 else mask), float("-inf"))
+            w = scores.softmax(-1)
+            maps.append(w)
+            outputs.append(F.dropout(w, self.p, self.training) @ v[..., part])
+        return self.w_o(torch.cat(outputs, dim=-1)), torch.stack(maps, dim=1)
+
+
+class MultiHeadAttentionSDPADropout(V.MultiHeadAttentionTorchSDPA):
+    """F.scaled_dot_product_attention with dropout_p in training mode (its own dropout draws)."""
+
+    def __init__(self, d_model, num_heads, dropout=0.0, bias=True):
+        super().__init__(d_model, num_heads, dropout, bias)
+        self.p = dropout
+
+    def forward(self, query, key, value, mask=None):
+        q, k, v = (V.split_heads_permute(w(x), self.num_heads)
+                   for w, x in ((self.w_q, query), (self.w_k, key), (self.w_v, value)))
+        out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=self.p if self.training else 0.0)
+        _, weights = V.sdpa_additive_float(q, k, v, mask)
+        return self.w_o(V.merge_heads_cat(out)), weights
+
+
+@pytest.mark.parametrize("cls", [solutions.MultiHeadAttention, V.MultiHeadAttentionBase,
+                                 MultiHeadAttentionLoopDropout, MultiHeadAttentionSDPADropout])
 def test_mha_correct_answers_pass(cls):
     checks.check_multi_head_attention(cls)
+
+
+# ------------------------------------------------------------------------------ arguments with teeth: dropout, bias
+@pytest.mark.parametrize("cls", [V.MultiHeadAttentionLoop, V.MultiHeadAttentionTorchSDPA])
+def test_mha_that_ignores_dropout_keeps_most_points(cls):
+    """Right in everything but dropout (never applied): only the argument dropout fails, 75% of the points kept at
+    least (88% here: bias is the other argument)."""
+    V.fails_partially(checks.check_multi_head_attention, cls, "MultiHeadAttention.dropout",
+                      "in training mode gives the same output as in eval mode")
+
+
+class MultiHeadAttentionDroppedWeights(V.MultiHeadAttentionBase):
+    """Returns the weights after dropout (the statement asks for those before dropout)."""
+
+    def forward(self, query, key, value, mask=None):
+        out, weights = super().forward(query, key, value, mask)
+        torch.manual_seed(0)
+        return out, self.dropout(weights)
+
+
+class MultiHeadAttentionDropoutInEval(V.MultiHeadAttentionBase):
+    """F.dropout without training=self.training: it drops in eval mode too."""
+
+    class AlwaysDrop(nn.Dropout):
+        def forward(self, x):
+            return F.dropout(x, self.p)
+
+    def __init__(self, d_model, num_heads, dropout=0.0, bias=True):
+        super().__init__(d_model, num_heads, dropout, bias)
+        self.dropout = self.AlwaysDrop(dropout)
+
+
+@pytest.mark.parametrize("cls, words", [
+    (MultiHeadAttentionDroppedWeights, "return the weights before dropout"),
+    (MultiHeadAttentionDropoutInEval, "dropout must do nothing in eval mode")])
+def test_mha_dropout_mistakes_keep_most_points(cls, words):
+    V.fails_partially(checks.check_multi_head_attention, cls, "MultiHeadAttention.dropout", words)
+
+
+class MultiHeadAttentionAlwaysBias(V.MultiHeadAttentionBase):
+    """Ignores bias: its four nn.Linear always have one."""
+
+    def __init__(self, d_model, num_heads, dropout=0.0, bias=True):
+        super().__init__(d_model, num_heads, dropout)
+
+
+class MultiHeadAttentionNoBiasArgument(MultiHeadAttentionLoopDropout):
+    """A signature without bias (and every Linear with a bias): only bias=False fails, with a TypeError."""
+
+    def __init__(self, d_model, num_heads, dropout=0.0):
+        super().__init__(d_model, num_heads, dropout)
+
+
+def test_mha_that_ignores_bias_keeps_most_points():
+    V.fails_partially(checks.check_multi_head_attention, MultiHeadAttentionAlwaysBias, "MultiHeadAttention.bias",
+                      "still has biases: w_q.bias, w_k.bias, w_v.bias, w_o.bias", "pass bias=bias")
+    V.fails_partially(checks.check_multi_head_attention, MultiHeadAttentionNoBiasArgument,
+                      "MultiHeadAttention.bias", "raised an error", "bias")
 
 
 @pytest.mark.parametrize("kind, diagnosis", [

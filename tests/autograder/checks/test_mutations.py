@@ -21,10 +21,6 @@ control test wraps every subject with the identity "mutation": it must still pas
 what they change and not because of the wrapping.
 
 Not mutated, on purpose (see `NOT_MUTATED`, which the completeness test reads):
-- `dropout` of the modules of notebooks 04-06: their checks pass dropout=0.0, its default, and compare in eval
-  mode (deterministic outputs), so dropping the argument is the very same call: that mutant would be identical to
-  the reference, not a weakness. (Where dropout goes inside attention is left to the student there; only
-  PositionalEncoding, whose contract is `dropout(x + pe[:T])`, is probed with dropout > 0, and mutated.)
 - `greedy_decode(use_cache=...)`: a switch of the reference only (the student's signature has no such argument);
   both of its paths compute the same tokens.
 - `make_causal_mask(device=...)` on a machine without CUDA: the check passes the grading device, which is then the
@@ -128,32 +124,33 @@ SUBJECTS = {
     "split_heads": (multi_head.check_split_heads, solutions.split_heads, {"call": Spec(transpose=(None,))}),
     "merge_heads": (multi_head.check_merge_heads, solutions.merge_heads, {"call": Spec(transpose=(None,))}),
     "MultiHeadAttention": (multi_head.check_multi_head_attention, solutions.MultiHeadAttention,
-                           {"__init__": Spec(swap=(("d_model", "num_heads"),), defaults=("bias",)),
+                           {"__init__": Spec(swap=(("d_model", "num_heads"),), defaults=("bias", "dropout")),
                             "forward": Spec(swap=(QKV,), replace=(QKV,), defaults=("mask",), transpose=(0, 1),
                                             swap_outputs=True)}),
     # 05 encoder
     "PositionwiseFeedForward": (encoder.check_positionwise_feed_forward, solutions.PositionwiseFeedForward,
-                                {"__init__": Spec(swap=(("d_model", "d_ff"),)), "forward": Spec(transpose=(None,))}),
+                                {"__init__": Spec(swap=(("d_model", "d_ff"),), defaults=("dropout",)),
+                                 "forward": Spec(transpose=(None,))}),
     "EncoderBlock": (encoder.check_encoder_block, solutions.EncoderBlock,
-                     {"__init__": Spec(swap=(BLOCK_SIZES,), defaults=("norm_first",)),
+                     {"__init__": Spec(swap=(BLOCK_SIZES,), defaults=("norm_first", "dropout")),
                       "forward": Spec(defaults=("mask",), transpose=(None,))}),
     "Encoder": (encoder.check_encoder, solutions.Encoder,
-                {"__init__": Spec(swap=(STACK_SIZES,), defaults=("max_len", "norm_first")),
+                {"__init__": Spec(swap=(STACK_SIZES,), defaults=("max_len", "norm_first", "dropout")),
                  "forward": Spec(defaults=("src_mask",), transpose=(None,))}),
     # 06 transformer
     "DecoderBlock": (transformer.check_decoder_block, solutions.DecoderBlock,
-                     {"__init__": Spec(swap=(BLOCK_SIZES,), defaults=("norm_first",)),
+                     {"__init__": Spec(swap=(BLOCK_SIZES,), defaults=("norm_first", "dropout")),
                       "forward": Spec(swap=(("x", "memory"), ("tgt_mask", "memory_mask")), replace=(("x", "memory"),),
                                       defaults=("tgt_mask", "memory_mask"), transpose=(None,))}),
     "Decoder": (transformer.check_decoder, solutions.Decoder,
-                {"__init__": Spec(swap=(STACK_SIZES,), defaults=("max_len", "norm_first")),
+                {"__init__": Spec(swap=(STACK_SIZES,), defaults=("max_len", "norm_first", "dropout")),
                  "forward": Spec(swap=(("tgt_mask", "memory_mask"),), defaults=("tgt_mask", "memory_mask"),
                                  transpose=(None,))}),
     "Transformer": (transformer.check_transformer, solutions.Transformer,
                     {"__init__": Spec(swap=(("src_vocab_size", "tgt_vocab_size"),
                                             ("d_model", "num_heads", "d_ff", "num_layers")),
                                       defaults=("d_model", "num_heads", "d_ff", "num_layers", "max_len", "pad_id",
-                                                "norm_first")),
+                                                "norm_first", "dropout")),
                      "forward": Spec(swap=(("src_ids", "tgt_ids"),), transpose=(None,)),
                      "encode": Spec(transpose=(0, 1), swap_outputs=True),
                      "decode": Spec(ignore=("src_mask",), transpose=(None,))}),
@@ -193,7 +190,8 @@ SUBJECTS = {
     "apply_rotary": (modern.check_apply_rotary, solutions.apply_rotary,
                      {"call": Spec(swap=(("cos", "sin"),), replace=(("cos", "sin"),), transpose=(None,))}),
     "SwiGLU": (modern.check_swi_glu, solutions.SwiGLU,
-               {"__init__": Spec(swap=(("d_model", "d_ff"),)), "forward": Spec(transpose=(None,))}),
+               {"__init__": Spec(swap=(("d_model", "d_ff"),), defaults=("dropout",)),
+                                 "forward": Spec(transpose=(None,))}),
     "GroupedQueryAttention": (modern.check_grouped_query_attention, solutions.GroupedQueryAttention,
                               {"__init__": Spec(swap=(("d_model", "num_heads", "num_kv_heads", "max_len"),),
                                                 defaults=("max_len", "rope_base")),
@@ -222,15 +220,7 @@ SUBJECTS = {
 }
 
 # (API name, argument) -> why dropping that optional argument is not a mutant (see the module docstring)
-_DROPOUT = "dropout=0.0 is both the probes' value and the default: dropping it is the same call"
 NOT_MUTATED = {
-    ("MultiHeadAttention", "dropout"): _DROPOUT,
-    ("PositionwiseFeedForward", "dropout"): _DROPOUT,
-    ("EncoderBlock", "dropout"): _DROPOUT,
-    ("Encoder", "dropout"): _DROPOUT,
-    ("DecoderBlock", "dropout"): _DROPOUT,
-    ("Decoder", "dropout"): _DROPOUT,
-    ("Transformer", "dropout"): _DROPOUT,
     ("greedy_decode", "use_cache"): "a switch of the reference only, not part of the exercise's signature",
 }
 if not HAS_CUDA:

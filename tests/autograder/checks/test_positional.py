@@ -67,6 +67,51 @@ def test_positional_encoding_dropout_matters(kind, fragments):
     V.fails_with(checks.check_positional_encoding, V.mistake(V.PositionalEncodingDropoutWrong, kind), *fragments)
 
 
+@pytest.mark.parametrize("kind, mistake_id", [
+    ("ignored", "positional.dropout_ignored"), ("always", "positional.dropout_in_eval"),
+    ("before", "positional.dropout_before_add")])
+def test_positional_encoding_wrong_only_in_dropout_keeps_most_points(kind, mistake_id):
+    """dropout is an argument with teeth: with its default (0.0) these answers are right, so they keep 75 %."""
+    from coursekit.mistakes import MISTAKES
+
+    answer = V.mistake(V.PositionalEncodingDropoutWrong, kind)
+    V.fails_partially(checks.check_positional_encoding, answer, "PositionalEncoding.dropout", MISTAKES[mistake_id].text)
+    with pytest.raises(PartialCredit) as info:
+        checks.check_positional_encoding(answer)
+    assert info.value.mistake_id == mistake_id and info.value.fraction == 0.75
+
+
+def test_positional_encoding_without_a_dropout_argument_keeps_most_points():
+    class NoDropoutArgument(nn.Module):
+        def __init__(self, d_model, max_len=512):
+            super().__init__()
+            self.register_buffer("pe", solutions.sinusoidal_positional_encoding(max_len, d_model))
+
+        def forward(self, x):
+            if x.size(1) > self.pe.size(0):
+                raise ValueError("too long")
+            return x + self.pe[: x.size(1)]
+
+    V.fails_partially(checks.check_positional_encoding, NoDropoutArgument, "PositionalEncoding.dropout")
+
+
+def test_positional_encoding_dropout_and_too_long_both_missing():
+    """Both criteria of the exercise failed: 1 - 0.25 (its one argument) - 0.2 (its one edge case)."""
+    class Both(nn.Module):
+        def __init__(self, d_model, max_len=512, dropout=0.0):
+            super().__init__()
+            self.register_buffer("pe", solutions.sinusoidal_positional_encoding(max_len, d_model))
+
+        def forward(self, x):
+            return x + self.pe[: x.size(1)] if x.size(1) <= self.pe.size(0) else x
+
+    with pytest.raises(PartialCredit) as info:
+        checks.check_positional_encoding(Both)
+    assert abs(info.value.fraction - 0.55) < 1e-9, str(info.value)
+    assert f"✗ {CRITERIA['PositionalEncoding.dropout'].text}" in str(info.value)
+    assert f"✗ {CRITERIA['PositionalEncoding.too_long'].text}" in str(info.value)
+
+
 @pytest.mark.parametrize("cls", [solutions.LearnedPositionalEmbedding, V.LearnedPositionalEmbeddingWeight,
                                  V.LearnedPositionalEmbeddingWrong])
 def test_learned_correct_answers_pass(cls):

@@ -42,10 +42,16 @@ def test_transformer_correct_answers_pass(cls):
 
 @pytest.mark.parametrize("kind, diagnosis", [
     ("no_causal", "transformer.no_causal_mask"), ("no_src_mask", "transformer.no_src_mask"),
-    ("pad_zero", "transformer.pad_id_hardcoded"),
     ("inverted_src", "attention.mask_inverted")])
 def test_transformer_mistakes(kind, diagnosis):
-    V.fails_with(checks.check_transformer, V.mistake(V.TransformerStudent, kind), diagnosis)
+    V.fails_plainly(checks.check_transformer, V.mistake(V.TransformerStudent, kind), diagnosis)
+
+
+def test_transformer_pad_id_hardcoded_keeps_most_of_its_points():
+    """pad_id is an argument with teeth: the core (pad_id 0) passes, the other pad id fails with the diagnosis."""
+    answer = V.mistake(V.TransformerStudent, "pad_zero")
+    V.fails_with(checks.check_transformer, answer, "transformer.pad_id_hardcoded")
+    V.fails_partially(checks.check_transformer, answer, "Transformer.pad_id")
 
 
 @pytest.mark.parametrize("fn", [solutions.greedy_decode, functools.partial(solutions.greedy_decode, use_cache=False),
@@ -66,9 +72,14 @@ def test_greedy_search_finds_the_intended_decodings():
     import torch
 
     device = torch.device("cpu")
-    for pad_id, bos_id, eos_id, max_len, want in checks.greedy_cases():
+    cases = checks.greedy_cases()
+    assert [c[0] for c in cases] == [None, None, None, "greedy_decode.bos_id", "greedy_decode.eos_id"]
+    for criterion, pad_id, bos_id, eos_id, max_len, want in cases:
+        assert (criterion is None) == ((bos_id, eos_id) == (2, 3))      # the core uses the default ids
         model, src = checks._decoding_model(device, pad_id, bos_id, eos_id, max_len, want)
         out = solutions.greedy_decode(model, src, max_len, bos_id=bos_id, eos_id=eos_id)
+        if criterion is not None:  # an answer that ignores the argument (the default id) decodes otherwise
+            assert not torch.equal(out, solutions.greedy_decode(model, src, max_len))
         has_eos, first = (out == eos_id).any(1), (out == eos_id).float().argmax(1)
         if want == "mixed":
             assert out.shape[1] == max_len and has_eos.any() and not has_eos.all() and (out == pad_id).any()
@@ -135,3 +146,109 @@ def test_greedy_decode_that_reorders_the_source_fails():
 
     with pytest.raises(AssertionError):
         checks.check_greedy_decode(reversed_source)
+
+
+# ------------------------------------------------------------------------- arguments with teeth (criteria of #31)
+class DecoderBlockPostNormOnly(V.DecoderBlockStudent):
+    """Ignores norm_first: always the post-norm block."""
+
+    def __init__(self, d_model, num_heads, d_ff, dropout=0.0, norm_first=False):
+        super().__init__(d_model, num_heads, d_ff, dropout)
+
+
+class DecoderBlockNoDropout(V.DecoderBlockStudent):
+    """Ignores dropout: its sublayers never drop anything."""
+
+    def __init__(self, d_model, num_heads, d_ff, dropout=0.0, norm_first=False):
+        super().__init__(d_model, num_heads, d_ff, 0.0, norm_first)
+
+
+class DecoderBlockFixedDropout(V.DecoderBlockStudent):
+    """Hard-codes dropout=0.1: right in eval mode, but dropout=0.0 in training mode still drops."""
+
+    def __init__(self, d_model, num_heads, d_ff, dropout=0.0, norm_first=False):
+        super().__init__(d_model, num_heads, d_ff, 0.1, norm_first)
+
+
+class DecoderBlockDropoutInEval(V.DecoderBlockStudent):
+    """Drops the sublayer outputs with F.dropout but forgets training=self.training: it drops in eval mode too."""
+
+    def __init__(self, d_model, num_heads, d_ff, dropout=0.0, norm_first=False):
+        super().__init__(d_model, num_heads, d_ff, 0.0, norm_first)
+        self.p = dropout
+
+    def forward(self, x, memory, tgt_mask=None, memory_mask=None):
+        import torch.nn.functional as F
+
+        return F.dropout(super().forward(x, memory, tgt_mask, memory_mask), self.p)
+
+
+@pytest.mark.parametrize("answer, criterion", [
+    (DecoderBlockPostNormOnly, "DecoderBlock.norm_first"), (DecoderBlockNoDropout, "DecoderBlock.dropout"),
+    (DecoderBlockFixedDropout, "DecoderBlock.dropout"), (DecoderBlockDropoutInEval, "DecoderBlock.dropout")])
+def test_decoder_block_arguments_with_teeth(answer, criterion):
+    V.fails_partially(checks.check_decoder_block, answer, criterion)
+
+
+class DecoderPostNormOnly(V.DecoderStudent):
+    """Ignores norm_first: post-norm blocks and no final norm, whatever is asked."""
+
+    def __init__(self, vocab_size, d_model, num_heads, d_ff, num_layers, max_len=512, dropout=0.0,
+                 norm_first=False):
+        super().__init__(vocab_size, d_model, num_heads, d_ff, num_layers, max_len, dropout)
+
+
+class DecoderNoDropout(V.DecoderStudent):
+    """Ignores dropout (passes 0.0 on)."""
+
+    def __init__(self, vocab_size, d_model, num_heads, d_ff, num_layers, max_len=512, dropout=0.0,
+                 norm_first=False):
+        super().__init__(vocab_size, d_model, num_heads, d_ff, num_layers, max_len, 0.0, norm_first)
+
+
+@pytest.mark.parametrize("answer, criterion", [
+    (DecoderPostNormOnly, "Decoder.norm_first"), (DecoderNoDropout, "Decoder.dropout")])
+def test_decoder_arguments_with_teeth(answer, criterion):
+    V.fails_partially(checks.check_decoder, answer, criterion)
+
+
+class TransformerPostNormOnly(V.TransformerStudent):
+    """Ignores norm_first (does not pass it on)."""
+
+    def __init__(self, src_vocab_size, tgt_vocab_size, d_model=64, num_heads=4, d_ff=128, num_layers=2,
+                 max_len=512, dropout=0.0, pad_id=0, norm_first=False):
+        super().__init__(src_vocab_size, tgt_vocab_size, d_model, num_heads, d_ff, num_layers, max_len, dropout,
+                         pad_id)
+
+
+class TransformerNoDropout(V.TransformerStudent):
+    """Ignores dropout (passes 0.0 on)."""
+
+    def __init__(self, src_vocab_size, tgt_vocab_size, d_model=64, num_heads=4, d_ff=128, num_layers=2,
+                 max_len=512, dropout=0.0, pad_id=0, norm_first=False):
+        super().__init__(src_vocab_size, tgt_vocab_size, d_model, num_heads, d_ff, num_layers, max_len, 0.0,
+                         pad_id, norm_first)
+
+
+@pytest.mark.parametrize("answer, criterion", [
+    (TransformerPostNormOnly, "Transformer.norm_first"), (TransformerNoDropout, "Transformer.dropout"),
+    (V.mistake(V.TransformerStudent, "pad_zero"), "Transformer.pad_id")])
+def test_transformer_arguments_with_teeth(answer, criterion):
+    V.fails_partially(checks.check_transformer, answer, criterion)
+
+
+def greedy_default_bos(model, src_ids, max_len, bos_id=2, eos_id=3):
+    """Ignores bos_id: always starts from 2."""
+    return solutions.greedy_decode(model, src_ids, max_len, eos_id=eos_id, use_cache=False)
+
+
+def greedy_default_eos(model, src_ids, max_len, bos_id=2, eos_id=3):
+    """Ignores eos_id: always ends at 3."""
+    return solutions.greedy_decode(model, src_ids, max_len, bos_id=bos_id, use_cache=False)
+
+
+@pytest.mark.parametrize("answer, criterion", [
+    (greedy_default_bos, "greedy_decode.bos_id"), (greedy_default_eos, "greedy_decode.eos_id")])
+def test_greedy_decode_arguments_with_teeth(answer, criterion):
+    argument_name = criterion.split(".")[1]
+    V.fails_partially(checks.check_greedy_decode, answer, criterion, f"greedy_decode ignores {argument_name}=")

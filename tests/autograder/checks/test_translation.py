@@ -200,3 +200,93 @@ def test_a_mistake_in_the_core_with_a_missing_edge_case_gets_nothing():
         checks.check_noam_lr(wrong)
     assert not isinstance(info.value, PartialCredit), str(info.value)
     assert getattr(info.value, "mistake_id", None) == "noam.no_d_model_scale"
+
+
+# --------------------------------------------------------------------------- arguments with teeth: partial credit
+def ignoring(function, **fixed):
+    """`function` with the keyword arguments `fixed` held at their defaults, whatever the caller passes: an answer
+    right in everything but that argument."""
+    import inspect
+
+    signature = inspect.signature(function)
+
+    def wrong(*args, **kwargs):
+        bound = signature.bind(*args, **kwargs)
+        bound.arguments.update(fixed)
+        return function(*bound.args, **bound.kwargs)
+    wrong.__name__ = f"{function.__name__}_ignores_{'_'.join(fixed)}"
+    return wrong
+
+
+def smoothing_always_default(logits, targets, smoothing=0.1, ignore_index=0):
+    """Checks `smoothing` (the stated edge case) but smooths with 0.1 whatever it is."""
+    if not 0 <= smoothing < 1:
+        raise ValueError("smoothing must lie in [0, 1)")
+    return X.make_smoothing()(logits, targets, 0.1, ignore_index)
+
+
+ONLY_ONE_ARGUMENT = [
+    ("label_smoothed_cross_entropy.smoothing", smoothing_always_default),
+    ("label_smoothed_cross_entropy.ignore_index", ignoring(X.make_smoothing(), ignore_index=0)),
+    ("label_smoothed_cross_entropy.ignore_index", ignoring(X.smoothing_by_pytorch, ignore_index=0)),
+    ("noam_lr.factor", X.make_noam("factor_ignored")),
+    ("noam_lr.factor", ignoring(X.noam_if_else, factor=1.0)),
+    ("beam_search.length_penalty", ignoring(X.make_beam_search(), length_penalty=0.6)),
+    ("beam_search.bos_id", ignoring(X.make_beam_search(), bos_id=2)),
+    ("beam_search.eos_id", ignoring(X.make_beam_search(), eos_id=3)),
+    ("beam_search.eos_id", ignoring(X.beam_search_tensors, eos_id=3)),
+    ("corpus_bleu.max_n", ignoring(X.make_corpus_bleu(), max_n=4)),
+]
+
+
+@pytest.mark.parametrize("criterion, answer", ONLY_ONE_ARGUMENT,
+                         ids=[f"{c}-{a.__name__}" for c, a in ONLY_ONE_ARGUMENT])
+def test_an_answer_that_ignores_one_argument_keeps_three_quarters_of_its_points(criterion, answer):
+    """Right with the argument at its default (the core), wrong with its other values: PartialCredit, the argument
+    listed with a cross. An exercise's arguments share a quarter of its points: one of n failing costs 25 / n %."""
+    api_name = CRITERIA[criterion].api
+    message = V.fails_partially(check_of(api_name), answer, criterion)
+    tried = [c for c in CRITERIA.values() if c.api == api_name and c.kind == "argument"]
+    with pytest.raises(PartialCredit) as info:
+        check_of(api_name)(answer)
+    assert info.value.fraction == pytest.approx(1 - 0.25 / len(tried)), message
+    assert POINTS[api_name] * (1 - info.value.fraction) <= POINTS[api_name] / 4
+
+
+def test_ignoring_factor_is_named_and_keeps_three_quarters():
+    """noam.factor_ignored: right with factor left out or 1.0 (the core), wrong with every other factor."""
+    with pytest.raises(PartialCredit) as info:
+        check_of("noam_lr")(X.make_noam("factor_ignored"))
+    assert info.value.mistake_id == "noam.factor_ignored" and info.value.fraction == pytest.approx(0.75)
+
+
+WRONG_PENALTIES = ["no_length_penalty", "length_counts_bos", "penalty_on_unfinished"]
+
+
+@pytest.mark.parametrize("answer", [X.make_beam_search(m) for m in WRONG_PENALTIES], ids=WRONG_PENALTIES)
+def test_a_length_penalty_computed_wrongly_fails_at_the_default_penalty(answer):
+    """Ranking by the raw score, counting <bos> in L or dividing while walking is wrong at the default 0.6 as well:
+    the searched sources show it in the core (not only with another length_penalty), so it gets no partial credit
+    on any submission."""
+    with pytest.raises(AssertionError) as info:
+        check_of("beam_search")(answer)
+    assert not isinstance(info.value, PartialCredit), str(info.value)
+
+
+def test_each_beam_call_tries_one_argument_at_most():
+    """The second probe passes another bos_id only, the third another eos_id only; both leave the length penalty at
+    0.6; the core calls leave all three at their defaults."""
+    beams = checks._Beams(checks.BEAM_SEED, "cpu")
+    assert [(p.bos_id == 2, p.eos_id == 3) for p in beams.probes] == [(True, True), (False, True), (True, False)]
+    for case in beams.cases:
+        if case.probe:
+            assert case.length_penalty in (None, 0.6) and case.explicit_ids
+    assert any(c.probe == 0 and c.length_penalty not in (None, 0.6) for c in beams.cases)
+
+
+def test_each_smoothing_probe_tries_one_argument_at_most():
+    cases = checks.smoothing_probes(checks.SMOOTHING_SEED, "cpu")
+    for case in cases:
+        assert case.kwargs.get("smoothing", 0.1) == 0.1 or case.kwargs.get("ignore_index", 0) == 0, case.kwargs
+    assert sum(case.kwargs.get("smoothing", 0.1) != 0.1 for case in cases) >= 2
+    assert sum(case.kwargs.get("ignore_index", 0) != 0 for case in cases) >= 2

@@ -591,16 +591,19 @@ class MultiHeadAttentionTorchSDPA(nn.Module):
 
 # ================================================================================================== 05 encoder
 def fails_partially(check, obj, criterion, *fragments):
-    """`check(obj)`'s core passes and only the stated edge case `criterion` fails: PartialCredit (an AssertionError)
-    keeping at least 80% of the points, its message listing that edge case with a cross, plus every fragment."""
-    from autograder.checks.criteria import PartialCredit
+    """`check(obj)`'s core passes and only the criterion `criterion` (a stated edge case or an argument with teeth)
+    fails: PartialCredit (an AssertionError) keeping at least 1 - that kind's share of the points (80% for an edge
+    case, 75% for an argument), its message listing that criterion with a cross, plus every fragment."""
+    from autograder.checks.criteria import SHARES, PartialCredit
     from coursekit.criteria import CRITERIA
 
     with pytest.raises(PartialCredit) as info:
         check(obj)
     message = str(info.value)
-    assert info.value.fraction >= 0.8, message
+    assert info.value.fraction >= 1 - SHARES[CRITERIA[criterion].kind] - 1e-9, message
     assert f"✗ {CRITERIA[criterion].text}" in message, message
+    crossed = [line for line in message.splitlines() if line.startswith("  ✗ ")]
+    assert crossed == [f"  ✗ {CRITERIA[criterion].text}"], message  # that criterion only
     for fragment in fragments:
         assert fragment in message, message
     return message

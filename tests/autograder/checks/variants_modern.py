@@ -37,7 +37,7 @@ class RMSNormStudent(nn.Module):
         super().__init__()
         if eps is None:  # the default written another way, or (the mistake) a different default
             eps = 1e-5 if self.MISTAKE == "eps_default" else 1e-6
-        self.eps = eps
+        self.eps = 1e-6 if self.MISTAKE == "eps_ignored" else eps   # eps_ignored: always the default
         init = torch.rand(d_model) if self.MISTAKE == "random_init" else torch.ones(d_model)
         self.weight = nn.Parameter(init)
         if self.MISTAKE == "bias":
@@ -151,7 +151,7 @@ class GQATorchSDPA(nn.Module):
         if d_model % num_heads or num_heads % num_kv_heads or (d_model // num_heads) % 2:
             raise ValueError("bad sizes")
         self.h, self.kv, self.d_head = num_heads, num_kv_heads, d_model // num_heads
-        self.max_len, self.base = max_len, rope_base
+        self.max_len, self.base = max_len, 10000.0 if self.MISTAKE == "rope_base_ignored" else rope_base
         self.w_q = nn.Linear(d_model, d_model, bias=False)
         self.w_k = nn.Linear(d_model, num_kv_heads * self.d_head, bias=False)
         self.w_v = nn.Linear(d_model, num_kv_heads * self.d_head, bias=False)
@@ -185,6 +185,8 @@ class GQAStudent(nn.Module):
         self.w_k = nn.Linear(d_model, num_kv_heads * self.d_head, bias=False)
         self.w_v = nn.Linear(d_model, num_kv_heads * self.d_head, bias=False)
         self.w_o = nn.Linear(d_model, d_model, bias=False)
+        if self.MISTAKE == "rope_base_ignored":   # the tables always use the default base
+            rope_base = 10000.0
         cos, sin = rotary_cos_sin_outer(max_len, self.d_head, rope_base)
         persistent = self.MISTAKE == "persistent"
         self.register_buffer("cos", cos, persistent=persistent)

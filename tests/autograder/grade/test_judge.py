@@ -178,3 +178,29 @@ def test_partial_credit_is_a_numeric_result_nbgrader_scores_and_the_feedback_lis
 def _verdict_with_fraction(check: str, obj):
     probe._State.subjects[check] = ((obj,), {})
     return judge.verdict(LoopbackChannel(), [(check, [0], [])])
+
+
+def test_an_answer_whose_argument_failed_keeps_its_share_but_is_no_working_part(monkeypatch):
+    """Partial credit either way; later exercises build on the answer only when no argument of it failed (an
+    ignored temperature would fail generate's own temperature tries: generate gets the stand-in instead)."""
+    from autograder.checks.criteria import PartialCredit, fraction_kept
+    from coursekit.criteria import CRITERIA
+
+    argument = next(c for c, entry in CRITERIA.items() if entry.kind == "argument")
+    edge = next(c for c, entry in CRITERIA.items() if entry.kind == "edge")
+    for failed, works in (((edge,), True), ((argument,), False), ((edge, argument), False)):
+        record = {edge: None, argument: None, **{c: AssertionError("wrong") for c in failed}}
+        fraction = fraction_kept(record)
+
+        def check(obj, failed=failed, fraction=fraction):
+            raise PartialCredit("The main behaviour works, but ...", fraction, None, failed)
+
+        monkeypatch.setattr(judge, "check_function", lambda name, check=check: check)
+        channel = LoopbackChannel()
+        channel.verdicts = {}
+        probe._State.subjects["part"] = ((len,), {})
+        message, _mistake, kept = judge.verdict(channel, [("part", [0], [])])
+        assert kept == fraction and 0.5 < kept < 1 and message.startswith("The main behaviour works")
+        assert channel.verdicts == {"part": works}, failed
+    assert fraction_kept({edge: AssertionError(), argument: None}) == 0.8
+    assert fraction_kept({argument: AssertionError(), edge: None}) == 0.75

@@ -84,6 +84,22 @@ class HardCodedPad(Classifier):
         return self.classifier(solutions.masked_mean_pool(x, ids != 0))
 
 
+class FixedDropout(Classifier):
+    """Ignores its dropout argument: the encoder always gets 0.1."""
+
+    def __init__(self, vocab_size, num_classes=5, d_model=64, num_heads=4, d_ff=128, num_layers=2, max_len=256,
+                 dropout=0.1, pad_id=0):
+        super().__init__(vocab_size, num_classes, d_model, num_heads, d_ff, num_layers, max_len, 0.1, pad_id)
+
+
+class NoDropout(Classifier):
+    """Ignores its dropout argument: the encoder always gets 0.0."""
+
+    def __init__(self, vocab_size, num_classes=5, d_model=64, num_heads=4, d_ff=128, num_layers=2, max_len=256,
+                 dropout=0.1, pad_id=0):
+        super().__init__(vocab_size, num_classes, d_model, num_heads, d_ff, num_layers, max_len, 0.0, pad_id)
+
+
 class Renamed(Classifier):
     def __init__(self, vocab_size, **kwargs):
         super().__init__(vocab_size, **kwargs)
@@ -104,6 +120,10 @@ def test_classifier_passes(cls):
     (LogProbabilities, "log-probabilities"),
     (PlainMean, "padding must change nothing"),
     (HardCodedPad, "pad_id=7"),
+    (HardCodedPad, "an argument the exercise states"),
+    (FixedDropout, "dropout=0.0"),
+    (FixedDropout, "an argument the exercise states"),
+    (NoDropout, "dropout=0.5"),
     (Renamed, "self.classifier"),
 ])
 def test_classifier_hints(cls, fragment):

@@ -9,6 +9,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from coursekit.checks import CheckFailed
+from coursekit.criteria import CRITERIA
 from coursekit.mistakes import text_of
 from coursekit.checks.encoder import check_encoder, check_encoder_block, check_positionwise_feed_forward
 from solutions import Encoder, EncoderBlock, PositionwiseFeedForward
@@ -19,6 +20,7 @@ class FunctionalFeedForward(PositionwiseFeedForward):
 
     def forward(self, x):
         hidden = F.linear(x, self.linear1.weight, self.linear1.bias).clamp(min=0)
+        hidden = F.dropout(hidden, self.dropout.p, self.training)
         return F.linear(hidden, self.linear2.weight, self.linear2.bias)
 
 
@@ -168,3 +170,64 @@ def test_the_public_check_tries_the_too_long_edge_case():
     with pytest.raises(CheckFailed) as info:
         check_encoder(IgnoresMaxLen)
     assert "should raise ValueError" in str(info.value) and CRITERIA["Encoder.too_long"].text in str(info.value)
+
+
+# ------------------------------------------------------------------------ arguments with teeth: dropout, norm_first
+
+def stated(criterion: str) -> str:
+    return f"(an argument the exercise states: {CRITERIA[criterion].text})"
+
+
+class FeedForwardNoDropout(PositionwiseFeedForward):
+    def forward(self, x):
+        return self.linear2(torch.relu(self.linear1(x)))
+
+
+class BlockPostNormOnly(EncoderBlock):
+    def __init__(self, d_model, num_heads, d_ff, dropout=0.0, norm_first=False):
+        super().__init__(d_model, num_heads, d_ff, dropout)
+
+
+class BlockNoDropout(EncoderBlock):
+    def __init__(self, d_model, num_heads, d_ff, dropout=0.0, norm_first=False):
+        super().__init__(d_model, num_heads, d_ff, 0.0, norm_first)
+
+
+class BlockOwnDropoutOnly(BlockNoDropout):
+    """Drops the sublayers' outputs, but self_attn and ffn get no dropout."""
+
+    def __init__(self, d_model, num_heads, d_ff, dropout=0.0, norm_first=False):
+        super().__init__(d_model, num_heads, d_ff, dropout, norm_first)
+        self.dropout1, self.dropout2 = nn.Dropout(dropout), nn.Dropout(dropout)
+
+
+class EncoderPostNormOnly(Encoder):
+    def __init__(self, vocab_size, d_model, num_heads, d_ff, num_layers, max_len=512, dropout=0.0, norm_first=False):
+        super().__init__(vocab_size, d_model, num_heads, d_ff, num_layers, max_len, dropout)
+
+
+class EncoderNoDropout(Encoder):
+    def __init__(self, vocab_size, d_model, num_heads, d_ff, num_layers, max_len=512, dropout=0.0, norm_first=False):
+        super().__init__(vocab_size, d_model, num_heads, d_ff, num_layers, max_len, 0.0, norm_first)
+
+
+class EncoderDropoutInPositionsOnly(EncoderNoDropout):
+    def __init__(self, vocab_size, d_model, num_heads, d_ff, num_layers, max_len=512, dropout=0.0, norm_first=False):
+        super().__init__(vocab_size, d_model, num_heads, d_ff, num_layers, max_len, dropout, norm_first)
+        self.pos_encoding.dropout = nn.Dropout(dropout)
+
+
+@pytest.mark.parametrize("check, cls, criterion, words", [
+    (check_positionwise_feed_forward, FeedForwardNoDropout, "PositionwiseFeedForward.dropout",
+     "its dropout does not act"),
+    (check_encoder_block, BlockPostNormOnly, "EncoderBlock.norm_first", text_of("encoder.norm_swapped")),
+    (check_encoder_block, BlockNoDropout, "EncoderBlock.dropout", "its dropout does not act"),
+    (check_encoder_block, BlockOwnDropoutOnly, "EncoderBlock.dropout", ".self_attn gives the same output"),
+    (check_encoder, EncoderPostNormOnly, "Encoder.norm_first", "submodule `norm` (LayerNorm)"),
+    (check_encoder, EncoderNoDropout, "Encoder.dropout", "its dropout does not act"),
+    (check_encoder, EncoderDropoutInPositionsOnly, "Encoder.dropout", ".layers[0] gives the same output"),
+])
+def test_argument_mistakes_are_named(check, cls, criterion, words):
+    with pytest.raises(CheckFailed) as error:
+        check(cls)
+    assert words in str(error.value) and stated(criterion) in str(error.value), str(error.value)

@@ -45,3 +45,25 @@ def test_a_stub_says_it_is_not_implemented():
     for name in G.CORRECT:
         with pytest.raises(CheckFailed, match="not implemented yet"):
             check_of(name)(stub)
+
+
+
+def _ignoring_answers():
+    """The hidden-check tests' answers that ignore one argument each (tests/autograder/checks/test_gpt.py)."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[2] / "autograder" / "checks" / "test_gpt.py"
+    spec = importlib.util.spec_from_file_location("hidden_test_gpt", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.ARGUMENT_ONLY
+
+
+@pytest.mark.parametrize("api_name, answer, criterion", _ignoring_answers(), ids=[c for _, _, c in _ignoring_answers()])
+def test_an_ignored_argument_is_named_as_an_argument_of_the_exercise(api_name, answer, criterion):
+    from coursekit.criteria import CRITERIA
+
+    with pytest.raises(CheckFailed) as info:
+        check_of(api_name)(answer)
+    assert f"(an argument the exercise states: {CRITERIA[criterion].text})" in str(info.value), str(info.value)

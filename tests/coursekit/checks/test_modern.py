@@ -121,3 +121,18 @@ def test_a_missing_stated_edge_case_is_named(check, answer, criterion):
 
     fails_with(check, answer, "should raise ValueError",
                f"an edge case the exercise states: {CRITERIA[criterion].text}")
+
+
+@pytest.mark.parametrize("check, answer, criterion, fragment", [
+    (checks.check_rmsnorm, mistake(W.RMSNormStudent, "eps_ignored"), "RMSNorm.eps", "RMSNorm(5, eps=0.1)(x)"),
+    (checks.check_rotary_cos_sin, W.rotary_cos_sin_wrong("ignores_base"), "rotary_cos_sin.base",
+     "use the `base` argument"),
+    (checks.check_grouped_query_attention, mistake(W.GQAStudent, "rope_base_ignored"),
+     "GroupedQueryAttention.rope_base", "rope_base=100.0"),
+    (checks.check_grouped_query_attention, mistake(W.GQATorchSDPA, "rope_base_ignored"),
+     "GroupedQueryAttention.rope_base", "base rope_base"),
+], ids=["eps", "base", "rope_base-student", "rope_base-sdpa"])
+def test_an_ignored_argument_is_named_as_the_argument_the_exercise_states(check, answer, criterion, fragment):
+    from coursekit.criteria import CRITERIA
+
+    fails_with(check, answer, fragment, f"(an argument the exercise states: {CRITERIA[criterion].text})")

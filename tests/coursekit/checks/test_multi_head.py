@@ -34,7 +34,7 @@ class EinsumMHA(nn.Module):
         super().__init__()
         if d_model % num_heads:
             raise ValueError("d_model must be divisible by num_heads")
-        self.h = num_heads
+        self.h, self.p = num_heads, dropout
         self.w_q, self.w_k, self.w_v, self.w_o = (nn.Linear(d_model, d_model, bias=bias) for _ in range(4))
 
     def forward(self, query, key, value, mask=None):
@@ -46,7 +46,8 @@ class EinsumMHA(nn.Module):
         if mask is not None:
             scores = scores.masked_fill(mask == 0, float("-inf"))
         weights = scores.softmax(-1)
-        out = torch.einsum("bhqk,bkhd->bqhd", weights, v).reshape(B, T_q, d)
+        dropped = torch.nn.functional.dropout(weights, self.p, self.training)
+        out = torch.einsum("bhqk,bkhd->bqhd", dropped, v).reshape(B, T_q, d)
         return self.w_o(out), weights
 
 
@@ -174,3 +175,51 @@ def test_multi_head_attention_weights_shape():
 
     with pytest.raises(CheckFailed, match=r"should have shape \(2, 3, 4, 4\)"):
         check_multi_head_attention(AveragedWeights)
+
+
+# ------------------------------------------------------------------------------------ arguments: bias and dropout
+
+def test_multi_head_attention_that_ignores_bias():
+    class AlwaysBias(EinsumMHA):
+        def __init__(self, d_model, num_heads, dropout=0.0, bias=True):
+            super().__init__(d_model, num_heads, dropout)
+
+    with pytest.raises(CheckFailed, match="with bias=False, `w_q` should have no bias") as error:
+        check_multi_head_attention(AlwaysBias)
+    assert f"(an argument the exercise states: {CRITERIA['MultiHeadAttention.bias'].text})" in str(error.value)
+
+
+class NoDropout(EinsumMHA):
+    """Right except that dropout is never applied."""
+
+    def __init__(self, d_model, num_heads, dropout=0.0, bias=True):
+        super().__init__(d_model, num_heads, 0.0, bias)
+
+
+class DroppedWeights(EinsumMHA):
+    """Returns the weights after dropout."""
+
+    def forward(self, query, key, value, mask=None):
+        out, weights = super().forward(query, key, value, mask)
+        return out, torch.nn.functional.dropout(weights, self.p, self.training)
+
+
+class DropoutInEval(EinsumMHA):
+    """F.dropout without training=self.training: it also drops in eval mode."""
+
+    def forward(self, query, key, value, mask=None):
+        training, self.training = self.training, True
+        try:
+            return super().forward(query, key, value, mask)
+        finally:
+            self.training = training
+
+
+@pytest.mark.parametrize("cls, words", [(NoDropout, "its dropout does not act"),
+                                        (DroppedWeights, "return the weights before dropout"),
+                                        (DropoutInEval, "eval mode")])
+def test_multi_head_attention_dropout_mistakes(cls, words):
+    with pytest.raises(CheckFailed) as error:
+        check_multi_head_attention(cls)
+    assert words in str(error.value)
+    assert f"(an argument the exercise states: {CRITERIA['MultiHeadAttention.dropout'].text})" in str(error.value)

@@ -249,3 +249,97 @@ def test_the_public_check_tries_the_too_long_edge_case(check, cls, criterion):
     with pytest.raises(CheckFailed) as info:
         check(IgnoresMaxLen)
     assert "should raise ValueError" in str(info.value) and CRITERIA[criterion].text in str(info.value)
+
+
+# --- arguments with teeth: the public checks try each one and say which it was -------------------------------------
+class PostNormOnlyBlock(DecoderBlock):
+    def __init__(self, d_model, num_heads, d_ff, dropout=0.0, norm_first=False):
+        super().__init__(d_model, num_heads, d_ff, dropout)
+
+
+class NoDropoutBlock(DecoderBlock):
+    def __init__(self, d_model, num_heads, d_ff, dropout=0.0, norm_first=False):
+        super().__init__(d_model, num_heads, d_ff, 0.0, norm_first)
+
+
+class FixedDropoutBlock(DecoderBlock):
+    def __init__(self, d_model, num_heads, d_ff, dropout=0.0, norm_first=False):
+        super().__init__(d_model, num_heads, d_ff, 0.1, norm_first)
+
+
+class PostNormOnlyDecoder(Decoder):
+    def __init__(self, vocab_size, d_model, num_heads, d_ff, num_layers, max_len=512, dropout=0.0, norm_first=False):
+        super().__init__(vocab_size, d_model, num_heads, d_ff, num_layers, max_len, dropout)
+
+
+class NoDropoutDecoder(Decoder):
+    def __init__(self, vocab_size, d_model, num_heads, d_ff, num_layers, max_len=512, dropout=0.0, norm_first=False):
+        super().__init__(vocab_size, d_model, num_heads, d_ff, num_layers, max_len, 0.0, norm_first)
+
+
+class PostNormOnlyTransformer(Transformer):
+    def __init__(self, src_vocab_size, tgt_vocab_size, d_model=64, num_heads=4, d_ff=128, num_layers=2,
+                 max_len=512, dropout=0.0, pad_id=0, norm_first=False):
+        super().__init__(src_vocab_size, tgt_vocab_size, d_model, num_heads, d_ff, num_layers, max_len, dropout,
+                         pad_id)
+
+
+class NoDropoutTransformer(Transformer):
+    def __init__(self, src_vocab_size, tgt_vocab_size, d_model=64, num_heads=4, d_ff=128, num_layers=2,
+                 max_len=512, dropout=0.0, pad_id=0, norm_first=False):
+        super().__init__(src_vocab_size, tgt_vocab_size, d_model, num_heads, d_ff, num_layers, max_len, 0.0,
+                         pad_id, norm_first)
+
+
+class PadZeroTransformer(Transformer):
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.pad_id = 0
+
+
+def greedy_default_bos(model, src_ids, max_len, bos_id=2, eos_id=3):
+    return greedy_decode_uncached(model, src_ids, max_len, 2, eos_id)
+
+
+def greedy_default_eos(model, src_ids, max_len, bos_id=2, eos_id=3):
+    return greedy_decode_uncached(model, src_ids, max_len, bos_id, 3)
+
+
+def _argument_text(criterion):
+    from coursekit.criteria import CRITERIA
+
+    return f"(an argument the exercise states: {CRITERIA[criterion].text})"
+
+
+@pytest.mark.parametrize("check, answer, criterion, words", [
+    (check_decoder_block, PostNormOnlyBlock, "DecoderBlock.norm_first", "norm_first=True"),
+    (check_decoder_block, NoDropoutBlock, "DecoderBlock.dropout", "dropout dropped nothing"),
+    (check_decoder_block, FixedDropoutBlock, "DecoderBlock.dropout", "nothing is dropped"),
+    (check_decoder, PostNormOnlyDecoder, "Decoder.norm_first", "LayerNorm"),
+    (check_decoder, NoDropoutDecoder, "Decoder.dropout", "dropout dropped nothing"),
+    (check_transformer, PostNormOnlyTransformer, "Transformer.norm_first", "norm_first"),
+    (check_transformer, NoDropoutTransformer, "Transformer.dropout", "dropout dropped nothing"),
+    (check_transformer, PadZeroTransformer, "Transformer.pad_id", "pad_id=7"),
+    (check_greedy_decode, greedy_default_bos, "greedy_decode.bos_id", "bos_id"),
+    (check_greedy_decode, greedy_default_eos, "greedy_decode.eos_id", "eos_id=4"),
+], ids=lambda v: v if isinstance(v, str) else getattr(v, "__name__", None))
+def test_public_checks_name_the_argument(check, answer, criterion, words):
+    with pytest.raises(CheckFailed) as info:
+        check(answer)
+    message = str(info.value)
+    assert _argument_text(criterion) in message and words in message, message
+
+
+@pytest.mark.parametrize("bos_or_eos", ["bos_id", "eos_id"])
+def test_public_cached_check_tries_bos_and_eos(bos_or_eos):
+    from solutions import cached_greedy_decode
+    from coursekit.checks.transformer import check_cached_greedy_decode
+
+    def ignores(model, src_ids, max_len, bos_id=2, eos_id=3):
+        ids = {"bos_id": bos_id, "eos_id": eos_id, bos_or_eos: {"bos_id": 2, "eos_id": 3}[bos_or_eos]}
+        return cached_greedy_decode(model, src_ids, max_len, **ids)
+
+    with pytest.raises(CheckFailed) as info:
+        check_cached_greedy_decode(ignores, Transformer, greedy_decode_uncached)
+    message = str(info.value)
+    assert _argument_text(f"cached_greedy_decode.{bos_or_eos}") in message, message

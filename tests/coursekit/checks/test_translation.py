@@ -373,3 +373,39 @@ def test_a_missing_stated_edge_case_is_named(api_name, answer, criterion):
     message = str(info.value)
     assert "should raise ValueError" in message, message
     assert f"an edge case the exercise states: {CRITERIA[criterion].text}" in message, message
+
+
+# ------------------------------------------------------------------------- arguments with teeth, publicly
+def _fixed(function, **fixed):
+    """`function` with some of its keyword arguments fixed at the default: it ignores what the caller passes."""
+    names = list(fixed)
+
+    def wrong(*args, **kwargs):
+        import inspect
+
+        bound = inspect.signature(function).bind(*args, **kwargs)
+        bound.apply_defaults()
+        arguments = {**bound.arguments, **fixed}
+        return function(**{k: v for k, v in arguments.items() if k != "mistake"})
+    wrong.__name__ = f"{function.__name__}_ignores_{'_'.join(names)}"
+    return wrong
+
+
+IGNORED_ARGUMENTS = [
+    ("label_smoothed_cross_entropy", _fixed(loss, smoothing=0.1), "label_smoothed_cross_entropy.smoothing"),
+    ("label_smoothed_cross_entropy", _fixed(loss, ignore_index=0), "label_smoothed_cross_entropy.ignore_index"),
+    ("noam_lr", _fixed(noam, factor=1.0), "noam_lr.factor"),
+    ("beam_search", _fixed(beam, length_penalty=0.6), "beam_search.length_penalty"),
+    ("beam_search", _fixed(beam, bos_id=2), "beam_search.bos_id"),
+    ("beam_search", _fixed(beam, eos_id=3), "beam_search.eos_id"),
+    ("corpus_bleu", _fixed(bleu, max_n=4), "corpus_bleu.max_n"),
+]
+
+
+@pytest.mark.parametrize("api_name, answer, criterion", IGNORED_ARGUMENTS, ids=[c for _, _, c in IGNORED_ARGUMENTS])
+def test_an_ignored_argument_is_named_as_the_argument_the_exercise_states(api_name, answer, criterion):
+    from coursekit.criteria import CRITERIA
+
+    with pytest.raises(CheckFailed) as info:
+        check_of(api_name)(answer)
+    assert f"(an argument the exercise states: {CRITERIA[criterion].text})" in str(info.value), str(info.value)
