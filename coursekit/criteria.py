@@ -156,7 +156,7 @@ _ARGUMENTS = [
      "from `ids` and `self.pad_id`"),
     ("TransformerClassifier.dropout", "TransformerClassifier",
      "dropout reaches the encoder: it acts in training mode (dropout=0.0 drops nothing)",
-     "goes on to the encoder, where it acts in"),
+     "encoder, where it acts in training mode only"),
     # 08 GPT
     ("GPT.dropout", "GPT",
      "dropout reaches the model: dropout=0.5 changes the logits in training mode, not in eval mode",
