@@ -1109,14 +1109,26 @@ def _generator_ignored(got, expected, again) -> bool:
 # ------------------------------------------------------------------------------------------------------ generate
 
 
-def _revealing_prompt(local, shape, seed: int, steps: int, variants, tries: int = 5):
-    """A prompt (seed, else seed + 1000, + 2000, ...) on which each known mistake's greedy output (`variants`: the
-    switches of M.generate_variant) differs from the right one (None if none of `tries` does)."""
+DRAW_SEED, LONG_DRAW_SEED = 138, 139  # torch's global generator, seeded the same in the kernel and here
+
+
+def _sampled(draw_seed: int, produce):
+    """What `produce()` generates with the defaults (temperature 1, no top-k, no generator): torch's global
+    generator seeded as the kernel's is for the student's call."""
+    with seeded(draw_seed):
+        return produce()
+
+
+def _revealing_prompt(local, shape, seed: int, steps: int, variants, draw_seed: int, tries: int = 5):
+    """A prompt (seed, else seed + 1000, + 2000, ...) on which each known mistake's output with the defaults
+    (`variants`: the switches of M.generate_variant, drawn from the generator seeded with `draw_seed`) differs from
+    the right one (None if none of `tries` does)."""
     found = None
     for k in range(tries):
         prompt = randint(0, PROBE_LM_CONFIG["vocab_size"], shape, seed=seed + 1000 * k, device="cpu")
-        right = _reference().generate(local, prompt, steps, 0.0)
-        if all(not torch.equal(M.generate_variant(local, prompt, steps, **flags), right) for flags in variants):
+        right = _sampled(draw_seed, lambda: _reference().generate(local, prompt, steps))
+        if all(not torch.equal(_sampled(draw_seed, lambda flags=flags: M.generate_variant(
+                local, prompt, steps, sample=True, **flags)), right) for flags in variants):
             found = prompt
             break
     local.eval()
@@ -1125,13 +1137,14 @@ def _revealing_prompt(local, shape, seed: int, steps: int, variants, tries: int 
 
 def generate_setup(shape, steps: int, long_shape, more: int):
     """The lent model's weights (seed 130, else 1130, 2130, ...: some weights settle on one token whatever the
-    context, then a wrong crop cannot show) and the two greedy prompts, each revealing its known mistakes."""
+    context, then a wrong crop cannot show) and the two prompts, each revealing its known mistakes."""
     fallback = None
     for k in range(12):
         state = _probe_state(130 + 1000 * k)
         local = _local_lm(state, "cpu", False)
-        prompt = _revealing_prompt(local, shape, 131, steps, ({"position": 0}, {"crop": "first"}))
-        long_prompt = _revealing_prompt(local, long_shape, 137, more, ({"crop": "first"},))
+        prompt = _revealing_prompt(local, shape, 131, steps, ({"position": 0}, {"crop": "first"}, {"training": True}),
+                                   DRAW_SEED)
+        long_prompt = _revealing_prompt(local, long_shape, 137, more, ({"crop": "first"},), LONG_DRAW_SEED)
         if prompt is not None and long_prompt is not None:
             return state, local, prompt, long_prompt
         if fallback is None:
@@ -1152,33 +1165,37 @@ def check_generate(generate) -> None:
     state, local, prompt, long_prompt = generate_setup(
         (pick("gpt.generate.b", [2, 3, 4]), pick("gpt.generate.t", [3, 2, 4, 5])), steps,
         (2, max_len + pick("gpt.generate.long", [8, 4, 11, 6])), more)
-    # greedy, past max_len (the context must be cropped), starting in training mode
+    # the core: the defaults (temperature 1, no top-k, no generator: torch's global generator, seeded for the call
+    # as it is here), past max_len (the context must be cropped), starting in training mode
     model = _remote_lm(channel, state, "cpu", True)
-    tested = f"generate(a small model with max_len={max_len}, ids {shape_of(prompt)}, {steps}, temperature=0)"
-    got = call("generate", generate, model, prompt.clone(), steps, 0.0, tested=tested)
-    expected = reference.generate(local, prompt, steps, 0.0)
+    tested = f"generate(a small model with max_len={max_len}, ids {shape_of(prompt)}, {steps}) (torch seeded)"
+    got = call("generate", generate, model, prompt.clone(), steps, tested=tested, _seed=DRAW_SEED)
+    expected = _sampled(DRAW_SEED, lambda: reference.generate(local, prompt, steps))
+
+    def variant(seed, ids, new_tokens, **flags):  # a known mistake, drawn as the student's call draws
+        return lambda: _sampled(seed, lambda: M.generate_variant(local, ids, new_tokens, sample=True, **flags))
+
     expect_tensor(got, expected, "generate's output", "cpu", tested=tested, exact=True, mistakes=lambda: [
-        ("generate.first_position", lambda: M.generate_variant(local, prompt, steps, position=0)),
-        ("generate.keeps_first_tokens", lambda: M.generate_variant(local, prompt, steps, crop="first")),
-        ("generate.train_mode", lambda: M.generate_variant(local, prompt, steps, training=True)),
-    ], note="each step feeds ids[:, -model.max_len:] and appends the argmax of the LAST position's logits")
+        ("generate.first_position", variant(DRAW_SEED, prompt, steps, position=0)),
+        ("generate.keeps_first_tokens", variant(DRAW_SEED, prompt, steps, crop="first")),
+        ("generate.train_mode", variant(DRAW_SEED, prompt, steps, training=True)),
+    ], note="each step feeds ids[:, -model.max_len:], takes the LAST position's logits and draws one token with "
+            "sample_next_token(logits, temperature, top_k, generator)")
     local.eval()
     if _training_flag(model, "the lent model") is not True:
         fail("generate does not restore the model's training mode.", tested=tested,
              mistake="generate.mode_not_restored")
     # a prompt longer than max_len: the context is its LAST max_len tokens from the first step on
-    tested = f"generate(a small model with max_len={max_len}, ids {shape_of(long_prompt)}, {more}, temperature=0)"
-    got = call("generate", generate, _remote_lm(channel, state, "cpu", False), long_prompt.clone(), more, 0.0,
-               tested=tested)
-    expect_tensor(got, reference.generate(local, long_prompt, more, 0.0), "generate's output", "cpu",
-                  tested=tested, exact=True, mistakes=lambda: [
-                      ("generate.keeps_first_tokens",
-                       lambda: M.generate_variant(local, long_prompt, more, crop="first")),
+    tested = f"generate(a small model with max_len={max_len}, ids {shape_of(long_prompt)}, {more}) (torch seeded)"
+    got = call("generate", generate, _remote_lm(channel, state, "cpu", False), long_prompt.clone(), more,
+               tested=tested, _seed=LONG_DRAW_SEED)
+    expect_tensor(got, _sampled(LONG_DRAW_SEED, lambda: reference.generate(local, long_prompt, more)),
+                  "generate's output", "cpu", tested=tested, exact=True, mistakes=lambda: [
+                      ("generate.keeps_first_tokens", variant(LONG_DRAW_SEED, long_prompt, more, crop="first")),
                   ], note="each step feeds ids[:, -model.max_len:], the last max_len tokens")
     local.eval()
-    # sampling with a generator: every argument reaches sample_next_token. The core above decodes greedily
-    # (temperature=0, the contract's deterministic decoding); each argument's own tries follow, and a try of several
-    # arguments at once runs only on top of their own tries' passing (one mistake crosses one criterion)
+    # every argument reaches sample_next_token: each argument's own tries follow, and a try of several arguments at
+    # once runs only on top of their own tries' passing (one mistake crosses one criterion)
     model = _remote_lm(channel, state, "cpu", False)
 
     def sampled(args, seed, **kwargs):
@@ -1197,6 +1214,12 @@ def check_generate(generate) -> None:
     with argument("generate.top_k"):  # top_k=1 keeps the largest logit only: the same tokens whatever the draw
         sampled((pick("gpt.generate.n_c", [4, 3, 6]),), 134, top_k=1)
         passed.add("top_k")
+    with argument("generate.temperature"):  # temperature 0 decodes greedily: the same tokens whatever the draw
+        tested = f"generate(a small model, ids {shape_of(prompt)}, {steps}, temperature=0)"
+        got = call("generate", generate, model, prompt.clone(), steps, 0.0, tested=tested)
+        expect_tensor(got, reference.generate(local, prompt, steps, 0.0), "generate's output", "cpu", tested=tested,
+                      exact=True, note="temperature 0 goes on to sample_next_token, which then takes the argmax")
+        local.eval()
     if "generator" in passed:  # another temperature, drawn with the generator (without it: not judged here)
         with argument("generate.temperature"):
             sampled((pick("gpt.generate.n_d", [7, 6, 9]), pick("gpt.generate.temp_d", [1.7, 1.5, 2.0, 0.6])), 135)

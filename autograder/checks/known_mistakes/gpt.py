@@ -154,14 +154,19 @@ def tempered(logits: torch.Tensor, temperature: float, top_k, how="right") -> to
     return torch.softmax(scaled, -1)
 
 
-def generate_variant(model, ids, max_new_tokens, crop=True, position=-1, training=False):
-    """Greedy generation with one mistake: no cropping to max_len (crop=False) or the first max_len tokens kept
-    (crop="first"), the logits of another position, training mode."""
+def generate_variant(model, ids, max_new_tokens, crop=True, position=-1, training=False, sample=False):
+    """Generation with one mistake: no cropping to max_len (crop=False) or the first max_len tokens kept
+    (crop="first"), the logits of another position, training mode. Greedy, or with `sample` drawn as the defaults
+    draw (temperature 1, no top-k: one torch.multinomial call per step from torch's global generator)."""
     model.train(training)
     with torch.no_grad():
         for _ in range(max_new_tokens):
             context = ids[:, :model.max_len] if crop == "first" else ids[:, -model.max_len:] if crop else ids
-            next_id = model(context)[:, position].argmax(-1)
+            logits = model(context)[:, position]
+            if sample:
+                next_id = torch.multinomial(torch.softmax(logits / 1.0, dim=-1), 1).squeeze(-1)
+            else:
+                next_id = logits.argmax(-1)
             ids = torch.cat([ids, next_id[:, None]], dim=1)
     return ids
 

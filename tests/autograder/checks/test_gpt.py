@@ -256,3 +256,15 @@ def test_a_stub_gets_no_partial_credit(api_name):
         with pytest.raises(AssertionError) as info:
             check_of(api_name)(answer)
         assert not isinstance(info.value, PartialCredit), str(info.value)
+
+
+def _generate_ignoring_temperature(model, ids, max_new_tokens, temperature=1.0, top_k=None, generator=None):
+    """Right in all but one thing: it always samples at temperature 1 (temperature 0 included)."""
+    return solutions.generate(model, ids, max_new_tokens, 1.0, top_k, generator)
+
+
+def test_a_generate_that_ignores_temperature_keeps_the_core_and_loses_that_argument():
+    """The core is the defaults (temperature 1, torch's global generator seeded): the greedy tries belong to the
+    temperature argument."""
+    V.fails_partially(checks.check_generate, _generate_ignoring_temperature, "generate.temperature",
+                      "temperature=0")
