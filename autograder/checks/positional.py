@@ -85,6 +85,14 @@ def check_positional_encoding(PositionalEncoding) -> None:
     module = construct(PositionalEncoding, "PositionalEncoding", d_model, max_len=max_len)  # dropout: its default
     ref = reference.PositionalEncoding(d_model, max_len=max_len, dropout=0.0)
     prepare(module, ref, device, "PositionalEncoding", copy=False)  # nothing to copy: the table is computed
+    # the buffer first: on a GPU a table kept as a plain attribute stays on the CPU, and the forward pass would only
+    # say that the devices differ
+    info = describe(module, "PositionalEncoding")
+    if "pe" not in {name for name, _shape in info.get("buffers", [])}:
+        parameters = {name for name, _shape, _dtype in info.get("parameters", [])}
+        where = "a parameter (it would be trained)" if "pe" in parameters else "missing"
+        fail(f"PositionalEncoding: `pe` must be a buffer (self.register_buffer('pe', ...)); yours is {where}.",
+             hint="a buffer moves with .to(device) and is saved with the model, but is not trained")
     x = randn(B, T, d_model, seed=5, device=device)
     tested = f"PositionalEncoding({d_model}, max_len={max_len}) on x {tuple(x.shape)}"
     with torch.no_grad():
@@ -100,12 +108,6 @@ def check_positional_encoding(PositionalEncoding) -> None:
         return variants
 
     expect_tensor(got, expected, "PositionalEncoding output", device, tested=tested, mistakes=mistakes)
-    info = describe(module, "PositionalEncoding")
-    if "pe" not in {name for name, _shape in info.get("buffers", [])}:
-        parameters = {name for name, _shape, _dtype in info.get("parameters", [])}
-        where = "a parameter (it would be trained)" if "pe" in parameters else "missing"
-        fail(f"PositionalEncoding: `pe` must be a buffer (self.register_buffer('pe', ...)); yours is {where}.",
-             hint="a buffer moves with .to(device) and is saved with the model, but is not trained")
     pe = call("PositionalEncoding.pe", module.attr("pe").fetch)
     expect_tensor(pe, table, "PositionalEncoding.pe", device,
                   tested=f"PositionalEncoding({d_model}, max_len={max_len})", mistakes=_table_mistakes(max_len, d_model))

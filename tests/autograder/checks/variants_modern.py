@@ -99,7 +99,7 @@ def apply_rotary_wrong(kind):
             x1, x2 = x[..., :half], x[..., half:]
             return torch.cat([x1 * cos - x2 * sin, x1 * sin + x2 * cos], dim=-1)
         if kind == "own_tables":   # ignores the tables it is given and makes its own (base 10000)
-            cos, sin = rotary_cos_sin_outer(x.size(-2), x.size(-1))
+            cos, sin = (t.to(x.device) for t in rotary_cos_sin_outer(x.size(-2), x.size(-1)))
         x1, x2 = x[..., 0::2], x[..., 1::2]
         sign = -1.0 if kind == "negative" else 1.0
         return torch.stack((x1 * cos - sign * x2 * sin, sign * x1 * sin + x2 * cos), dim=-1).flatten(-2)
