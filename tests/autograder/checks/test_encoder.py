@@ -2,27 +2,11 @@
 from __future__ import annotations
 
 import pytest
-import torch.nn.functional as F
 from torch import nn
 
 import solutions
 import variants as V
 from autograder.checks import encoder as checks
-
-
-class MultiHeadAttentionSDPADropout(V.MultiHeadAttentionTorchSDPA):
-    """F.scaled_dot_product_attention with dropout_p in training mode."""
-
-    def __init__(self, d_model, num_heads, dropout=0.0, bias=True):
-        super().__init__(d_model, num_heads, dropout, bias)
-        self.p = dropout
-
-    def forward(self, query, key, value, mask=None):
-        q, k, v = (V.split_heads_permute(w(x), self.num_heads)
-                   for w, x in ((self.w_q, query), (self.w_k, key), (self.w_v, value)))
-        out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=self.p if self.training else 0.0)
-        _, weights = V.sdpa_additive_float(q, k, v, mask)
-        return self.w_o(V.merge_heads_cat(out)), weights
 
 
 @pytest.mark.parametrize("cls", [solutions.PositionwiseFeedForward, V.FeedForwardFunctional])
@@ -44,7 +28,7 @@ def test_feed_forward_mistakes(kind, diagnosis):
 
 # V.EncoderBlockStudent's attention (the loop over heads) ignores dropout: these blocks give it one that applies it
 EncoderBlockDropout = type("EncoderBlock", (V.EncoderBlockStudent,), {"ATTENTION": V.MultiHeadAttentionBase})
-EncoderBlockSDPADropout = type("EncoderBlock", (V.EncoderBlockStudent,), {"ATTENTION": MultiHeadAttentionSDPADropout})
+EncoderBlockSDPADropout = type("EncoderBlock", (V.EncoderBlockStudent,), {"ATTENTION": V.MultiHeadAttentionSDPADropout})
 
 
 @pytest.mark.parametrize("cls", [solutions.EncoderBlock, EncoderBlockDropout, EncoderBlockSDPADropout])

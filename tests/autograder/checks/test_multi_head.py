@@ -61,23 +61,8 @@ class MultiHeadAttentionLoopDropout(V.MultiHeadAttentionLoop):
         return self.w_o(torch.cat(outputs, dim=-1)), torch.stack(maps, dim=1)
 
 
-class MultiHeadAttentionSDPADropout(V.MultiHeadAttentionTorchSDPA):
-    """F.scaled_dot_product_attention with dropout_p in training mode (its own dropout draws)."""
-
-    def __init__(self, d_model, num_heads, dropout=0.0, bias=True):
-        super().__init__(d_model, num_heads, dropout, bias)
-        self.p = dropout
-
-    def forward(self, query, key, value, mask=None):
-        q, k, v = (V.split_heads_permute(w(x), self.num_heads)
-                   for w, x in ((self.w_q, query), (self.w_k, key), (self.w_v, value)))
-        out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=self.p if self.training else 0.0)
-        _, weights = V.sdpa_additive_float(q, k, v, mask)
-        return self.w_o(V.merge_heads_cat(out)), weights
-
-
 @pytest.mark.parametrize("cls", [solutions.MultiHeadAttention, V.MultiHeadAttentionBase,
-                                 MultiHeadAttentionLoopDropout, MultiHeadAttentionSDPADropout])
+                                 MultiHeadAttentionLoopDropout, V.MultiHeadAttentionSDPADropout])
 def test_mha_correct_answers_pass(cls):
     checks.check_multi_head_attention(cls)
 

@@ -589,6 +589,21 @@ class MultiHeadAttentionTorchSDPA(nn.Module):
         return self.w_o(merge_heads_cat(out)), weights
 
 
+class MultiHeadAttentionSDPADropout(MultiHeadAttentionTorchSDPA):
+    """F.scaled_dot_product_attention with dropout_p in training mode (its own dropout draws)."""
+
+    def __init__(self, d_model, num_heads, dropout=0.0, bias=True):
+        super().__init__(d_model, num_heads, dropout, bias)
+        self.p = dropout
+
+    def forward(self, query, key, value, mask=None):
+        q, k, v = (split_heads_permute(w(x), self.num_heads)
+                   for w, x in ((self.w_q, query), (self.w_k, key), (self.w_v, value)))
+        out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=self.p if self.training else 0.0)
+        _, weights = sdpa_additive_float(q, k, v, mask)
+        return self.w_o(merge_heads_cat(out)), weights
+
+
 # ================================================================================================== 05 encoder
 def fails_partially(check, obj, criterion, *fragments):
     """`check(obj)`'s core passes and only the criterion `criterion` (a stated edge case or an argument with teeth)
