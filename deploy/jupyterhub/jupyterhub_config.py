@@ -25,6 +25,8 @@ Every site-specific value comes from an environment variable of the hub process:
     IDLE_CULL_TIMEOUT         seconds of inactivity before a server is stopped (3600; 0 = no culling)
     ROSTER_DB_URL             the gradebook the roster service reads    (sqlite:///$COURSE_ROOT/gradebook.db)
     ROSTER_SYNC_INTERVAL      seconds between two reads of the roster   (10)
+    HUB_SITE_CONFIG           a config file read last: the site's authenticator, ports, TLS ("" = none;
+                              install.sh makes /etc/jupyterhub/site_config.py and never overwrites it)
   Local-process spawners only (one machine, two Python environments; containers choose an image instead):
     STUDENT_SINGLEUSER_CMD    single-user command for students          ("" = the spawner's default)
     INSTRUCTOR_SINGLEUSER_CMD single-user command for graders           ("" = the spawner's default)
@@ -232,3 +234,13 @@ def _check_allowed_saying_why(self, username, authentication=None):
 
 _check_allowed_saying_why.__wrapped__ = _check_allowed
 Authenticator.check_allowed = _check_allowed_saying_why
+
+
+# --- the site's own settings ------------------------------------------------------------------------
+# The authenticator, ports and TLS of this machine, in a file of their own that deploy/one-machine/install.sh makes
+# once and never overwrites (it rewrites this one). Read last, so it may change anything above.
+SITE_CONFIG = os.environ.get("HUB_SITE_CONFIG", "")
+if SITE_CONFIG:
+    if not os.path.isfile(SITE_CONFIG):
+        raise SystemExit(f"jupyterhub_config: HUB_SITE_CONFIG names {SITE_CONFIG}, which is not a file")
+    load_subconfig(SITE_CONFIG)  # noqa: F821  (provided by traitlets, like get_config)

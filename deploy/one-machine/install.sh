@@ -12,7 +12,9 @@
 #   /srv/nbgrader/exchange         nbgrader's exchange, writable by all (1777)
 #   /srv/jupyterhub                the hub's state: its database and cookie secret (0700, root)
 #   /etc/jupyter/transformers101-{student,instructor}   Jupyter and nbgrader configuration of each role
-#   /etc/jupyterhub/               jupyterhub_config.py, roster_sync.py and transformers101.env (the hub's settings)
+#   /etc/jupyterhub/               jupyterhub_config.py, roster_sync.py and transformers101.env (the hub's settings,
+#                                  rewritten on each run), site_config.py (the site's own: authenticator, ports, TLS;
+#                                  made once, never overwritten)
 #   /etc/profile.d/transformers101-grader.sh            the grader environment on PATH for graders' shells
 #   /opt/hub/bin/transformers101-hub                    starts the hub with those settings (as root)
 # Everything of the grader side is owned by the group of the grader account (GRADER_USER, made here when it is
@@ -126,6 +128,21 @@ cp -r "$SRC/deploy/jupyter/student" "$JUPYTER_ETC/$COURSE_ID-student"
 cp -r "$SRC/deploy/jupyter/instructor" "$JUPYTER_ETC/$COURSE_ID-instructor"
 install -m 0644 "$SRC/deploy/jupyterhub/jupyterhub_config.py" "$HUB_ETC/jupyterhub_config.py"
 install -m 0644 "$SRC/deploy/jupyterhub/roster_sync.py" "$HUB_ETC/roster_sync.py"  # the config's roster service
+if [ ! -e "$HUB_ETC/site_config.py" ]; then  # the admin's file: kept as it is on every later run
+  cat > "$HUB_ETC/site_config.py" <<'EOF'
+# This site's own JupyterHub settings, read at the end of jupyterhub_config.py. install.sh made this file once and
+# never overwrites it (it does overwrite jupyterhub_config.py): put your authenticator, ports and TLS here.
+#
+# The default is PAM (the machine's accounts and passwords), which needs nothing here. Examples:
+#   c.JupyterHub.authenticator_class = "github"        # OAuth: pip install oauthenticator into /opt/hub
+#   c.JupyterHub.port = 443
+#   c.JupyterHub.ssl_cert = "/etc/letsencrypt/live/hub.example.edu/fullchain.pem"
+#   c.JupyterHub.ssl_key = "/etc/letsencrypt/live/hub.example.edu/privkey.pem"
+c = get_config()  # noqa: F821
+EOF
+  chmod 0644 "$HUB_ETC/site_config.py"
+  say "site settings (authenticator, ports, TLS): $HUB_ETC/site_config.py"
+fi
 cat > "$HUB_ETC/$COURSE_ID.env" <<EOF
 # Settings of the hub process (read by $HUB_ENV/bin/$COURSE_ID-hub; written by deploy/one-machine/install.sh)
 COURSE_ID=$COURSE_ID
@@ -138,6 +155,7 @@ INSTRUCTOR_SINGLEUSER_CMD=$GRADER_ENV/bin/jupyterhub-singleuser
 COURSE_SERVICE_COMMAND=$GRADER_ENV/bin/jupyterhub-singleuser
 STUDENT_JUPYTER_CONFIG=$JUPYTER_ETC/$COURSE_ID-student
 INSTRUCTOR_JUPYTER_CONFIG=$JUPYTER_ETC/$COURSE_ID-instructor
+HUB_SITE_CONFIG=$HUB_ETC/site_config.py
 EOF
 cat > "$HUB_ENV/bin/$COURSE_ID-hub" <<EOF
 #!/bin/sh

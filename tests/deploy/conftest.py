@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+import installkit
 from hubkit import (COURSE_ID, GRADER, HUB_CONFIG, INSTRUCTOR, INSTRUCTOR_CONFIG, ROOT, STUDENT_CONFIG, VENV, HubClient,
                     find_or_install_chp, free_port, kill_tree)
 AS_ROOT = os.geteuid() == 0  # jupyter servers refuse root unless told --allow-root
@@ -121,19 +122,15 @@ def hub(tmp_path_factory, student_env) -> Hub:
     yield from start_hub(tmp_path_factory, student_env)
 
 
-def start_hub(tmp_path_factory, student_env, extra_config: str = "", course_from: Path | None = None, **settings: str):
+def start_hub(tmp_path_factory, student_env, extra_config: str = "", **settings: str):
     """Runs the hub of the `hub` fixture (yields its Hub, stops it afterwards); `extra_config` lines are appended to
     the overlay and `settings` to the hub's environment (e.g. c.Authenticator.allow_all = False), replacing the
-    defaults (PATH=... drops the test's .venv/bin from the hub's PATH); `course_from` is a course folder copied into
-    the course root before the hub starts, without any grading state (as install.sh step 4 does)."""
+    defaults (PATH=... drops the test's .venv/bin from the hub's PATH)."""
     chp = find_or_install_chp()
     workdir = tmp_path_factory.mktemp("hub")
     exchange, course_root, grader_home = workdir / "exchange", workdir / "grader" / "course", workdir / "grader"
     for folder in (exchange, course_root, workdir / "home"):
         folder.mkdir(parents=True)
-    if course_from is not None:
-        shutil.copytree(course_from, course_root, dirs_exist_ok=True, ignore=shutil.ignore_patterns(
-            "gradebook.db", "submitted", "autograded", "feedback", "reports", "release", ".exchange", "__pycache__"))
     exchange.chmod(0o777)  # nbgrader wants a world-writable exchange (students write their submissions)
     public_port, hub_port, proxy_api_port, service_port = (free_port() for _ in range(4))
     service_token, admin_token = secrets.token_hex(32), secrets.token_hex(32)
@@ -186,13 +183,11 @@ def roster_hub(tmp_path_factory, student_env) -> Hub:
                          ROSTER_SYNC_INTERVAL="1")
 
 
-@pytest.fixture(scope="module")
-def journey_hub(tmp_path_factory, student_env) -> Hub:
-    """roster_hub's hub (the shipped login rules, the roster read every second) with the hub's PATH free of this
-    checkout's .venv/bin (the config alone must give the course service its tools), and the course folder of
-    install.sh step 4: course/ without any grading state."""
-    path = os.pathsep.join(p for p in os.environ.get("PATH", "/usr/bin:/bin").split(os.pathsep)
-                           if p and Path(p).resolve() != (VENV / "bin").resolve())
-    for hub in start_hub(tmp_path_factory, student_env, "\nc.Authenticator.allow_all = False\n",
-                         course_from=ROOT / "course", ROSTER_SYNC_INTERVAL="1", PATH=path):
-        yield hub
+@pytest.fixture(scope="session")
+def machine():
+    """deploy/README.md's one-machine install, done for real as root (installkit.install_machine): shared by the
+    journey and test_one_machine_install.py, removed at the end of the session."""
+    reason = installkit.missing()
+    if reason:
+        pytest.skip(reason)
+    yield from installkit.install_machine()

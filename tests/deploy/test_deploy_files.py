@@ -142,13 +142,53 @@ def load_nbgrader_config(folder: Path, monkeypatch, **env) -> Config:
 @pytest.mark.parametrize("folder", [STUDENT_CONFIG, INSTRUCTOR_CONFIG], ids=["student", "instructor"])
 def test_nbgrader_configs_share_exchange_and_hub_auth(folder, monkeypatch):
     from nbgrader.auth import JupyterHubAuthPlugin
+    from traitlets.utils.importstring import import_item
 
     cfg = load_nbgrader_config(folder, monkeypatch, NBGRADER_EXCHANGE="/x")
     assert cfg.Exchange.root == "/x"
     assert cfg.Exchange.path_includes_course is True
-    assert cfg.Authenticator.plugin_class is JupyterHubAuthPlugin
+    plugin = cfg.Authenticator.plugin_class  # a class, or an import string the config made importable
+    plugin = import_item(plugin) if isinstance(plugin, str) else plugin
+    assert issubclass(plugin, JupyterHubAuthPlugin)
     assert cfg.CourseDirectory.course_id == COURSE_ID
     assert load_nbgrader_config(folder, monkeypatch).Exchange.root == "/srv/nbgrader/exchange"
+
+
+@pytest.fixture
+def roster_auth(monkeypatch):
+    """deploy/jupyter/instructor/roster_auth.py with the hub's API replaced by a recording stand-in: `users` are the
+    hub users that exist, `calls` what was asked."""
+    monkeypatch.syspath_prepend(str(INSTRUCTOR_CONFIG))
+    import nbgrader.auth.jupyterhub as hub_auth
+    import roster_auth
+
+    users, calls = set(), []
+
+    def api(method, api_path, post_data=None):
+        calls.append((method, api_path))
+        if api_path.startswith("/users/") and api_path.split("/")[2] not in users:
+            raise hub_auth.JupyterhubApiError(f"JupyterhubAPI returned a status code of: 404 for api_path: {api_path}")
+        return [{"name": f"nbgrader-{COURSE_ID}"}] if api_path == "/groups" else {}
+
+    monkeypatch.setattr(hub_auth, "_query_jupyterhub_api", api)
+    monkeypatch.setattr(roster_auth, "_query_jupyterhub_api", api)
+    return roster_auth.RosterAuthPlugin(), users, calls
+
+
+def test_a_student_without_a_hub_user_is_left_to_the_roster_service(roster_auth, caplog):
+    plugin, users, calls = roster_auth
+    plugin.log.propagate = True
+    with caplog.at_level("INFO"):
+        plugin.add_student_to_course("ada", COURSE_ID)
+    assert calls == [("GET", "/users/ada")]  # no group call that the hub would refuse with a 400
+    assert "ada is on the roster of transformers101" in caplog.text and "ERROR" not in caplog.text
+
+
+def test_a_student_with_a_hub_user_joins_the_group_at_once(roster_auth):
+    plugin, users, calls = roster_auth
+    users.add("ada")
+    plugin.add_student_to_course("ada", COURSE_ID)
+    assert ("POST", f"/groups/nbgrader-{COURSE_ID}/users") in calls
 
 
 def test_students_submit_under_their_hub_name(monkeypatch):

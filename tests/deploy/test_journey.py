@@ -1,33 +1,24 @@
 """The journey: an admin, an instructor and two students go from deploy/README.md to graded feedback in Chromium.
 
-The hub is the shipped deploy/jupyterhub/jupyterhub_config.py with only the authenticator (DummyAuthenticator: any
-password) and the spawner (SimpleLocalProcessSpawner, homes under a temporary folder) swapped for local test
-accounts, and the login rules of the config (allow_all off: the instructors, then the roster's students).
-
-Admin install. deploy/README.md's "One machine" runs deploy/one-machine/install.sh as root (tested on its own by
-tests/deploy/test_one_machine_install.py, which builds real accounts and checks the permissions). Building the full
-stack three times takes many minutes, so here the fixtures stand in for its steps:
-  * step 2 (environments): the grader environment is this checkout's .venv (coursekit, solutions, autograder,
-    nbgrader, jupyter-server-mathjax), the student environment the student wheel (conftest.student_env);
-  * step 3 (configs): the hub reads deploy/jupyterhub/jupyterhub_config.py and roster_sync.py in place, with the
-    settings of transformers101.env as its environment (conftest.start_hub), and the Jupyter configs
-    deploy/jupyter/{student,instructor} in place;
-  * step 4 (folders): the exchange (mode 777) and, here, the course folder copied from course/ without any
-    grading state, as install.sh does;
-  * not taken: step 1 and 5 (system accounts, owners and modes: everything runs as the test's own user) and
-    /etc/profile.d (no login shell: commands run with the environment the hub gives the course service, read from
-    that process, which is what its terminals inherit). The hub's own PATH does not hold the grader environment.
+The admin follows README's "One machine" for real (installkit.py, as root): the machine's accounts (an instructor,
+two students, a latecomer), `COURSE_INSTRUCTORS=<instructor> deploy/one-machine/install.sh` with the full stack, then
+`/opt/hub/bin/transformers101-hub`. Nothing of the shipped configuration is swapped: PAM checks the accounts'
+passwords, JupyterHub's LocalProcessSpawner starts each person's server as that account, in the environment the
+config picks (student or grader), and the course service and its roster service run as the grader account. The only
+additions are the ports of this run, in the site file README names for the site's own settings. The one thing under
+a scratch PREFIX is the install's root folder.
 
 The journey, each step in the browser unless said otherwise, a screenshot of each under build/journey/<time>/:
-instructor logs in, Services -> transformers101 lands on the formgrader, Manage Students adds two students; the
-students can then log in (roster service); `autograder release 03_attention` (course service environment), shown
-in Manage Assignments;
-student1 fetches in JupyterLab's Assignments panel, her notebook gets every reference answer through the contents
-API, she submits in the panel; student2 fetches, answers one written question only (contents API), submits;
-`autograder collect 03_attention`, `autograder grade 03_attention --workers 1` (course service environment); the
-instructor types a score for student2's written answer on the formgrader's Manual Grading page; `autograder export`
-(its CSV holds that score); `autograder feedback 03_attention` and `nbgrader release_feedback 03_attention`;
-student2 fetches the feedback in the panel and opens it: her scores, and "not graded yet" nowhere.
+the latecomer's login is refused with the reason (not on the roster); the instructor logs in, Services ->
+transformers101 lands on the formgrader, Manage Students adds two students, who can then log in (the roster service);
+`autograder release 03_attention` in the course service's terminal, shown in Manage Assignments; student 1 fetches in
+JupyterLab's Assignments panel, her notebook gets every reference answer through the contents API, she submits in
+the panel; student 2 fetches, answers one written question only (contents API), submits; `autograder collect
+03_attention`, `autograder grade 03_attention --workers 1` (terminal); the instructor types a score for student 2's
+written answer on the formgrader's Manual Grading page; `autograder export` (its CSV holds that score); `autograder
+feedback 03_attention` and `nbgrader release_feedback 03_attention`; student 2 fetches the feedback in the panel and
+opens it: her scores, and "not graded yet" nowhere. Terminal commands run by name as the course service's account,
+with the environment and working folder of its process (what its terminals inherit).
 
 Every page fails the test on an HTTP status >= 400 from the hub's origin (ALLOWED_ERRORS lists the harmless ones,
 each with its reason), an uncaught page error, or "Traceback" / "404" / "500 : Internal Server Error" in its text.
@@ -45,15 +36,14 @@ from datetime import datetime
 from pathlib import Path
 
 import nbformat
-import psutil
 import pytest
 
-from hubkit import COURSE_ID, ROOT, VENV, HubError, INSTRUCTOR, kill_tree
+import installkit
+from hubkit import COURSE_ID, ROOT, kill_tree
 
-pytestmark = [pytest.mark.hub, pytest.mark.browser, pytest.mark.slow, pytest.mark.timeout(1200)]
+pytestmark = [pytest.mark.hub, pytest.mark.browser, pytest.mark.slow, pytest.mark.timeout(3600)]
 
 ASSIGNMENT = "03_attention"
-STUDENT1, STUDENT2 = "student1", "student2"
 WRITTEN = "written_causal_mask_leak"  # student2's one written answer, scored by hand
 MANUAL_SCORE = "3.5"
 SCREENSHOTS = ROOT / "build" / "journey"
@@ -65,34 +55,31 @@ ALLOWED_ERRORS: list[tuple[str, str, int, str]] = []
 # (URL path pattern, message pattern, why): uncaught page errors that do not fail a step, each with its reason
 ALLOWED_PAGE_ERRORS: list[tuple[str, str, str]] = [
     (rf"^/services/{COURSE_ID}/tree/", r"^Cannot read properties of undefined \(reading 'schema'\)$",
-     "Notebook 7's file browser in the course service: its settings registry throws while loading (the console says "
-     "'Settings failed to load for @jupyterlab/application-extension:context-menu'); the folder's listing shows and "
-     "works. Most likely Notebook 7's own: its tree view asks the settings registry for plugins it does not load "
-     "there, and the load fails (jupyter/notebook#7062, open upstream; the same 'Settings failed to load' message)"),
+     "Notebook 7's own (7.6.5), not the course's: the same error shows on a bare `jupyter server` with no config of "
+     "ours and every third-party lab extension disabled. It is thrown by JupyterLab's shortcuts extension as Notebook "
+     "bundles it: its settings registry's pluginChanged handler reads registry.plugins[id].schema for a plugin the "
+     "tree page never loaded (the console first says 'Settings failed to load for "
+     "@jupyterlab/application-extension:context-menu'). The folder's listing shows and works."),
 ]
 
 
 # --- the hub ------------------------------------------------------------------------------------------
 
-def service_process(hub) -> psutil.Process:
-    """The course service's Jupyter server, a child of the hub (the hub's pid file names it)."""
-    hub_pid = int((hub.workdir / "jupyterhub.pid").read_text())
-    for proc in psutil.Process(hub_pid).children(recursive=True):
-        try:
-            if f"--ServerApp.root_dir={hub.course_root}" in proc.cmdline():
-                return proc
-        except psutil.NoSuchProcess:
-            continue
-    raise HubError("the course service is not running")
+@pytest.fixture(scope="module")
+def journey_hub(machine, tmp_path_factory):
+    """README's `sudo /opt/hub/bin/transformers101-hub` on the session's install (installkit.start_hub)."""
+    yield from installkit.start_hub(machine, tmp_path_factory.mktemp("journey-hub"))
 
 
 def instructor_runs(hub, command: str, timeout_s: float = 600) -> subprocess.CompletedProcess:
-    """A command of deploy/README.md, by name as typed in the course service's terminal: the service's own
-    environment (PATH, HOME, JUPYTER_CONFIG_PATH, token...) and working folder, read from its process."""
-    service = service_process(hub)
-    env, cwd = service.environ(), service.cwd()
+    """A command of deploy/README.md, by name as typed in the course service's terminal: as the service's account
+    (its uid, groups), with its environment (PATH, HOME, JUPYTER_CONFIG_PATH, token...) and working folder."""
+    service = hub.service_process()
+    env, cwd, uid, gid = service.environ(), service.cwd(), service.uids().real, service.gids().real
+    name = env.get("USER") or hub.machine.grader
     proc = subprocess.Popen(["bash", "-c", command], cwd=cwd, env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True, start_new_session=True)
+                            stderr=subprocess.STDOUT, text=True, start_new_session=True, user=uid, group=gid,
+                            extra_groups=os.getgrouplist(name, gid))
     try:
         out, _ = proc.communicate(timeout=timeout_s)
     finally:
@@ -128,11 +115,12 @@ class Journey:
     def __init__(self, hub, browser, folder: Path):
         self.hub, self.browser, self.folder, self.errors, self.step = hub, browser, folder, [], 0
 
-    def person(self, name: str):
-        """A browser context of its own (its own cookies) for one person, with the error hooks."""
+    def person(self, name: str, refused: bool = False):
+        """A browser context of its own (its own cookies) for one person, with the error hooks. `refused`: a person
+        whose login the hub refuses (403 on /hub/login), which the step then checks."""
         context = self.browser.new_context(viewport={"width": 1400, "height": 900})
         context.set_default_timeout(60_000)
-        base = self.hub.client.base
+        base = self.hub.base
 
         def on_response(response):
             if not response.url.startswith(base) or response.status < 400:
@@ -140,6 +128,8 @@ class Journey:
             path = response.url[len(base):].split("?")[0]
             method = response.request.method
             if any(m == method and re.search(p, path) and s == response.status for m, p, s, _ in ALLOWED_ERRORS):
+                return
+            if refused and (method, path, response.status) == ("POST", "/hub/login", 403):
                 return
             self.errors.append(f"{name}: {method} {path} -> {response.status}")
 
@@ -149,6 +139,7 @@ class Journey:
         def on_page_error(exc):
             path = page.url[len(base):].split("?")[0] if page.url.startswith(base) else page.url
             if any(re.search(p, path) and re.search(m, exc.message) for p, m, _ in ALLOWED_PAGE_ERRORS):
+                print(f"allowed page error ({name}, {path}): {exc.message}")
                 return
             self.errors.append(f"{name}: uncaught page error: {exc}")
 
@@ -178,11 +169,16 @@ class Journey:
 
 
 def log_in(journey, page, name: str, next_path: str = "") -> None:
-    base = journey.hub.client.base
-    page.goto(f"{base}/hub/login" + (f"?next={next_path}" if next_path else ""))
+    """The hub's login form, with the account's password (PAM)."""
+    page.goto(f"{journey.hub.base}/hub/login" + (f"?next={next_path}" if next_path else ""))
     page.fill("#username_input", name)
-    page.fill("#password_input", "any")
+    page.fill("#password_input", journey.hub.machine.password)
     page.click("#login_submit")
+    page.wait_for_load_state()
+
+
+def not_on_roster(page) -> bool:
+    return "is not on the roster" in page.locator("body").inner_text()
 
 
 def open_assignments(page) -> None:
@@ -194,10 +190,18 @@ def open_assignments(page) -> None:
     page.wait_for_selector("#released_assignments_list_loading", state="hidden")
 
 
-def lab_for(journey, name: str):
-    page = journey.person(name)
-    log_in(journey, page, name)  # the hub spawns the server and redirects to /user/<name>/lab
+def lab_for(journey, name: str, roster_wait_s: float = 60):
+    """A rostered student logs in (the roster service lets her in within its interval, 10 s by default): the hub
+    spawns her server as her account and sends her to /user/<name>/lab."""
+    page = journey.person(name, refused=True)
+    deadline = time.monotonic() + roster_wait_s
+    log_in(journey, page, name)
+    while not_on_roster(page):
+        assert time.monotonic() < deadline, f"{name} was not let in {roster_wait_s} s after joining the roster"
+        time.sleep(2)
+        log_in(journey, page, name)
     page.wait_for_url(re.compile(rf"/user/{name}/lab"), timeout=180_000)
+    page.wait_for_selector(".jp-LabShell .jp-DirListing-content", timeout=120_000)  # JupyterLab drawn, files listed
     return page
 
 
@@ -261,18 +265,26 @@ def fill(nb: dict, replies: dict) -> int:
 def test_journey(journey_hub, browser):
     started = time.monotonic()
     hub = journey_hub
+    machine = hub.machine
+    instructor, (student1, student2) = machine.instructor, machine.students
     folder = SCREENSHOTS / datetime.now().strftime("%Y%m%d-%H%M%S")
     folder.mkdir(parents=True, exist_ok=True)
     journey = Journey(hub, browser, folder)
-    base = hub.client.base
+    base = hub.base
     timings = {}
 
     def lap(label):
         timings[label] = round(time.monotonic() - started, 1)
 
+    # a person of the machine who is not on the roster: refused, and told why
+    latecomer = journey.person(machine.latecomer, refused=True)
+    log_in(journey, latecomer, machine.latecomer)
+    assert not_on_roster(latecomer), latecomer.locator("body").inner_text()[:2000]
+    journey.check(latecomer, "latecomer-refused")
+
     # instructor: log in, Services -> the course lands on the formgrader
-    teacher = journey.person(INSTRUCTOR)
-    log_in(journey, teacher, INSTRUCTOR, "/hub/home")
+    teacher = journey.person(instructor)
+    log_in(journey, teacher, instructor, "/hub/home")
     teacher.wait_for_url(re.compile(r"/hub/home"))
     journey.check(teacher, "instructor-home")
     teacher.get_by_role("button", name="Services").click()
@@ -284,7 +296,7 @@ def test_journey(journey_hub, browser):
     # Manage Students: two students
     teacher.get_by_role("link", name="Manage Students").click()
     teacher.wait_for_url(re.compile(r"/formgrader/manage_students"))
-    for name in (STUDENT1, STUDENT2):
+    for name in (student1, student2):
         teacher.get_by_text("Add new student...").click()
         modal = teacher.locator("#add-student-modal")
         modal.locator("input.id").fill(name)
@@ -302,38 +314,34 @@ def test_journey(journey_hub, browser):
     teacher.locator("#main-table td", has_text=ASSIGNMENT).first.wait_for()
     journey.check(teacher, "assignments")
     pages = {}
-    for name in (STUDENT1, STUDENT2):
-        deadline = time.monotonic() + 60
-        while name not in {u["name"] for u in hub.client.api("GET", "/users")}:
-            assert time.monotonic() < deadline, f"{name} did not become a hub user:\n{hub.log.read_text()[-3000:]}"
-            time.sleep(0.5)
+    for name in (student1, student2):
         pages[name] = lab_for(journey, name)
         journey.check(pages[name], f"{name}-lab")
         fetch(journey, pages[name], name)
     lap("fetched")
 
     def fetched_notebook(name):  # where the panel's Fetch put it (nbgrader: <course>/<assignment>/ with course paths)
-        (found,) = hub.home(name).rglob(f"{ASSIGNMENT}/{ASSIGNMENT}.ipynb")
-        return found.relative_to(hub.home(name)).as_posix()
+        (found,) = machine.home(name).rglob(f"{ASSIGNMENT}/{ASSIGNMENT}.ipynb")
+        return found.relative_to(machine.home(name)).as_posix()
 
     # student1: every answer of the source notebook, then Submit in the panel
-    notebook = fetched_notebook(STUDENT1)
-    nb = load_notebook(pages[STUDENT1], STUDENT1, notebook)
+    notebook = fetched_notebook(student1)
+    nb = load_notebook(pages[student1], student1, notebook)
     assert fill(nb, answers()) == len(answers()) > 0
-    save_notebook(pages[STUDENT1], STUDENT1, notebook, nb)
-    submit(journey, pages[STUDENT1], STUDENT1)
+    save_notebook(pages[student1], student1, notebook, nb)
+    submit(journey, pages[student1], student1)
     # student2: one written answer, nothing else
-    notebook = fetched_notebook(STUDENT2)
-    nb = load_notebook(pages[STUDENT2], STUDENT2, notebook)
+    notebook = fetched_notebook(student2)
+    nb = load_notebook(pages[student2], student2, notebook)
     assert fill(nb, {WRITTEN: "Without the mask each position would see the tokens after it, which the model "
                               "cannot know when it generates text."}) == 1
-    save_notebook(pages[STUDENT2], STUDENT2, notebook, nb)
-    submit(journey, pages[STUDENT2], STUDENT2)
+    save_notebook(pages[student2], student2, notebook, nb)
+    submit(journey, pages[student2], student2)
     lap("submitted")
 
     # collect, grade
     out = instructor_runs(hub, f"autograder collect {ASSIGNMENT}").stdout
-    assert STUDENT1 in out and STUDENT2 in out, out
+    assert student1 in out and student2 in out, out
     lap("collected")
     instructor_runs(hub, f"autograder grade {ASSIGNMENT} --workers 1")
     lap("graded")
@@ -343,7 +351,7 @@ def test_journey(journey_hub, browser):
     teacher.locator("#main-table td.name a").first.wait_for()
     journey.check(teacher, "manual-grading-list")
     href = teacher.evaluate("""(name) => [...document.querySelectorAll('#main-table td.name a')]
-        .find(a => a.textContent.trim() === name).getAttribute('href')""", STUDENT2)
+        .find(a => a.textContent.trim() === name).getAttribute('href')""", student2)
     teacher.goto(href if href.startswith("http") else base + href)
     score = teacher.locator(f"input.score#{WRITTEN}")
     score.wait_for()
@@ -358,9 +366,9 @@ def test_journey(journey_hub, browser):
 
     # export: the CSV holds the manual score
     instructor_runs(hub, "autograder export")
-    with open(hub.course_root / "grades.csv", newline="") as handle:
-        rows = [r for r in csv.DictReader(handle) if r.get("student_id") == STUDENT2]
-    assert rows, f"{STUDENT2} missing from grades.csv"
+    with open(machine.course_root / "grades.csv", newline="") as handle:
+        rows = [r for r in csv.DictReader(handle) if r.get("student_id") == student2]
+    assert rows, f"{student2} missing from grades.csv"
     assert _num(rows[0]["manual_score"]) == float(MANUAL_SCORE), rows[0]
     assert _num(rows[0]["score"]) == float(MANUAL_SCORE), rows[0]  # her code answers were left undone
 
@@ -370,7 +378,7 @@ def test_journey(journey_hub, browser):
     lap("feedback")
 
     # student2 fetches the feedback in the panel and opens it
-    page = pages[STUDENT2]
+    page = pages[student2]
     page.reload()
     open_assignments(page)
     row = page.locator("#submitted_assignments_list .list_item:not(.nested_list_item)", has_text=ASSIGNMENT)
@@ -379,10 +387,10 @@ def test_journey(journey_hub, browser):
     view.wait_for()
     journey.check(page, "student2-feedback-fetched")
     view.click()
-    feedback = sorted(hub.home(STUDENT2).rglob(f"{ASSIGNMENT}/feedback/*/{ASSIGNMENT}.html"))
+    feedback = sorted(machine.home(student2).rglob(f"{ASSIGNMENT}/feedback/*/{ASSIGNMENT}.html"))
     assert feedback, "no feedback file in student2's home"
-    rel = feedback[-1].relative_to(hub.home(STUDENT2)).as_posix()
-    page.goto(f"{base}/user/{STUDENT2}/files/{rel}")
+    rel = feedback[-1].relative_to(machine.home(student2)).as_posix()
+    page.goto(f"{base}/user/{student2}/files/{rel}")
     text = journey.check(page, "student2-feedback", notebook_outputs=True)
     assert "not graded yet" not in text.lower(), text[:3000]
     assert f"Written response (Score: {float(MANUAL_SCORE)} / 5.0)" in text, text[:3000]
@@ -395,12 +403,13 @@ def test_formgrader_links_answer(journey_hub, browser):
     """Every same-origin link of Manage Assignments (after the journey's release) answers below 400; the assignment's
     source folder link opens the folder below the course service (deploy/jupyter/instructor/formgrader_links.py,
     #33), and a student who follows it does not see the course folder."""
-    if not (journey_hub.exchange / COURSE_ID / "outbound" / ASSIGNMENT).exists():  # run on its own
+    machine = journey_hub.machine
+    if not (machine.exchange / COURSE_ID / "outbound" / ASSIGNMENT).exists():  # run on its own
         instructor_runs(journey_hub, f"autograder release {ASSIGNMENT}")
     journey = Journey(journey_hub, browser, SCREENSHOTS / datetime.now().strftime("%Y%m%d-%H%M%S-links"))
     journey.folder.mkdir(parents=True, exist_ok=True)
-    teacher = journey.person(INSTRUCTOR)
-    log_in(journey, teacher, INSTRUCTOR, f"/services/{COURSE_ID}/formgrader/manage_assignments")
+    teacher = journey.person(machine.instructor)
+    log_in(journey, teacher, machine.instructor, f"/services/{COURSE_ID}/formgrader/manage_assignments")
     teacher.locator("#main-table td", has_text=ASSIGNMENT).first.wait_for()
     links = teacher.evaluate("""() => [...new Set([...document.querySelectorAll('a[href]')].map(a => a.href)
         .filter(h => h.startsWith(location.origin) && !h.includes('#')))]""")
@@ -411,24 +420,21 @@ def test_formgrader_links_answer(journey_hub, browser):
     # the assignment's name links to its source folder: the folder's listing, in the course service
     source = teacher.evaluate("""(name) => [...document.querySelectorAll('#main-table a[href]')]
         .find(a => a.textContent.trim() === name).href""", ASSIGNMENT)
-    base = journey_hub.client.base
+    base = journey_hub.base
     assert source.startswith(f"{base}/services/{COURSE_ID}/tree/") and source.endswith(f"/source/{ASSIGNMENT}"), source
     teacher.goto(source)
     teacher.get_by_text(f"{ASSIGNMENT}.ipynb", exact=True).first.wait_for()
     journey.check(teacher, "source-folder")
 
-    # a student (here a hub user outside formgrade-<course>, as every student is) is refused by the course service
-    journey_hub.client.api("POST", "/users/outsider")
-    context = browser.new_context()
-    try:
-        student = context.new_page()
-        log_in(journey, student, "outsider", "/hub/home")
-        student.wait_for_url(re.compile(r"/hub/home"))
-        reply = student.request.get(source)
-        assert reply.status == 403, (reply.status, reply.url)
-        assert f"{ASSIGNMENT}.ipynb" not in reply.text()
-    finally:
-        context.close()
+    # a student (outside formgrade-<course>, as every student is) is refused by the course service: the latecomer,
+    # whom the instructor now adds in the course service's terminal (README's other way onto the roster)
+    added = instructor_runs(journey_hub, f"nbgrader db student add {machine.latecomer}").stdout
+    assert "ERROR" not in added and "is on the roster" in added, added  # the roster service makes her hub user
+    student = lab_for(journey, machine.latecomer)
+    journey.check(student, "latecomer-lab")
+    reply = student.request.get(source)
+    assert reply.status == 403, (reply.status, reply.url)
+    assert f"{ASSIGNMENT}.ipynb" not in reply.text()
 
 
 def _num(value):

@@ -12,12 +12,11 @@ Environment variables:
 import os
 import sys
 
-from nbgrader.auth import JupyterHubAuthPlugin
 
 c = get_config()  # noqa: F821  (provided by traitlets when nbgrader reads this file)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-if HERE not in sys.path:  # makes late_penalty.py (next to this file) importable by name
+if HERE not in sys.path:  # makes late_penalty.py and roster_auth.py (next to this file) importable by name
     sys.path.insert(0, HERE)
 
 c.CourseDirectory.course_id = os.environ.get("COURSE_ID", "transformers101")
@@ -27,7 +26,8 @@ c.Exchange.path_includes_course = True
 
 # Course membership comes from the hub groups formgrade-<course> / nbgrader-<course>;
 # `nbgrader db student add` also puts the student into nbgrader-<course>.
-c.Authenticator.plugin_class = JupyterHubAuthPlugin
+# nbgrader's JupyterHubAuthPlugin, quiet about students the roster service has not made hub users yet (roster_auth.py)
+c.Authenticator.plugin_class = "roster_auth.RosterAuthPlugin"
 
 # A submission from somebody who is not on the roster is reported, never silently enrolled.
 c.Autograde.create_student = False
