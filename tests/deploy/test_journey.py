@@ -437,6 +437,51 @@ def test_formgrader_links_answer(journey_hub, browser):
     assert f"{ASSIGNMENT}.ipynb" not in reply.text()
 
 
+
+def test_the_allowed_page_errors_are_notebooks_own(browser, tmp_path):
+    """Each entry of ALLOWED_PAGE_ERRORS is Notebook's own: a bare Jupyter server (no configuration of the course, every
+    third-party lab extension disabled) throws the same error on the same kind of page. When an upgrade of Notebook
+    fixes it, this fails: then remove the entry."""
+    from hubkit import VENV, free_port
+
+    config = tmp_path / "config"
+    (config / "labconfig").mkdir(parents=True)
+    (config / "labconfig" / "page_config.json").write_text(json.dumps({"disabledExtensions": {
+        "@jupyter/nbgrader": True, "@jupyter-widgets/jupyterlab-manager": True, "jupyterlab_pygments": True}}))
+    (tmp_path / "root" / "folder").mkdir(parents=True)
+    port = free_port()
+    env = {key: value for key, value in os.environ.items() if not key.startswith("JUPYTER")}
+    env.update(JUPYTER_CONFIG_PATH=str(config), JUPYTER_CONFIG_DIR=str(config), JUPYTER_RUNTIME_DIR=str(tmp_path / "rt"))
+    server = subprocess.Popen([str(VENV / "bin" / "jupyter"), "server", "--no-browser", f"--port={port}",
+                               "--ip=127.0.0.1", "--ServerApp.token=", "--ServerApp.password=",
+                               f"--ServerApp.root_dir={tmp_path / 'root'}",
+                               *(["--allow-root"] if os.geteuid() == 0 else [])],
+                              env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    context = browser.new_context()
+    try:
+        page = context.new_page()
+        errors = []
+        page.on("pageerror", lambda exc: errors.append(exc.message))
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                page.goto(f"http://127.0.0.1:{port}/tree/folder")
+                break
+            except Exception:
+                assert time.monotonic() < deadline and server.poll() is None, "the bare Jupyter server did not start"
+                time.sleep(0.5)
+        page.wait_for_selector(".jp-DirListing-content")  # the file browser is drawn
+        for pattern, message, _ in ALLOWED_PAGE_ERRORS:
+            assert "/tree/" in pattern, pattern  # every entry today is a page of Notebook's file browser
+            seen = time.monotonic() + 20
+            while not any(re.search(message, error) for error in errors) and time.monotonic() < seen:
+                page.wait_for_timeout(250)
+            assert any(re.search(message, error) for error in errors), \
+                f"a bare Notebook no longer throws {message!r} (it threw {errors}): remove its ALLOWED_PAGE_ERRORS entry"
+    finally:
+        context.close()
+        kill_tree(server.pid)
+
 def _num(value):
     try:
         return float(value)
