@@ -22,9 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import psutil
-import requests
 
-from hubkit import COURSE_ID, ROOT, HubError, find_or_install_chp, free_port, kill_tree
+from hubkit import COURSE_ID, ROOT, HubClient, HubError, find_or_install_chp, free_port, kill_tree
 
 SCRIPT = ROOT / "deploy" / "one-machine" / "install.sh"
 SYSTEM_PYTHON = "/usr/bin/python3.11"  # an interpreter every account can run (not one in root's home)
@@ -162,18 +161,7 @@ def start_hub(machine: Machine, workdir: Path):
                                 stderr=subprocess.STDOUT, start_new_session=True, cwd="/")
     base = f"http://127.0.0.1:{public_port}"
     try:
-        deadline = time.monotonic() + 120
-        while True:
-            if proc.poll() is not None:
-                raise HubError(f"the hub exited ({proc.returncode}):\n{log.read_text()[-4000:]}")
-            try:
-                if requests.get(f"{base}/hub/health", timeout=2).status_code == 200:
-                    break
-            except requests.RequestException:
-                pass
-            if time.monotonic() > deadline:
-                raise HubError(f"the hub did not answer in 120 s:\n{log.read_text()[-4000:]}")
-            time.sleep(0.5)
+        HubClient(base, token="").wait_until_up(120, proc, log)  # the hub's API root answers without a token
         yield InstalledHub(machine=machine, base=base, pid=proc.pid, log=log)
     finally:
         kill_tree(proc.pid)
