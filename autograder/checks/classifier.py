@@ -27,8 +27,8 @@ from autograder.checks.parts import given_working_parts
 from autograder.checks import remote as _remote
 from autograder.checks import known_mistakes as M
 from autograder.checks.toolkit import (
-    as_tensor, call, construct, describe, diagnose, expect_callable, expect_shape, expected_got, fail, grader_step,
-    kind_of, lend_model, max_difference, seeded, start_check, type_name, values_close,
+    as_tensor, call, construct, describe, diagnose, expect_callable, expect_dropout_acts, expect_shape, expected_got,
+    fail, grader_step, kind_of, lend_model, max_difference, seeded, start_check, type_name, values_close,
 )
 from autograder.checks.remote import ProbeBroken, RemoteObject, StudentError, probed
 from autograder.checks.probe_inputs import generator as seeded_generator, pick
@@ -198,18 +198,60 @@ def check_transformer_classifier(TransformerClassifier) -> None:
     # dropout: dropout=0.0 in training mode drops nothing (the logits of eval mode), dropout=0.5 drops something
     with argument("TransformerClassifier.dropout"):
         config = {**cases[0], "pad_id": 0}
-        _try_classifier(TransformerClassifier, reference, config, lengths, generator, device, dropout=0.0,
-                        training=True)
-        _try_classifier(TransformerClassifier, reference, config, lengths, generator, device, dropout=0.5,
-                        training=True)
+        for dropout in (0.0, 0.5):
+            _try_classifier_dropout(TransformerClassifier, reference, config, lengths, generator, device, dropout)
 
 
-def _try_classifier(TransformerClassifier, reference, config: dict, lengths: list[int], generator, device,
-                    dropout: float | None = None, training: bool = False) -> None:
-    """Build `TransformerClassifier(**config)` (with `dropout` when given), load the reference's weights, run it on
-    padded ids in eval mode (or in training mode, when `training`) and compare with the reference in eval mode.
-    In training mode with dropout=0.0 nothing is dropped: the logits of eval mode. With a dropout above 0 the
-    logits of training mode must differ from those of eval mode, which must equal the reference's."""
+def _try_classifier(TransformerClassifier, reference, config: dict, lengths: list[int], generator, device) -> None:
+    """Build `TransformerClassifier(**config)`, load the reference's weights, run it on padded ids in eval mode and
+    compare with the reference; more padding appended changes nothing."""
+    model, ref_model, description = _build_classifier(TransformerClassifier, reference, config, device)
+    call(f"{description}.eval()", model.attr("eval"))
+    ids = _padded_ids(lengths, config["vocab_size"], config["pad_id"], generator).to(device)  # (B, T)
+    shape = (len(lengths), config["num_classes"])
+    with torch.no_grad():
+        expected = ref_model(ids)  # eval mode
+    logits = _check_tensor("TransformerClassifier.forward", call(
+        f"{description}.forward(ids {tuple(ids.shape)})", model, ids, _no_grad=True, _seed=13), shape)
+    longer = torch.cat([ids, torch.full((len(lengths), 4), config["pad_id"], device=device)], dim=1)  # (B, T+4)
+    logits_longer = _check_tensor("TransformerClassifier.forward", call(
+        f"{description}.forward(ids {tuple(longer.shape)})", model, longer, _no_grad=True), shape)
+    if not values_close(logits, expected, device):
+        mistake = diagnose(logits, lambda: M.classifier_mistakes(ref_model, ids, config["pad_id"],
+                                                                 _reference().masked_mean_pool), device)
+        _fail(f"{description}: logits differ from the reference with the same weights "
+              f"(ids {tuple(ids.shape)} with real lengths {lengths}, pad_id={config['pad_id']}).",
+              f"logits of shape {shape}", "different values", mistake)
+    if not values_close(logits_longer, logits, device):
+        _fail(f"{description}: the logits change when more padding is appended.",
+              "padding to a longer length changes nothing", "different logits",
+              "classifier.padding_not_excluded")
+
+
+def _try_classifier_dropout(TransformerClassifier, reference, config: dict, lengths: list[int], generator, device,
+                            dropout: float) -> None:
+    """`TransformerClassifier(**config, dropout=dropout)` with the reference's weights on padded ids: in training
+    mode the logits of eval mode for dropout=0.0 (nothing is dropped), other logits for dropout=0.5; back in eval
+    mode the reference's (the toolkit's expect_dropout_acts, training mode first)."""
+    model, ref_model, description = _build_classifier(TransformerClassifier, reference, config, device, dropout)
+    ids = _padded_ids(lengths, config["vocab_size"], config["pad_id"], generator).to(device)  # (B, T)
+    shape = (len(lengths), config["num_classes"])
+    with torch.no_grad():
+        expected = ref_model(ids)  # eval mode
+
+    def forward(tested, seed):  # seeded in training mode only
+        mode = "" if seed is None else " in training mode"
+        return _check_tensor("TransformerClassifier.forward", call(
+            f"{description}{mode}.forward(ids {tuple(ids.shape)})", model, ids, _no_grad=True, _seed=seed), shape)
+
+    expect_dropout_acts(model, description, forward, expected, device, tested=f"ids {tuple(ids.shape)}",
+                        hint="pass dropout on to Encoder(..., dropout) instead of a fixed value.", p=dropout,
+                        eval_first=False, seed=13, what="logits")
+
+
+def _build_classifier(TransformerClassifier, reference, config: dict, device, dropout: float | None = None):
+    """`TransformerClassifier(**config)` (with `dropout` when given) with the contract's architecture, on `device`,
+    holding the reference's weights (parameters and buffers): (model, the reference in eval mode, description)."""
     signature = ", ".join(f"{k}={v}" for k, v in config.items())
     extra = {} if dropout is None else {"dropout": dropout}
     description = f"TransformerClassifier({signature}{'' if dropout is None else f', dropout={dropout}'})"
@@ -243,43 +285,7 @@ def _try_classifier(TransformerClassifier, reference, config: dict, lengths: lis
              details=[f"{error.type_name}: {' '.join(error.message.split())[:200]}"])
     except ProbeBroken as error:
         fail(f"{description} could not be checked: {error}.")
-    mode = "train" if training else "eval"
-    call(f"{description}.{mode}()", model.attr(mode))
-    if training:
-        description = f"{description} in training mode"
-
-    ids = _padded_ids(lengths, config["vocab_size"], config["pad_id"], generator).to(device)  # (B, T)
-    shape = (len(lengths), config["num_classes"])
-    with torch.no_grad():
-        expected = ref_model(ids)  # eval mode
-    logits = _check_tensor("TransformerClassifier.forward", call(
-        f"{description}.forward(ids {tuple(ids.shape)})", model, ids, _no_grad=True, _seed=13), shape)
-    if training and dropout:
-        if values_close(logits, expected, device):
-            _fail(f"{description}: the logits are those of eval mode: dropout={dropout} dropped nothing.",
-                  "dropout reaches the encoder (it acts in training mode)", "the logits of eval mode",
-                  hint="pass dropout on to Encoder(..., dropout).")
-        call(f"{description}.eval()", model.attr("eval"))
-        description = description.removesuffix(" in training mode")
-        logits = _check_tensor("TransformerClassifier.forward", call(
-            f"{description}.forward(ids {tuple(ids.shape)})", model, ids, _no_grad=True), shape)
-    longer = torch.cat([ids, torch.full((len(lengths), 4), config["pad_id"], device=device)], dim=1)  # (B, T+4)
-    logits_longer = None if training else _check_tensor("TransformerClassifier.forward", call(
-        f"{description}.forward(ids {tuple(longer.shape)})", model, longer, _no_grad=True), shape)
-    if not values_close(logits, expected, device):
-        if training:  # dropout=0.0 in training mode
-            _fail(f"{description}: with dropout=0.0 the logits must be those of eval mode (nothing is dropped).",
-                  "the reference's logits (same weights, nothing dropped)", "different values",
-                  hint="pass dropout on to Encoder(..., dropout) instead of a fixed value.")
-        mistake = diagnose(logits, lambda: M.classifier_mistakes(ref_model, ids, config["pad_id"],
-                                                                 _reference().masked_mean_pool), device)
-        _fail(f"{description}: logits differ from the reference with the same weights "
-              f"(ids {tuple(ids.shape)} with real lengths {lengths}, pad_id={config['pad_id']}).",
-              f"logits of shape {shape}", "different values", mistake)
-    if logits_longer is not None and not values_close(logits_longer, logits, device):
-        _fail(f"{description}: the logits change when more padding is appended.",
-              "padding to a longer length changes nothing", "different logits",
-              "classifier.padding_not_excluded")
+    return model, ref_model, description
 
 
 # ---------------------------------------------------------------------------------------------------- lent model

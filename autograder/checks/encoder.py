@@ -14,10 +14,9 @@ from autograder.checks import known_mistakes as M
 from autograder.checks.attention import padded_ids
 from autograder.checks.probe_inputs import pick, seed_for
 from autograder.checks.criteria import argument
-from autograder.checks.multi_head import DROPOUT_P, expect_dropout_acts
 from autograder.checks.toolkit import (
-    as_tensor, call, construct, expect_raises, expect_shape, expect_tensor, fail, prepare, randn, shape_of,
-    start_check, values_close,
+    DROPOUT_P, as_tensor, call, construct, expect_dropout_acts, expect_raises, expect_shape, expect_tensor, fail,
+    prepare, randn, shape_of, start_check, values_close,
 )
 
 # The probes' sizes are this submission's (`probe_inputs.pick`, the first option with no salt: B=2, T=6, H=3,

@@ -16,8 +16,8 @@ from autograder.checks import known_mistakes as M
 from autograder.checks.probe_inputs import pick, rng
 from autograder.checks.criteria import argument
 from autograder.checks.toolkit import (
-    as_tensor, call, construct, describe, expect_callable, expect_raises, expect_shape, expect_tensor, fail, prepare,
-    randn, seeded, shape_of, start_check, values_close,
+    DROPOUT_P, call, construct, describe, expect_callable, expect_dropout_acts, expect_raises, expect_tensor, fail,
+    prepare, randn, seeded, shape_of, start_check,
 )
 from autograder.checks.attention import padded_ids
 from autograder.checks.probe_inputs import draw_sizes
@@ -128,36 +128,6 @@ def attention_cases(device):
         ("cross-attention with different key and value tensors, padding mask", x, memory, memory_value,
          cross_padding),
     ]
-
-
-# The dropout probes (04-06): a module made with this dropout does the reference's computation in eval mode and
-# something else in training mode (where the dropout goes inside is checked only where the statement says it).
-DROPOUT_P = 0.5
-EVAL_NOTE = "dropout must do nothing in eval mode: use nn.Dropout, or F.dropout(..., training=self.training)"
-
-
-def _clones(inputs: tuple) -> list:
-    return [None if x is None else x.clone() for x in inputs]
-
-
-def expect_dropout_acts(module, name: str, inputs: tuple, expected: torch.Tensor, device, *, tested: str, hint: str,
-                        output=lambda got: got, label: str = "output"):
-    """`module` (made with dropout=DROPOUT_P, prepared: the reference's weights, eval mode) computes `expected` in eval
-    mode (dropout does nothing there) and something else in training mode (dropout acts); back in eval mode after.
-    `output(got)` picks the tensor to compare from what forward returns. Returns what training mode returned."""
-    got = call(f"{name}.forward", module, *_clones(inputs), tested=f"{tested}, eval mode", _no_grad=True)
-    expect_tensor(output(got), expected, f"{name} {label} in eval mode", device, tested=f"{tested}, eval mode",
-                  note=EVAL_NOTE)
-    call(f"{name}.train()", module.attr("train"))
-    noisy = call(f"{name}.forward", module, *_clones(inputs), tested=f"{tested}, training mode",
-                 _seed=1, _no_grad=True)
-    call(f"{name}.eval()", module.attr("eval"))
-    noisy_out = as_tensor(output(noisy), f"{name} {label} in training mode", f"{tested}, training mode")
-    expect_shape(noisy_out, expected.shape, f"{name} {label} in training mode", f"{tested}, training mode")
-    if values_close(noisy_out, expected, device):
-        fail(f"{name} in training mode gives the same {label} as in eval mode: its dropout does not act.",
-             tested=f"{tested}, training mode", hint=hint)
-    return noisy
 
 
 def _compare(module, ref, cases, name: str, device) -> None:

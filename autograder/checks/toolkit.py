@@ -426,6 +426,58 @@ def expect_tensor(got, expected: torch.Tensor, label: str, device, *, tested: st
     return got
 
 
+# ------------------------------------------------------------------------------------------------------ dropout
+# The dropout probes (04-07, an argument with teeth): a module made with dropout p > 0 does the reference's
+# computation in eval mode and something else in training mode; with p = 0 training mode drops nothing. Which
+# entries are dropped is the student's RNG's affair: any dropout passes. (Where the dropout goes inside, and 02's
+# exact distribution, are judged at the sites.)
+DROPOUT_P = 0.5
+EVAL_NOTE = "dropout must do nothing in eval mode: use nn.Dropout, or F.dropout(..., training=self.training)"
+
+
+def expect_dropout_acts(module: RemoteObject, name: str, forward, expected: torch.Tensor, device, *, tested: str,
+                        hint: str, p: float = DROPOUT_P, eval_first: bool = True, seed: int | None = 1, where=None,
+                        output: Callable = lambda got: got, what: str = "output"):
+    """`module` (the student's, made with dropout=p, prepared: the reference's weights, eval mode) against `expected`
+    (the reference's output in eval mode), `name` naming it in calls and messages:
+      1. eval mode, when `eval_first`: `expected` (dropout does nothing there);
+      2. training mode (the student's RNG seeded with `seed`): for p > 0 something else (dropout acts), for p = 0
+         `expected` (nothing is dropped); then back to eval mode;
+      3. eval mode again, when not `eval_first` and p > 0: `expected` (dropout switched off).
+    `forward` is the inputs (a tuple: `name.forward` on copies of them, without grad) or `forward(tested, seed)`
+    running the student's forward; `output(got)` picks the tensor to compare; `where` the positions compared (e.g.
+    the non-padded ones). Returns what training mode returned."""
+    if isinstance(forward, tuple):
+        inputs = forward
+        forward = lambda shown, seed: call(f"{name}.forward", module,  # noqa: E731
+                                           *[None if x is None else x.clone() for x in inputs], tested=shown,
+                                           _seed=seed, _no_grad=True)
+
+    def in_eval_mode():
+        shown = f"{tested}, eval mode"
+        expect_tensor(output(forward(shown, None)), expected, f"{name} {what} in eval mode", device, tested=shown,
+                      where=where, note=EVAL_NOTE)
+
+    if eval_first:
+        in_eval_mode()
+    shown = f"{tested}, training mode"
+    call(f"{name}.train()", module.attr("train"))
+    noisy = forward(shown, seed)
+    call(f"{name}.eval()", module.attr("eval"))
+    got = as_tensor(output(noisy), f"{name} {what} in training mode", shown)
+    expect_shape(got, expected.shape, f"{name} {what} in training mode", shown)
+    same = values_close(got, expected, device, where=where)
+    if p == 0.0 and not same:
+        fail(f"{name} in training mode: with dropout=0.0 nothing is dropped, so training mode must give the {what} "
+             "of eval mode (the reference's, same weights).", tested=shown, hint=hint)
+    if p > 0.0 and same:
+        fail(f"{name} in training mode gives the same {what} as in eval mode: its dropout does not act.",
+             tested=shown, hint=hint)
+    if p > 0.0 and not eval_first:
+        in_eval_mode()
+    return noisy
+
+
 def is_integer(x) -> bool:
     return isinstance(x, numbers.Integral) and not isinstance(x, bool)
 

@@ -9,8 +9,8 @@ import torch
 from autograder.checks import known_mistakes as M
 from autograder.checks.criteria import argument
 from autograder.checks.toolkit import (
-    as_tensor, call, construct, describe, diagnose, expect_callable, expect_shape, expect_tensor, fail, prepare,
-    randn, shape_of, start_check, values_close,
+    as_tensor, call, construct, describe, diagnose, expect_callable, expect_dropout_acts, expect_shape, expect_tensor,
+    fail, prepare, randn, shape_of, start_check,
 )
 from types import SimpleNamespace
 
@@ -99,30 +99,15 @@ def expect_dropout(build, ref, name: str, forward, expected: torch.Tensor, devic
                                "value") -> None:
     """dropout with teeth, seen from outside: `build(p)` (the student's module with dropout=p, the reference's
     weights copied) in training mode gives `expected` (the reference's eval-mode output) for p=0.0 (nothing is
-    dropped) and something else for p=0.5 (something is), and `expected` again in eval mode (dropout switched off).
-    `forward(module, tested)` runs it. (Which entries are dropped is the student's RNG's affair: any dropout
-    passes.)"""
+    dropped) and something else for p=0.5 (something is), and `expected` again in eval mode (dropout switched off):
+    the toolkit's `expect_dropout_acts`, training mode first. `forward(module, tested)` runs it."""
     for p in (0.0, 0.5):
         module = build(p)
         label = f"{name}(..., dropout={p})"
         prepare(module, ref, device, label)
-        call(f"{label}.train()", module.attr("train"))
-        trained = f"{tested}, dropout={p}, in training mode"
-        got = as_tensor(forward(module, trained), f"the output of {label}", trained)
-        same = values_close(got.to(device), expected, device, where=where)
-        if p == 0.0 and not same:
-            fail(f"{label} in training mode: with dropout=0.0 nothing is dropped, so the output must be that of "
-                 "eval mode (the reference's, same weights).", tested=trained, hint=hint)
-        if p > 0.0:
-            if same:
-                fail(f"{label} in training mode gives the output of eval mode: dropout={p} dropped nothing.",
-                     tested=trained, hint=hint)
-            call(f"{label}.eval()", module.attr("eval"))
-            evaluated = f"{tested}, dropout={p}, in eval mode"
-            expect_tensor(forward(module, evaluated), expected, f"the output of {label} in eval mode", device,
-                          tested=evaluated, where=where,
-                          note="dropout must do nothing in eval mode: use nn.Dropout, or F.dropout(..., "
-                               "training=self.training)")
+        expect_dropout_acts(module, label, lambda shown, _seed, module=module: forward(module, shown), expected,
+                            device, tested=f"{tested}, dropout={p}", hint=hint, p=p, eval_first=False, seed=None,
+                            where=where)
 
 
 @probed
