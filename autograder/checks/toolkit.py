@@ -427,7 +427,7 @@ def expect_tensor(got, expected: torch.Tensor, label: str, device, *, tested: st
 
 
 # ------------------------------------------------------------------------------------------------------ dropout
-# The dropout probes (04-07, an argument with teeth): a module made with dropout p > 0 does the reference's
+# The dropout probes (04-08, an argument with teeth): a module made with dropout p > 0 does the reference's
 # computation in eval mode and something else in training mode; with p = 0 training mode drops nothing. Which
 # entries are dropped is the student's RNG's affair: any dropout passes. (Where the dropout goes inside, and 02's
 # exact distribution, are judged at the sites.)

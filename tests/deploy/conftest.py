@@ -124,8 +124,8 @@ def hub(tmp_path_factory, student_env) -> Hub:
 
 def start_hub(tmp_path_factory, student_env, extra_config: str = "", **settings: str):
     """Runs the hub of the `hub` fixture (yields its Hub, stops it afterwards); `extra_config` lines are appended to
-    the overlay and `settings` to the hub's environment (e.g. c.Authenticator.allow_all = False), replacing the
-    defaults (PATH=... drops the test's .venv/bin from the hub's PATH)."""
+    the overlay (e.g. c.Authenticator.allow_all = False) and `settings` to the hub's environment, replacing the
+    defaults (e.g. ROSTER_SYNC_INTERVAL="1")."""
     chp = find_or_install_chp()
     workdir = tmp_path_factory.mktemp("hub")
     exchange, course_root, grader_home = workdir / "exchange", workdir / "grader" / "course", workdir / "grader"

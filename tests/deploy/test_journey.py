@@ -39,7 +39,7 @@ import nbformat
 import pytest
 
 import installkit
-from hubkit import COURSE_ID, ROOT, kill_tree
+from hubkit import COURSE_ID, ROOT, VENV, free_port, kill_tree
 
 pytestmark = [pytest.mark.hub, pytest.mark.browser, pytest.mark.slow, pytest.mark.timeout(3600)]
 
@@ -442,8 +442,6 @@ def test_the_allowed_page_errors_are_notebooks_own(browser, tmp_path):
     """Each entry of ALLOWED_PAGE_ERRORS is Notebook's own: a bare Jupyter server (no configuration of the course, every
     third-party lab extension disabled) throws the same error on the same kind of page. When an upgrade of Notebook
     fixes it, this fails: then remove the entry."""
-    from hubkit import VENV, free_port
-
     config = tmp_path / "config"
     (config / "labconfig").mkdir(parents=True)
     (config / "labconfig" / "page_config.json").write_text(json.dumps({"disabledExtensions": {
