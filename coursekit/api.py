@@ -38,8 +38,9 @@ class ApiEntry:
 
     `params` is the parameter list exactly as `inspect.signature` prints it without annotations (for a class: its
     constructor); `signature` is the contract's richer text (types, shapes); `behaviour` is what the contract
-    promises; `summary` says it in one line. `check_module` is the module of `autograder/checks/` holding the hidden
-    check when it is not the topic's own (the key/value cache has one of its own).
+    promises; `summary` says it in one line. `check_module` is the dotted module under `autograder.checks` holding the
+    hidden check: `<topic>.checks` unless the entry names another module of its topic's folder (the key/value cache
+    has one of its own, `transformer.kv_cache`). The public check mirrors it under `coursekit.checks`.
     """
 
     name: str
@@ -56,7 +57,17 @@ class ApiEntry:
         if self.kind not in ("function", "class"):
             raise ValueError(f"{self.name}: kind must be 'function' or 'class', not {self.kind!r}")
         if not self.check_module:
-            object.__setattr__(self, "check_module", self.topic)
+            object.__setattr__(self, "check_module", f"{self.topic}.checks")
+
+    @property
+    def check_file(self) -> str:
+        """The hidden check's file, from the repository root: `autograder/checks/<topic>/<module>.py`."""
+        return check_file(self.check_module)
+
+    @property
+    def public_check_file(self) -> str:
+        """The public check's file, the hidden one's mirror: `coursekit/checks/<topic>/<module>.py`."""
+        return "coursekit/checks/" + self.check_file.removeprefix("autograder/checks/")
 
     @property
     def snake_name(self) -> str:
@@ -77,6 +88,11 @@ class GradedResult:
     notebook: str
     check_module: str
     summary: str
+
+    @property
+    def check_file(self) -> str:
+        """The hidden check's file, from the repository root."""
+        return check_file(self.check_module)
 
     @property
     def check_name(self) -> str:
@@ -304,7 +320,7 @@ API: tuple[ApiEntry, ...] = (
         "each step feeds only the newest token through the decoder (each layer's `self_attn.w_k`/`w_v` see one new "
         "position per step, appended to that layer's stored keys/values)",
         "greedy decoding with a key/value cache",
-        check_module="kv_cache"),
+        check_module="transformer.kv_cache"),
     # 07 - Yelp classifier
     _function(
         "masked_mean_pool", "classifier", "x, mask",
@@ -524,11 +540,11 @@ API: tuple[ApiEntry, ...] = (
 
 # Graded hand-ins that are results rather than API names.
 GRADED_RESULTS: tuple[GradedResult, ...] = (
-    GradedResult("trained_classifier", "07_yelp_classifier", "trained_classifier",
+    GradedResult("trained_classifier", "07_yelp_classifier", "classifier.trained",
                  "the student's trained classifier reaches the accuracy bar on held-out reviews"),
-    GradedResult("trained_gpt", "08_gpt_language_model", "trained_gpt",
+    GradedResult("trained_gpt", "08_gpt_language_model", "gpt.trained",
                  "the student's trained character GPT clearly beats the bigram baseline on the validation text"),
-    GradedResult("trained_translator", "10_translation", "trained_translator",
+    GradedResult("trained_translator", "10_translation", "translation.trained",
                  "the student's trained translator clears the BLEU bar on held-out sentences"),
 )
 
@@ -574,8 +590,13 @@ def hand_in_names(name_or_topic: str) -> tuple[str, ...]:
             + tuple(result.name for result in GRADED_RESULTS if result.notebook == wanted))
 
 
+def check_file(check_module: str) -> str:
+    """`gpt.bpe` -> `autograder/checks/gpt/bpe.py`: where a hidden check module lives, from the repository root."""
+    return "autograder/checks/" + check_module.replace(".", "/") + ".py"
+
+
 def check_modules() -> dict[str, str]:
-    """`check_<name>` -> the module of autograder/checks/ that defines it, for every hand-in of the course."""
+    """`check_<name>` -> the dotted module under `autograder.checks` that defines it, for every hand-in."""
     modules = {entry.check_name: entry.check_module for entry in API}
     modules.update({result.check_name: result.check_module for result in GRADED_RESULTS})
     return modules
@@ -585,7 +606,7 @@ def check_modules() -> dict[str, str]:
 # Some exercises use other exercises of their notebook by global name (`EncoderBlock` builds a
 # `PositionwiseFeedForward`). The graph is declared here once: the public self-checks tell a student to fix a failing
 # part first (`coursekit.checks.toolkit.uses_parts`), the hidden checks lend a working stand-in for a part that
-# failed its own check (`autograder/checks/parts.py`), and the report tells points lost through a part from points
+# failed its own check (`autograder/checks/kit/parts.py`), and the report tells points lost through a part from points
 # lost in the exercise itself. Keys and `check`s are check names (`snake_case` of the API name).
 
 

@@ -11,7 +11,7 @@
 Both check layers try each criterion: the public self-check (`coursekit.checks.<topic>`, inside
 `edge_case("<id>")`, `argument("<id>")` or with `criterion="<id>"`) and the hidden check of the grader
 (`autograder.checks`, the same), where failing one costs only its share of the exercise's points
-(autograder/checks/criteria.py) instead of all of them. Each is stated in its exercise's statement: `stated` is a
+(autograder/checks/kit/criteria.py) instead of all of them. Each is stated in its exercise's statement: `stated` is a
 phrase of the notebook's text (tests/course/test_criteria.py compares the three lists: hidden checks, public checks,
 notebooks).
 """

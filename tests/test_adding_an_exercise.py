@@ -24,8 +24,7 @@ def test_every_exercise_has_every_step(name):
 
 
 def _where(step, entry) -> str:
-    return step.where.format(topic=entry.topic, notebook=entry.notebook, check_module=entry.check_module,
-                             name=entry.name, snake=entry.snake_name, check=entry.check_name)
+    return recipe.where(step, entry)
 
 
 @pytest.fixture(scope="module")
@@ -55,7 +54,7 @@ def test_a_catalogue_id_that_does_not_exist_is_a_missing_catalogue_step(copy_of_
     entry, complete = copy_of_the_places
     root = tmp_path / "repo"
     shutil.copytree(complete, root)
-    check = root / "autograder" / "checks" / f"{entry.check_module}.py"
+    check = root / entry.check_file
     check.write_text(check.read_text() + '\n\n_X = dict(mistake="attention.made_up_mistake")\n')
     number = [step.name for step in recipe.STEPS].index("catalogue") + 1
     assert recipe.missing(entry, root) == [f"step {number} (catalogue): coursekit/mistakes.py"]

@@ -90,8 +90,8 @@ def test_the_table_has_a_row_per_exercise_from_the_course_api():
     assert len(rows) == len(api.API) + len(api.GRADED_RESULTS)
     for entry, row in zip(api.API, rows):
         assert row.startswith(f"| `{entry.name}` | `{entry.notebook}` |")
-        assert f"`autograder/checks/{entry.check_module}.py` `{entry.check_name}`" in row
-    assert "`autograder/checks/kv_cache.py` `check_cached_greedy_decode`" in table
+        assert f"`{entry.check_file}` `{entry.check_name}`" in row
+    assert "`autograder/checks/transformer/kv_cache.py` `check_cached_greedy_decode`" in table
 
 
 def test_the_picture_is_drawn(tmp_path, edges):
@@ -120,8 +120,8 @@ def test_the_room_scanner_reports_imports_against_the_order(tmp_path):
         "autograder/__init__.py": "",
         "autograder/cli.py": "from autograder.demo import run\n",
         "autograder/course/cells.py": "def f():\n    from autograder.grade import engine\n",
-        "autograder/checks/parts.py": "from autograder.publish.report import x\n",
-        "autograder/publish/report.py": "import autograder.checks.parts\nfrom autograder.gradebook import queries\n",
+        "autograder/checks/kit/parts.py": "from autograder.publish.report import x\n",
+        "autograder/publish/report.py": "import autograder.checks.kit.parts\nfrom autograder.gradebook import queries\n",
         "autograder/sandbox/jail.py": "from autograder.submissions import files\nfrom autograder import errors\n",
         "autograder/grade/engine.py": "from autograder.sandbox import kernel\n",
     }
@@ -149,12 +149,12 @@ def _mapped_modules(package: Path) -> set[str]:
 @pytest.mark.parametrize("room", [r for r in draw_architecture.ROOMS if r not in ("cli",)])
 def test_each_room_s_module_map_names_every_module_it_holds(room):
     """The map at the top of each room (its __init__.py) names every module there and nothing else; the checks'
-    topic modules are named by the course API instead (coursekit.api.check_modules)."""
+    topic folders are named by the course API instead (coursekit.api.TOPICS)."""
     from coursekit import api
 
     package = REPO / "autograder" / room
     present = {p.stem for p in package.glob("*.py") if p.stem != "__init__"} | {
         p.name for p in package.iterdir() if p.is_dir() and (p / "__init__.py").is_file()}
     if room == "checks":
-        present -= set(api.check_modules().values())
+        present -= set(api.TOPICS)
     assert _mapped_modules(package) == present

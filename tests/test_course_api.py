@@ -78,16 +78,17 @@ def test_every_hand_in_has_its_hidden_check_in_the_module_the_api_names():
     assert autograder.checks.__all__ == sorted(modules)
     for check, module_name in modules.items():
         module = importlib.import_module(f"autograder.checks.{module_name}")
-        assert callable(module.__dict__.get(check)), f"autograder/checks/{module_name}.py defines no {check}"
+        assert callable(module.__dict__.get(check)), f"{api.check_file(module_name)} defines no {check}"
         assert getattr(autograder.checks, check) is module.__dict__[check]
-    assert modules["check_cached_greedy_decode"] == "kv_cache"  # the one API name checked outside its topic
+    assert modules["check_cached_greedy_decode"] == "transformer.kv_cache"  # its own module of 06's folder
+    assert all(module.split(".")[0] in api.TOPICS for module in modules.values())  # each in its topic's folder
 
 
 def test_every_api_name_has_its_public_check():
     for entry in api.API:
         module = importlib.import_module(f"coursekit.checks.{entry.topic}")
         assert callable(getattr(module, entry.check_name, None)), (
-            f"coursekit/checks/{entry.topic}.py defines no {entry.check_name}")
+            f"{entry.public_check_file} defines no {entry.check_name}")
 
 
 def _bare(signature: inspect.Signature) -> str:

@@ -236,7 +236,7 @@ def _mistake_ids(name: str) -> str:
     try:
         from coursekit.mistakes import mistakes_for
     except ImportError:
-        return "see `autograder/checks/known_mistakes/`"
+        return "see `autograder/checks/<topic>/mistakes.py`"
     ids = [mistake.id for mistake in mistakes_for(name)]
     return ", ".join(f"`{mistake_id}`" for mistake_id in ids) if ids else "-"
 
@@ -250,12 +250,12 @@ def exercise_table(repo: Path = REPO) -> str:
              "|---|---|---|---|---|---|---|"]
     for entry in api.API:
         lines.append(
-            f"| `{entry.name}` | `{entry.notebook}` | `coursekit/checks/{entry.topic}.py` `{entry.check_name}` "
-            f"| `autograder/checks/{entry.check_module}.py` `{entry.check_name}` | `solutions/{entry.topic}.py` "
+            f"| `{entry.name}` | `{entry.notebook}` | `{entry.public_check_file}` `{entry.check_name}` "
+            f"| `{entry.check_file}` `{entry.check_name}` | `solutions/{entry.topic}.py` "
             f"| {checked_by.get(entry.name, '?')} | {_mistake_ids(entry.name)} |")
     for result in api.GRADED_RESULTS:
         lines.append(f"| {result.name} (a result: {result.summary}) | `{result.notebook}` | - "
-                     f"| `autograder/checks/{result.check_module}.py` `{result.check_name}` | - | - | - |")
+                     f"| `{result.check_file}` `{result.check_name}` | - | - | - |")
     return "\n".join(lines)
 
 

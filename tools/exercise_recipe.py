@@ -24,7 +24,7 @@ REPO = Path(__file__).resolve().parents[1]
 @dataclass(frozen=True)
 class Step:
     name: str
-    where: str  # path template: {topic}, {notebook}, {check_module}, {name}, {snake}
+    where: str  # path template: the keys of `places(entry)` ({topic}, {check_file}, ...), {name}, {snake}, {check}
     what: str   # what to write there (markdown)
     done: Callable[[object, Path], bool]  # (ApiEntry, repo) -> whether this exercise has it
 
@@ -77,6 +77,22 @@ def _self_check_called(entry, repo: Path) -> bool:
                if c.get("cell_type") == "code")
 
 
+def places(entry) -> dict[str, str]:
+    """The path keys of the recipe's templates, for one exercise: its topic and notebook, its hidden check's file
+    (`coursekit.api`'s `check_file`), the public check that mirrors it, and the two test files that mirror those."""
+    def test_of(path: str) -> str:
+        folder, _, name = path.rpartition("/")
+        return f"tests/{folder}/test_{name}"
+    return dict(topic=entry.topic, notebook=entry.notebook, check_file=entry.check_file,
+                public_check_file=entry.public_check_file, hidden_test_file=test_of(entry.check_file),
+                public_test_file=test_of(entry.public_check_file))
+
+
+def where(step, entry) -> str:
+    """The step's file for this exercise."""
+    return step.where.format(**places(entry), name=entry.name, snake=entry.snake_name, check=entry.check_name)
+
+
 def _released(entry, repo: Path) -> bool:
     cells = _cells(repo, f"exercises/{entry.notebook}/{entry.notebook}.ipynb")
     stub = any(re.search(rf"^(def|class) {entry.name}\b", _source(c), re.M) for c in cells)
@@ -86,14 +102,13 @@ def _released(entry, repo: Path) -> bool:
 def _mentions(relative: str, pattern: str) -> Callable[[object, Path], bool]:
     return lambda entry, repo: bool(re.search(pattern.format(name=entry.name, snake=entry.snake_name,
                                                              check=entry.check_name),
-                                              _text(repo, relative.format(topic=entry.topic,
-                                                                          check_module=entry.check_module))))
+                                              _text(repo, relative.format(**places(entry)))))
 
 
 def _reaches_check(relative: str) -> Callable[[object, Path], bool]:
     """The test file names the check (or the exercise), or dispatches over API names with `by_name(...)`."""
     def done(entry, repo: Path) -> bool:
-        text = _text(repo, relative.format(topic=entry.topic, check_module=entry.check_module))
+        text = _text(repo, relative.format(**places(entry)))
         return bool(re.search(rf"\b({entry.check_name}|{entry.name})\b", text) or "by_name(" in text)
     return done
 
@@ -102,7 +117,7 @@ def _catalogue_ids_exist(entry, repo: Path) -> bool:
     """Every catalogue id the exercise's hidden and public checks name is in coursekit/mistakes.py."""
     catalogue = set(re.findall(r'^\s*\("([a-z_0-9]+\.[a-z_0-9]+)",', _text(repo, "coursekit/mistakes.py"), re.M))
     named = set()
-    for relative in (f"autograder/checks/{entry.check_module}.py", f"coursekit/checks/{entry.topic}.py"):
+    for relative in (entry.check_file, entry.public_check_file):
         named |= set(re.findall(r'mistake(?:_hint)?\s*[=(]\s*"([a-z_0-9]+\.[a-z_0-9]+)"', _text(repo, relative)))
     return named <= catalogue
 
@@ -121,32 +136,32 @@ STEPS: tuple[Step, ...] = (
     Step("hand-in", "course/source/{notebook}/{notebook}.ipynb",
          "a hidden grade cell holding only `hand_in(\"{snake}\", {name})` between `### BEGIN HIDDEN TESTS` and "
          "`### END HIDDEN TESTS`", _hand_in),
-    Step("public check", "coursekit/checks/{topic}.py",
+    Step("public check", "{public_check_file}",
          "`{check}(obj)`: small fixed examples; a failure names the likely mistake with `mistake_hint(id, fix)`",
-         lambda e, repo: _defines(_text(repo, f"coursekit/checks/{e.topic}.py"), e.check_name)),
+         lambda e, repo: _defines(_text(repo, e.public_check_file), e.check_name)),
     Step("self-check cell", "course/source/{notebook}/{notebook}.ipynb",
          "a code cell after the solution that calls `{check}({name})`", _self_check_called),
-    Step("hidden check", "autograder/checks/{check_module}.py",
+    Step("hidden check", "{check_file}",
          "`{check}(remote)`: probes the student's object through its `RemoteObject`, compares with the reference on "
          "the grading device, raises through `fail(..., mistake=id)`",
-         lambda e, repo: _defines(_text(repo, f"autograder/checks/{e.check_module}.py"), e.check_name)),
+         lambda e, repo: _defines(_text(repo, e.check_file), e.check_name)),
     Step("catalogue", "coursekit/mistakes.py",
          "one entry per typical mistake the checks name (`<topic>.<what>`, the API name, the student's text); "
          "each id is diagnosed by a known-mistake variant (next step)", _catalogue_ids_exist),
-    Step("known-mistake variants", "autograder/checks/known_mistakes/{topic}.py",
+    Step("known-mistake variants", "autograder/checks/{topic}/mistakes.py",
          "the reference recomputed with one mistake switched on (switches off: the reference exactly, "
          "`tests/autograder/checks/test_mistakes.py`); the hidden check diagnoses with them (`M.<variant>`)",
-         lambda e, repo: (repo / f"autograder/checks/known_mistakes/{e.topic}.py").is_file()),
+         lambda e, repo: (repo / f"autograder/checks/{e.topic}/mistakes.py").is_file()),
     Step("reference tests", "tests/solutions/test_{topic}.py",
          "the reference against an independent implementation (a torch module, a formula, a hand-worked example)",
          _mentions("tests/solutions/test_{topic}.py", r"\b{name}\b")),
-    Step("public check tests", "tests/coursekit/checks/test_{topic}.py",
+    Step("public check tests", "{public_test_file}",
          "the public check passes the reference and fails each catalogue mistake with its hint",
-         _reaches_check("tests/coursekit/checks/test_{topic}.py")),
-    Step("hidden check tests", "tests/autograder/checks/test_{check_module}.py",
+         _reaches_check("{public_test_file}")),
+    Step("hidden check tests", "{hidden_test_file}",
          "the hidden check passes the reference and correct variants written differently, fails the mistaken "
          "variants (`tests/autograder/checks/variants.py`) naming each one",
-         _reaches_check("tests/autograder/checks/test_{check_module}.py")),
+         _reaches_check("{hidden_test_file}")),
     Step("sameness", "tests/course/test_solution_sameness.py",
          "`CHECKED_BY[\"{name}\"]` (`code` or `behaviour`) and, for behaviour, a scenario",
          _mentions("tests/course/test_solution_sameness.py", r'"{name}":')),
@@ -163,9 +178,7 @@ def missing(entry, repo: Path = REPO) -> list[str]:
     out = []
     for number, step in enumerate(STEPS, 1):
         if not step.done(entry, repo):
-            where = step.where.format(topic=entry.topic, notebook=entry.notebook, check_module=entry.check_module,
-                                      name=entry.name, snake=entry.snake_name, check=entry.check_name)
-            out.append(f"step {number} ({step.name}): {where}")
+            out.append(f"step {number} ({step.name}): {where(step, entry)}")
     return out
 
 

@@ -6,20 +6,19 @@ A grade cell contains only, e.g.:
     hand_in("multi_head_attention", MultiHeadAttention)
 
 and the grader's judge step (autograder/grade/judge.py) then runs `check_multi_head_attention` HERE, in the
-grader's process, with `RemoteObject`s standing for the handed-in objects (see `remote.py`). A check passes
-silently or raises `AssertionError` with a message for the student. The topic modules (`<topic>.py`, one per topic of
-the course API, plus `kv_cache.py`, `trained_classifier.py` and `trained_gpt.py`: `coursekit.api.check_modules()`)
-are imported lazily, on first use of one of their checks. Beside them:
+grader's process, with `RemoteObject`s standing for the handed-in objects (see `kit/remote.py`). A check passes
+silently or raises `AssertionError` with a message for the student.
 
-- `remote.py`        the grader's side of the probe: `RemoteObject`, the channel to the kernel, strict decoding.
-- `toolkit.py`       what every check uses: calls, comparisons on the grading device, `fail(..., mistake=id)`.
-- `tolerance.py`     the grading device and the tolerances (the only place they are set).
-- `probe_inputs.py`  per-submission probe inputs: seeds, sizes and texts drawn from this submission's salt.
-- `criteria.py`      partial credit by criterion: stated edge cases cost their share, not the whole exercise.
-- `parts.py`         follow-through credit: a composite is judged given working parts (the parts graph's use).
-- `stand_ins.py`     the course's stand-ins for parts that failed their own check (lent only after that check).
-- `trained_weights.py` a trained model's weights taken out of the kernel and judged in the reference architecture.
-- `known_mistakes/`  the reference recomputed with one typical mistake switched on, per topic.
+One folder per topic of the course API (`<topic>/`, `coursekit.api.TOPICS`), holding that topic's `check_*`
+functions (`checks.py`, or one module per part for the large topics: `gpt/`, `translation/`; the module of each
+check is `coursekit.api.check_modules()`) and `mistakes.py`, the reference recomputed with one typical mistake
+switched on and the table from each mistake id to its variant. A topic folder imports only `kit/`, `stand_ins`,
+`solutions`, `coursekit` and the `mistakes` of its own or earlier topics (tests/test_architecture.py). Checks are
+imported lazily, on first use. Beside the topics:
+
+- `kit/`          the checking framework, readable on its own (its `__init__.py` maps it).
+- `stand_ins.py`  the course's stand-ins for parts that failed their own check (lent only after that check; the kernel
+                  receives this module as one text).
 """
 from __future__ import annotations
 
@@ -27,9 +26,9 @@ import importlib
 
 from coursekit.api import check_modules as _check_modules
 
-# check name -> module of autograder/checks/ defining it, from the course API (coursekit/api.py): each API name's
-# check lives in its topic's module, except where the API says otherwise (06's key/value cache in kv_cache.py);
-# graded results that are not API names (07's trained classifier) are listed there too.
+# check name -> dotted module under autograder.checks defining it, from the course API (coursekit/api.py): each API
+# name's check lives in its topic's folder (`attention.checks`, `gpt.bpe`, `transformer.kv_cache`); graded results
+# that are not API names (07's trained classifier: `classifier.trained`) are listed there too.
 _TOPIC_OF = _check_modules()
 
 __all__ = sorted(_TOPIC_OF)

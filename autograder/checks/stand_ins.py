@@ -3,7 +3,7 @@
 A hidden check judges one exercise. When the object under test uses another exercise of the same notebook (a
 function it calls by name, like `PositionalEncoding` calling `sinusoidal_positional_encoding`, or a submodule its
 constructor builds, like `EncoderBlock` building a `PositionwiseFeedForward`) and the student's part FAILED its own
-check, the check lends the stand-in below for that part (`autograder/checks/parts.py`): the student's composite
+check, the check lends the stand-in below for that part (`autograder/checks/kit/parts.py`): the student's composite
 is then judged given working parts, and an unfinished or wrong part costs only its own points.
 
 These are public implementations of the contract's formulas (`coursekit/api.py`), written for this purpose, with

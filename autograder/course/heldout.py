@@ -1,6 +1,6 @@
 """The slice of Shakespeare that 08's trained-GPT check scores on, kept out of the jail.
 
-The check (`autograder/checks/trained_gpt.py`) measures the student's trained GPT on the first HELDOUT_CHARS
+The check (`autograder/checks/gpt/trained.py`) measures the student's trained GPT on the first HELDOUT_CHARS
 characters of the validation split (the contract's `text[n:]`, n = 90% of the text). The data folder bound into the
 jail is the course's own, so without more the kernel could read that slice and train on it. The jail therefore sees
 `masked()` of it (autograder/sandbox/jail.py's `masked_text_file`) over `tinyshakespeare/input.txt`: the same text with the slice replaced by the HELDOUT_CHARS

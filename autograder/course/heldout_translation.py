@@ -1,6 +1,6 @@
 """The Multi30k captions that 10's trained-translator check scores on, kept out of the jail.
 
-The check (`autograder/checks/trained_translator.py`) translates the last HELDOUT_PAIRS caption pairs of
+The check (`autograder/checks/translation/trained.py`) translates the last HELDOUT_PAIRS caption pairs of
 `test_2016_flickr` (lines 500-999). The data folder bound into the jail is the course's own, so without more the
 kernel could read those pairs and learn them. The jail therefore sees `masked()` copies of the two test files
 (autograder/sandbox/jail.py's `masked_multi30k_file`): line i of the held-out slice is replaced by line i of

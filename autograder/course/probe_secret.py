@@ -1,6 +1,6 @@
 """The course's probe secret, and the salt of one submission's probe inputs (door 2 of #31).
 
-Every hidden check draws its inputs from a salt (autograder/checks/probe_inputs.py). The salt of a submission is
+Every hidden check draws its inputs from a salt (autograder/checks/kit/draws.py). The salt of a submission is
 HMAC-SHA256(secret, course / assignment / student / notebook / sha256 of the submitted notebook's bytes): the same
 notebook regraded gets the same salt (reproducible scores); any other notebook -- another student's, or this
 student's own resubmission with a table recorded from the last feedback -- gets an unrelated one.

@@ -36,8 +36,8 @@ import nbformat
 from nbclient import NotebookClient
 from nbclient.exceptions import CellTimeoutError, DeadKernelError
 
-from autograder.checks.criteria import PartialCredit
-from autograder.checks.remote import Channel, ProbeBroken, RemoteObject
+from autograder.checks.kit.criteria import PartialCredit
+from autograder.checks.kit.remote import Channel, ProbeBroken, RemoteObject
 from autograder.course.cells import grade_id, is_grade, is_tests, points
 from autograder.sandbox.execute import DROPPED_KEY, OUTPUT_TYPES, SandboxedExecute, _size, error_output
 from coursekit.probe import MIME
@@ -81,7 +81,7 @@ def verdict(channel: Channel, calls) -> tuple[str | None, str | None, float]:
     of the points it keeps (0.0, or more when only arguments or stated edge cases failed: `checks/criteria.py`).
     Whether each check's answer works as a part (its core passed and no argument failed) goes into
     `channel.verdicts` (when it has them), which later checks of the notebook read to judge their exercise given
-    working parts (`autograder/checks/parts.py`)."""
+    working parts (`autograder/checks/kit/parts.py`)."""
     verdicts = getattr(channel, "verdicts", {})
     first = [name for name, *_ in calls if name not in verdicts]  # a recorded verdict is final: never judged again
     for name in first:

@@ -27,7 +27,7 @@ from nbclient.exceptions import DeadKernelError
 from traitlets.config import Config
 import nbgrader.preprocessors
 
-from autograder.checks.probe_inputs import salted
+from autograder.checks.kit.draws import salted
 from autograder.course import cells
 from autograder.course.coursedir import alembic_on_path
 from autograder.grade import tamper_scan
@@ -205,7 +205,7 @@ def grade_cells_in_source_order(nb, assignment: str) -> list[str]:
     """Put the notebook's hand-in grade cells (their content already restored by OverwriteCells) back in the
     released notebook's order, which is the course API's order of the exercises (`coursekit.api.hand_in_names`;
     tests/autograder/grade/test_grade_order.py holds every source notebook to it); returns the grade ids that had
-    moved. The grader owns the order its checks run in: the follow-through lending (autograder/checks/parts.py)
+    moved. The grader owns the order its checks run in: the follow-through lending (autograder/checks/kit/parts.py)
     judges each part before the composites that use it. The student's own cells stay where they are; the grade
     cells fill the places where hand-in grade cells stood. An assignment outside the course API is left as it is."""
     from coursekit.api import hand_in_names
@@ -289,7 +289,7 @@ def grade_job(job: GradingJob) -> GradingResult:
             if moved:
                 flags.append(tamper_scan.Flag("reordered-grade-cells", "review", moved[0],
                                               "grade cells were moved; they ran in the released notebook's order"))
-            with salted(job.probe_salt):  # this submission's probe inputs (checks/probe_inputs.py)
+            with salted(job.probe_salt):  # this submission's probe inputs (checks/kit/draws.py)
                 nb, notes, mistakes = run_notebook(nb, resources, limits, assigned_gpu(job.gpu), config=config)
             scrub_notebook(nb, {run_dir: "<submission>", db_dir: "<grader-tmp>"})
             nb, resources = run_steps(SCORE, nb, resources, config)

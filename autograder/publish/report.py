@@ -386,7 +386,7 @@ def mistakes_section(data: dict, examples: dict | None) -> str:
 def lost_points(cells: dict[str, float]) -> tuple[dict[str, float], dict[str, tuple[float, list[str]]]]:
     """One submission's lost automatic points ({grade cell: points}), split: (lost in the exercise itself,
     {cell: (points, [the parts that failed])} lost only through a part). Each hidden check judges its exercise
-    given working parts (`autograder/checks/parts.py`), so points are lost through a part only in the intended
+    given working parts (`autograder/checks/kit/parts.py`), so points are lost through a part only in the intended
     cascades (`INTENDED_CASCADES`, e.g. 07's trained classifier needs the student's own model), when a part they
     need lost points too."""
     by_check = {check_of(cell): cell for cell in cells}

@@ -1,7 +1,7 @@
 """Small public models that the course grader builds inside a student's kernel to exercise the student's code.
 
 They are not the course's models and nothing a student writes: the grader constructs one in the kernel
-(`autograder.checks.remote.new(channel, "coursekit.probe.models.<Class>", ...)`), loads weights it generated, hands
+(`autograder.checks.kit.remote.new(channel, "coursekit.probe.models.<Class>", ...)`), loads weights it generated, hands
 it to the student's function (e.g. `train_one_epoch(model, ...)`) and reads the outcome back as data (the returned
 values, the weights after the call). It builds the same class with the same weights in its own process to compute
 what the outcome should be. Each section below belongs to one notebook's checks and is self-contained.

@@ -21,7 +21,7 @@ from coursekit import api
 
 REPO = Path(__file__).resolve().parents[2]
 AUTOGRADER = REPO / "autograder"
-PUBLIC_CHECKS = sorted((REPO / "coursekit" / "checks").glob("*.py"))
+PUBLIC_CHECKS = sorted((REPO / "coursekit" / "checks").rglob("*.py"))
 
 
 def _tree(path: Path) -> ast.Module:
@@ -70,7 +70,7 @@ def test_each_public_check_reads_its_parts_from_the_graph(owner):
 
 
 def test_hidden_checks_read_the_same_graph():
-    from autograder.checks import parts
+    from autograder.checks.kit import parts
 
     assert parts.PARTS is api.PARTS and parts.INTENDED_CASCADES is api.INTENDED_CASCADES
     for path in _python(AUTOGRADER) + [REPO / "tests" / "course" / "test_credit.py"]:

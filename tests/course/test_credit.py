@@ -6,7 +6,7 @@ either left as released (its stub, raising NotImplementedError) or made wrong wi
 dependent on each other (`independent`, worked out from `PARTS`, `INTENDED_CASCADES` and the global names each
 cell's code reads), so that what a broken exercise could cascade into is always an exercise the student got right,
 and is seen to keep its points: the hidden checks judge every other exercise given working parts
-(`autograder/checks/parts.py`). Across the students every exercise is broken both ways; each student loses exactly
+(`autograder/checks/kit/parts.py`). Across the students every exercise is broken both ways; each student loses exactly
 the points of the exercises it broke. The only exceptions are the intended cascades (`INTENDED_CASCADES`, said in
 the notebook next to the exercise), each costing at most 10 points. (Breaking several independent exercises at
 once checks the same thing as one student per exercise and way, with 47 notebooks to grade instead of 98: one
@@ -27,8 +27,8 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from autograder.checks.criteria import SHARES
-from autograder.checks.parts import MAX_CASCADE_POINTS
+from autograder.checks.kit.criteria import SHARES
+from autograder.checks.kit.parts import MAX_CASCADE_POINTS
 from coursekit.api import INTENDED_CASCADES, PARTS, check_of, grade_id as grade_id_of
 from coursekit.api import tested_name as exercise_of_grade_id  # not `test*`: pytest would collect it
 from coursekit.criteria import CRITERIA

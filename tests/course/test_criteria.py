@@ -18,7 +18,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from autograder.checks.criteria import ARGUMENT_SHARE, EDGE_SHARE
+from autograder.checks.kit.criteria import ARGUMENT_SHARE, EDGE_SHARE
 from coursekit import api
 from coursekit.criteria import CRITERIA, NOT_CRITERIA
 
@@ -55,8 +55,8 @@ def test_the_public_self_checks_try_the_same_edge_cases():
 @pytest.mark.parametrize("criterion", sorted(CRITERIA))
 def test_each_edge_case_is_tried_by_both_checks_of_its_exercise_and_stated_in_its_notebook(criterion):
     entry = api.by_name(CRITERIA[criterion].api)
-    assert criterion in criterion_ids(REPO / "autograder" / "checks" / f"{entry.check_module}.py")
-    assert criterion in criterion_ids(REPO / "coursekit" / "checks" / f"{entry.topic}.py")
+    assert criterion in criterion_ids(REPO / entry.check_file)
+    assert criterion in criterion_ids(REPO / entry.public_check_file)
     notebook = nbformat.read(REPO / "course" / "source" / entry.notebook / f"{entry.notebook}.ipynb", as_version=4)
     text = "\n".join(cell.source for cell in notebook.cells if cell.cell_type == "markdown")
     assert CRITERIA[criterion].stated in text, f"{criterion}: the notebook does not state it"
@@ -64,7 +64,7 @@ def test_each_edge_case_is_tried_by_both_checks_of_its_exercise_and_stated_in_it
 
 @pytest.mark.parametrize("criterion", sorted(CRITERIA))
 def test_each_edge_case_has_a_test_of_its_partial_credit(criterion):
-    tests = "\n".join(p.read_text() for p in (REPO / "tests" / "autograder" / "checks").glob("test_*.py"))
+    tests = "\n".join(p.read_text() for p in (REPO / "tests" / "autograder" / "checks").rglob("test_*.py"))
     assert f'"{criterion}"' in tests or f"'{criterion}'" in tests, f"no hidden-check test names {criterion}"
 
 

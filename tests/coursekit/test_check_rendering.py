@@ -58,7 +58,7 @@ def _assert_short_and_clean(lines: list[str]) -> None:
 
 def test_stub_failure_is_the_hint_and_the_students_line(kernel):
     outputs = kernel(
-        "from coursekit.checks.classifier import check_masked_mean_pool\n"
+        "from coursekit.checks.classifier.checks import check_masked_mean_pool\n"
         "def masked_mean_pool(x, mask):\n"
         "    raise NotImplementedError()\n"
         "\n"
@@ -73,7 +73,7 @@ def test_stub_failure_is_the_hint_and_the_students_line(kernel):
 
 def test_wrong_answer_shows_its_hint_first(kernel):
     outputs = kernel(
-        "from coursekit.checks.classifier import check_masked_mean_pool\n"
+        "from coursekit.checks.classifier.checks import check_masked_mean_pool\n"
         "check_masked_mean_pool(lambda x, m: x.mean(1))\n")
     _, lines = _error(outputs)
     _assert_short_and_clean(lines)
@@ -85,7 +85,7 @@ def test_wrong_answer_shows_its_hint_first(kernel):
 
 def test_crash_in_student_code_points_at_the_students_line(kernel):
     outputs = kernel(
-        "from coursekit.checks.classifier import check_masked_mean_pool\n"
+        "from coursekit.checks.classifier.checks import check_masked_mean_pool\n"
         "def masked_mean_pool(x, mask):\n"
         "    total = x.sum(dim=1)\n"
         "    return total / mask.sum(dim=7)\n"

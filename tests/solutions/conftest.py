@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from autograder.checks.tolerance import available_devices
+from autograder.checks.kit.tolerance import available_devices
 
 # The tests import their helpers as `solutions_compare`; make that work under every pytest import mode
 # (prepend, append, importlib) and whether or not tests/ becomes a package.

@@ -8,7 +8,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from autograder.checks.tolerance import tolerance
+from autograder.checks.kit.tolerance import tolerance
 
 # Non-degenerate sizes: batch, lengths, heads and head width all differ, so a transposed axis cannot hide.
 B, T, T_K, H, D_HEAD = 2, 5, 7, 3, 4

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 import coursekit.mistakes as catalogue
-from autograder.checks.toolkit import CheckFailed, fail
+from autograder.checks.kit.toolkit import CheckFailed, fail
 from coursekit.api import API
 from coursekit.mistakes import MISTAKES, Mistake, mistakes_for
 

@@ -13,7 +13,7 @@ import pytest
 
 import solutions.attention
 from autograder.checks import attention
-from autograder.checks.probe_inputs import salted
+from autograder.checks.kit.draws import salted
 from coursekit.api import hand_in_names
 from replay import PRINT_TABLE, decode, recorder_source, replayer_source, table_in
 

@@ -609,7 +609,7 @@ def fails_partially(check, obj, criterion, *fragments):
     """`check(obj)`'s core passes and only the criterion `criterion` (a stated edge case or an argument with teeth)
     fails: PartialCredit (an AssertionError) keeping at least 1 - that kind's share of the points (80% for an edge
     case, 75% for an argument), its message listing that criterion with a cross, plus every fragment."""
-    from autograder.checks.criteria import SHARES, PartialCredit
+    from autograder.checks.kit.criteria import SHARES, PartialCredit
     from coursekit.criteria import CRITERIA
 
     with pytest.raises(PartialCredit) as info:
@@ -626,7 +626,7 @@ def fails_partially(check, obj, criterion, *fragments):
 
 def fails_plainly(check, obj, *fragments):
     """`check(obj)` fails outright (its core fails: no partial credit), with every fragment in its message."""
-    from autograder.checks.criteria import PartialCredit
+    from autograder.checks.kit.criteria import PartialCredit
 
     message = fails_with(check, obj, *fragments)
     with pytest.raises(AssertionError) as info:

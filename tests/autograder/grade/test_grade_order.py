@@ -13,7 +13,7 @@ import pytest
 from nbformat.v4 import new_code_cell
 
 import solutions.modern
-from autograder.checks.remote import LoopbackChannel
+from autograder.checks.kit.remote import LoopbackChannel
 from autograder.grade import judge
 from autograder.grade.worker import grade_cells_in_source_order
 from coursekit import probe
@@ -123,7 +123,7 @@ def test_a_recorded_verdict_is_final():
 def test_in_the_released_order_every_lending_is_allowed():
     """Follow-through credit keeps working for honest notebooks: whatever a composite's check may lend (its parts and
     all they need) is an exercise of an earlier notebook or one judged before the composite in its own."""
-    from autograder.checks.parts import PARTS
+    from autograder.checks.kit.parts import PARTS
     from autograder.checks.stand_ins import with_needs
     from coursekit.api import API, snake_case
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import solutions
-from autograder.checks.remote import LoopbackChannel
+from autograder.checks.kit.remote import LoopbackChannel
 from autograder.grade import judge
 from coursekit import probe
 from coursekit.mistakes import MISTAKES
@@ -146,7 +146,7 @@ def test_partial_credit_is_a_numeric_result_nbgrader_scores_and_the_feedback_lis
     import torch
     from nbgrader.utils import determine_grade
 
-    from autograder.checks.criteria import EDGE_SHARE
+    from autograder.checks.kit.criteria import EDGE_SHARE
     from autograder.grade.worker import cell_messages
 
     class Forgetful(solutions.MultiHeadAttention):
@@ -183,7 +183,7 @@ def _verdict_with_fraction(check: str, obj):
 def test_an_answer_whose_argument_failed_keeps_its_share_but_is_no_working_part(monkeypatch):
     """Partial credit either way; later exercises build on the answer only when no argument of it failed (an
     ignored temperature would fail generate's own temperature tries: generate gets the stand-in instead)."""
-    from autograder.checks.criteria import PartialCredit, fraction_kept
+    from autograder.checks.kit.criteria import PartialCredit, fraction_kept
     from coursekit.criteria import CRITERIA
 
     argument = next(c for c, entry in CRITERIA.items() if entry.kind == "argument")

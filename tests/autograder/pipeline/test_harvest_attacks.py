@@ -10,7 +10,7 @@ A classmate who pastes the stand-ins into the solution cells is reported by the 
 Door 2, the replay (03): a classmate's correct notebook wraps its functions to record every probe's inputs and
 outputs, and prints the table into its own graded notebook (and feedback). A blank notebook that answers from that
 table, submitted by another student or resubmitted by the recorder itself, is probed with other inputs (the salt
-of each submitted notebook: autograder/checks/probe_inputs.py) and earns what the blank notebook earns.
+of each submitted notebook: autograder/checks/kit/draws.py) and earns what the blank notebook earns.
 
 Door 3, held-out data (07, 08, 10): a lookup 'model' with no training answers the shipped test labels (07), the
 validation text (08) or the test captions (10) from what the kernel can read. The trained-model checks evaluate
@@ -332,7 +332,7 @@ def _forgets_the_length_error(source):
 def test_a_correct_answer_missing_only_a_stated_edge_case_keeps_most_points_and_its_feedback_says_which(tmp_path):
     """Graded for real (nbgrader scores the judge's numeric result) and published: 02's PositionalEncoding without
     its ValueError for T > max_len keeps 1 - EDGE_SHARE of its points; its feedback page lists the criteria."""
-    from autograder.checks.criteria import EDGE_SHARE
+    from autograder.checks.kit.criteria import EDGE_SHARE
     from autograder.cli import main
     from coursekit.criteria import CRITERIA
 

@@ -1,4 +1,4 @@
-"""Nothing a student's code does with a lent stand-in gains a point (autograder/checks/parts.py).
+"""Nothing a student's code does with a lent stand-in gains a point (autograder/checks/kit/parts.py).
 
 On the real notebook 07: a student who left `masked_mean_pool` unfinished gets the course's stand-in lent while
 `TransformerClassifier` is judged (so that exercise earns its points on its own). The attackers below also leave it

@@ -11,7 +11,7 @@ import coursekit.checks
 from coursekit.mistakes import MISTAKES
 
 CHECKS_DIR = Path(coursekit.checks.__file__).resolve().parent
-MODULES = sorted(CHECKS_DIR.glob("*.py"))
+MODULES = sorted(CHECKS_DIR.rglob("*.py"))
 MIN_LENGTH = 30  # shorter texts ("the mask is not applied") may fairly occur in other words
 
 
@@ -42,7 +42,7 @@ def test_the_scan_finds_an_inline_text():
 
 
 def test_there_are_public_check_modules():
-    names = {path.stem for path in MODULES}
+    names = {path.parent.name for path in MODULES}
     assert {"embeddings", "positional", "attention", "multi_head", "encoder", "transformer", "classifier"} <= names
 
 

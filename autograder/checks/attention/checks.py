@@ -1,0 +1,179 @@
+"""Hidden checks of notebook 03 (scaled dot-product attention and the masks; True = may attend).
+
+Every input is this submission's (autograder/checks/kit/draws.py); with no salt, the first option of each space:
+- make_padding_mask: ids (3, 7) (B 2-4, T 5-9, B != T) with lengths 5, 2, 7 (one full row, others 1..T-1), and
+  ids (4, 6) (B 3-5, T 4-8) with pad_id 3 (1-9) and lengths 4, 6, 1, 6 (one full row, none of length 1 in the
+  first place: position 1 holds the ordinary token 0);
+- make_causal_mask: sizes 5 (3-6) and 7 (6-10), distinct;
+- scaled_dot_product_attention: B 2 (2-3), H 3 (2-4), T_q 5 (3-6), T_k 7 (6-9), d_k 4 (3-8), d_v 6 (5-10), all six
+  distinct (so that every transposed or misplaced axis shows, and sqrt(T_k) != sqrt(d_k)); the padded lengths T_k
+  and 2..T_k-1.
+"""
+from __future__ import annotations
+
+from autograder.checks.kit.remote import probed
+
+import torch
+
+from autograder.checks.attention import mistakes as M
+from autograder.checks.kit.criteria import argument
+from autograder.checks.kit.draws import current_salt, draw_sizes, generator, pick, rng
+from autograder.checks.kit.toolkit import (
+    as_tensor, call, expect_callable, expect_shape, expect_tensor, fail, randn, shape_of, start_check,
+)
+
+
+def _reference():
+    import solutions.attention as reference
+
+    return reference
+
+
+def padded_ids(lengths, T: int, *, pad_id: int = 0, vocab: int = 20, seed: int = 0, device="cpu") -> torch.Tensor:
+    """(B, T) random ids, never pad_id, post-padded with pad_id to the given lengths (each >= 1), drawn with this
+    submission's seed for `seed` (probe_inputs.generator).
+
+    With pad_id != 0, every row has the ordinary token 0 at position 1, so code that hard-codes 0 as padding shows
+    (position 1, not 0, so that no causal row becomes fully blocked).
+    """
+    ids = torch.randint(1, vocab, (len(lengths), T), generator=generator(seed))
+    ids = torch.where(ids == pad_id, torch.full_like(ids, 1 if pad_id != 1 else 2), ids)
+    if pad_id != 0:
+        ids[:, 1] = 0
+    for row, length in enumerate(lengths):
+        ids[row, length:] = pad_id
+    return ids.to(device)
+
+
+def draw_lengths(label: str, first: list[int], T: int, B: int) -> list[int]:
+    """B sequence lengths in 1..T, one of them T (a full row) and one shorter (a padded row); `first` with no salt."""
+    if not current_salt():
+        return list(first)
+    draw = rng(label)
+    lengths = [draw.randint(1, T) for _ in range(B)]
+    full, short = draw.sample(range(B), 2)
+    lengths[full], lengths[short] = T, draw.randint(1, T - 1)
+    return lengths
+
+
+def _mask_problem(got, expected, label, tested, inverted, extra=()):
+    got = as_tensor(got, label, tested)
+    expect_shape(got, expected.shape, label, tested)
+    if got.dtype != torch.bool:
+        fail(f"{label} must be a bool tensor, got {got.dtype}.", tested=tested, hint="comparisons give bool tensors")
+    got = got.to(expected.device)
+    if bool(torch.equal(got, expected)):
+        return
+    mistake = "attention.mask_inverted" if bool(torch.equal(got, inverted)) else None
+    for name, candidate in extra:
+        if mistake is None and bool(torch.equal(got, candidate)):
+            mistake = name
+    wrong = int((got != expected).sum())
+    fail(f"{label}: values differ from the reference solution.", tested=tested,
+         details=[f"{wrong} of {expected.numel()} entries differ"], mistake=mistake)
+
+
+@probed
+def check_make_padding_mask(make_padding_mask) -> None:
+    """make_padding_mask(ids (B, T), pad_id=0) -> bool (B, 1, 1, T), True at real tokens."""
+    device = start_check()
+    expect_callable(make_padding_mask, "make_padding_mask")
+    reference = _reference()
+    first = draw_sizes("attention.padding_mask.first", {"B": [3, 2, 4], "T": [7, 5, 6, 8, 9]})
+    second = draw_sizes("attention.padding_mask.second", {"B": [4, 3, 5], "T": [6, 4, 5, 7, 8]})
+    pad_id = pick("attention.padding_mask.pad_id", [3, 1, 2, 4, 5, 6, 7, 8, 9])
+    lengths = draw_lengths("attention.padding_mask.lengths_first", [5, 2, 7], first["T"], first["B"])
+    other = draw_lengths("attention.padding_mask.lengths_second", [4, 6, 1, 6], second["T"], second["B"])
+    _check_padding_mask_case(make_padding_mask, reference, padded_ids(lengths, first["T"], seed=1, device=device))
+    with argument("make_padding_mask.pad_id"):  # an argument with teeth: a pad_id other than 0
+        _check_padding_mask_case(make_padding_mask, reference,
+                                 padded_ids(other, second["T"], pad_id=pad_id, seed=2, device=device), pad_id=pad_id)
+
+
+def _check_padding_mask_case(make_padding_mask, reference, ids, **kwargs) -> None:
+    tested = f"ids {tuple(ids.shape)}" + (f", pad_id={kwargs['pad_id']}" if kwargs else "")
+    expected = reference.make_padding_mask(ids, **kwargs)
+    got = call("make_padding_mask", make_padding_mask, ids.clone(), **kwargs, tested=tested)
+    if isinstance(got, torch.Tensor) and tuple(got.shape) != tuple(expected.shape):
+        fail("the padding mask has the wrong shape.", tested=tested,
+             details=[f"expected shape {tuple(expected.shape)} = (B, 1, 1, T), got {tuple(got.shape)}"],
+             hint="add the two broadcast axes: mask[:, None, None, :]")
+    _mask_problem(got, expected, "the padding mask", tested, ~expected)
+
+
+@probed
+def check_make_causal_mask(make_causal_mask) -> None:
+    """make_causal_mask(size, device=None) -> bool (size, size), lower triangle True."""
+    device = start_check()
+    expect_callable(make_causal_mask, "make_causal_mask")
+    reference = _reference()
+    sizes = draw_sizes("attention.causal_mask.sizes", {"first": [5, 3, 4, 6], "second": [7, 6, 8, 9, 10]})
+    for size, kwargs in ((sizes["first"], {}), (sizes["second"], {"device": device})):
+        tested = f"size={size}" + (f", device={device.type}" if kwargs else "")
+        expected = reference.make_causal_mask(size, **kwargs)
+        got = call("make_causal_mask", make_causal_mask, size, **kwargs, tested=tested)
+        got = as_tensor(got, "the causal mask", tested)
+        if got.device != expected.device:
+            fail("the causal mask is on the wrong device.", tested=tested,
+                 details=[f"expected {expected.device}, got {got.device}"], hint="pass device=device to torch.ones")
+        ones = torch.ones(size, size, dtype=torch.bool, device=expected.device)
+        _mask_problem(got, expected, "the causal mask", tested, ~expected, extra=[
+            ("causal_mask.diagonal_blocked", torch.tril(ones, diagonal=-1)),
+            ("causal_mask.upper_triangle", torch.triu(ones)),
+        ])
+
+
+def attention_mistakes(query, key, value, mask, part: int):
+    """Known mistakes of scaled_dot_product_attention; part 0 = output, 1 = weights."""
+    flags = [(name, f) for name, f in M.ATTENTION_MISTAKES.items() if set(f) <= set(M.SDPA_FLAGS)]
+    if mask is None:
+        flags = [(name, f) for name, f in flags if "mask" not in next(iter(f))]
+    return lambda: [(name, lambda f=f: M.sdpa(query, key, value, mask, **f)[part]) for name, f in flags]
+
+
+@probed
+def check_scaled_dot_product_attention(scaled_dot_product_attention) -> None:
+    """scaled_dot_product_attention(q, k, v, mask=None) -> (output (..., T_q, d_v), weights (..., T_q, T_k))."""
+    device = start_check()
+    expect_callable(scaled_dot_product_attention, "scaled_dot_product_attention")
+    reference = _reference()
+    sizes = draw_sizes("attention.sdpa.sizes", {"B": [2, 3], "H": [3, 2, 4], "T_q": [5, 3, 4, 6],
+                                                "T_k": [7, 6, 8, 9], "d_k": [4, 3, 5, 8], "d_v": [6, 5, 7, 10]})
+    B, H, T_q, T_k, d_k, d_v = (sizes[name] for name in ("B", "H", "T_q", "T_k", "d_k", "d_v"))
+    lengths = [T_k, pick("attention.sdpa.length", [4, *range(2, T_k)])] + \
+        [rng("attention.sdpa.lengths").randint(2, T_k) for _ in range(B - 2)]
+    padding = reference.make_padding_mask(padded_ids(lengths, T_k, seed=3, device=device))  # (B,1,1,T_k)
+    causal = reference.make_causal_mask(T_k, device=device)                                  # (T_k, T_k)
+    cases = [
+        ("no mask", (B, H, T_q), None),
+        ("no mask, inputs without a head axis", (B, T_q), None),
+        ("padding mask", (B, H, T_q), padding),
+        ("causal mask (self-attention, T_q = T_k)", (B, H, T_k), causal),
+        ("causal and padding mask", (B, H, T_k), padding & causal),
+    ]
+    for i, (what, lead, mask) in enumerate(cases):
+        if mask is None:  # the core: no mask, the argument's default
+            _check_attention_case(scaled_dot_product_attention, reference, device, i, what, lead, T_k, d_k, d_v, mask)
+            continue
+        with argument("scaled_dot_product_attention.mask"):  # an argument with teeth: the masks
+            _check_attention_case(scaled_dot_product_attention, reference, device, i, what, lead, T_k, d_k, d_v, mask)
+
+
+def _check_attention_case(scaled_dot_product_attention, reference, device, i: int, what: str, lead, T_k: int,
+                          d_k: int, d_v: int, mask) -> None:
+    key_lead = lead[:-1] + (T_k,)
+    q = randn(*lead, d_k, seed=10 + i, device=device)
+    k = randn(*key_lead, d_k, seed=20 + i, device=device)
+    v = randn(*key_lead, d_v, seed=30 + i, device=device)
+    tested = f"query {shape_of(q)}, key {shape_of(k)}, value {shape_of(v)}, {what}" + \
+             (f" {shape_of(mask)}" if mask is not None else "")
+    expected_out, expected_w = reference.scaled_dot_product_attention(q, k, v, mask)
+    args = (q.clone(), k.clone(), v.clone()) + (() if mask is None else (mask.clone(),))  # no mask: the default
+    got = call("scaled_dot_product_attention", scaled_dot_product_attention, *args, tested=tested)
+    if not isinstance(got, tuple) or len(got) != 2:
+        fail("scaled_dot_product_attention must return a tuple (output, weights).", tested=tested)
+    expect_tensor(got[1], expected_w, "the attention weights", device, tested=tested,
+                  mistakes=attention_mistakes(q, k, v, mask, 1),
+                  shape_hint="weights are (..., T_q, T_k): one row per query, one column per key")
+    expect_tensor(got[0], expected_out, "the output", device, tested=tested,
+                  mistakes=attention_mistakes(q, k, v, mask, 0))

@@ -1,0 +1,1 @@
+"""The checking framework (see docs/architecture.md)."""

@@ -1,0 +1,4 @@
+"""positional: the hidden checks of this topic."""
+from autograder.checks.positional.checks import check_sinusoidal_positional_encoding  # noqa: F401
+from autograder.checks.positional.checks import check_positional_encoding  # noqa: F401
+from autograder.checks.positional.checks import check_learned_positional_embedding  # noqa: F401
