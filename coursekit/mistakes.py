@@ -5,7 +5,8 @@ hidden checks of the grader (`autograder.checks`) write it into their message an
 class report counts ids. The public hints already reveal these mistakes, so the catalogue lives on the student side
 (this module imports nothing from `solutions` or `autograder`).
 
-An id reads `<topic>.<what went wrong>`; `api` is the course API name (docs/course-api.md) whose check diagnoses it
+Each entry also holds the mistake's `fix`, the advice that both layers show with its text (the public check's HINT, the
+hidden check's `hint:` line), so the advice is written once. An id reads `<topic>.<what went wrong>`; `api` is the course API name (docs/course-api.md) whose check diagnoses it
 first (a mistake such as an inverted mask can show up in the checks of later exercises too).
 """
 from __future__ import annotations
@@ -18,6 +19,7 @@ class Mistake:
     id: str    # e.g. "attention.missing_scale"
     api: str   # e.g. "scaled_dot_product_attention"
     text: str  # what the student did, in one sentence
+    fix: str = ""  # what to do about it, in one sentence: the advice both check layers show (its one home)
 
 
 _CATALOGUE = [
@@ -386,6 +388,14 @@ def text_of(mistake_id: str) -> str:
     """The student-facing text of a catalogue id (KeyError with the id when there is no such mistake)."""
     try:
         return MISTAKES[mistake_id].text
+    except KeyError:
+        raise KeyError(f"no mistake {mistake_id!r} in coursekit.mistakes") from None
+
+
+def fix_of(mistake_id: str) -> str:
+    """The advice of a catalogue id ("" when the entry has none yet)."""
+    try:
+        return MISTAKES[mistake_id].fix
     except KeyError:
         raise KeyError(f"no mistake {mistake_id!r} in coursekit.mistakes") from None
 

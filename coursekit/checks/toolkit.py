@@ -124,9 +124,11 @@ def fail(problem: str, hint: str | None = None, cause: BaseException | None = No
 
 
 def mistake_hint(mistake_id: str, fix: str | None = None) -> str:
-    """The HINT of a known mistake: its text in the catalogue (`coursekit.mistakes`), then `fix` when given."""
-    text = MISTAKES[mistake_id].text
-    return f"{text}; {fix}" if fix else f"{text}."
+    """The HINT of a known mistake: its text in the catalogue (`coursekit.mistakes`), then its fix (the catalogue's,
+    unless a check passes one for a case the catalogue's does not cover)."""
+    mistake = MISTAKES[mistake_id]
+    fix = fix or mistake.fix
+    return f"{mistake.text}; {fix}" if fix else f"{mistake.text}."
 
 
 def passed(name: str, detail: str = "") -> None:

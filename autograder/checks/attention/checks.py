@@ -18,6 +18,7 @@ import torch
 from autograder.checks.attention import mistakes as M
 from autograder.checks.kit.criteria import argument
 from autograder.checks.kit.draws import current_salt, draw_sizes, generator, pick, rng
+from autograder.checks.kit.inputs import draw_lengths, padded_ids
 from autograder.checks.kit.toolkit import (
     as_tensor, call, expect_callable, expect_shape, expect_tensor, fail, randn, shape_of, start_check,
 )
@@ -27,33 +28,6 @@ def _reference():
     import solutions.attention as reference
 
     return reference
-
-
-def padded_ids(lengths, T: int, *, pad_id: int = 0, vocab: int = 20, seed: int = 0, device="cpu") -> torch.Tensor:
-    """(B, T) random ids, never pad_id, post-padded with pad_id to the given lengths (each >= 1), drawn with this
-    submission's seed for `seed` (probe_inputs.generator).
-
-    With pad_id != 0, every row has the ordinary token 0 at position 1, so code that hard-codes 0 as padding shows
-    (position 1, not 0, so that no causal row becomes fully blocked).
-    """
-    ids = torch.randint(1, vocab, (len(lengths), T), generator=generator(seed))
-    ids = torch.where(ids == pad_id, torch.full_like(ids, 1 if pad_id != 1 else 2), ids)
-    if pad_id != 0:
-        ids[:, 1] = 0
-    for row, length in enumerate(lengths):
-        ids[row, length:] = pad_id
-    return ids.to(device)
-
-
-def draw_lengths(label: str, first: list[int], T: int, B: int) -> list[int]:
-    """B sequence lengths in 1..T, one of them T (a full row) and one shorter (a padded row); `first` with no salt."""
-    if not current_salt():
-        return list(first)
-    draw = rng(label)
-    lengths = [draw.randint(1, T) for _ in range(B)]
-    full, short = draw.sample(range(B), 2)
-    lengths[full], lengths[short] = T, draw.randint(1, T - 1)
-    return lengths
 
 
 def _mask_problem(got, expected, label, tested, inverted, extra=()):

@@ -11,11 +11,12 @@ import torch
 from types import SimpleNamespace
 
 from autograder.checks.encoder import mistakes as M
-from autograder.checks.attention.checks import padded_ids
+from autograder.checks.kit.inputs import padded_ids, reference_module, short_length
 from autograder.checks.kit.draws import pick, seed_for
 from autograder.checks.kit.criteria import argument
 from autograder.checks.kit.toolkit import (
-    DROPOUT_P, as_tensor, call, construct, expect_dropout_acts, expect_raises, expect_shape, expect_tensor, fail,
+    DROPOUT_P, as_tensor, call, construct, expect_dropout_acts, expect_max_len, expect_raises, expect_shape,
+    expect_tensor, fail,
     prepare, randn, shape_of, start_check, values_close,
 )
 
@@ -39,28 +40,10 @@ def sizes(prefix: str = "encoder") -> SimpleNamespace:
         max_len=pick(f"{prefix}.max_len", [32, 20, 24, 40]))
 
 
-def short_length(label: str, first: int, T: int) -> int:
-    """A padded row's real length, T/3 < length < T (`first` with no salt): padding to mask, and enough real
-    positions left that an output with NaN rows (a fully blocked row) can still be diagnosed."""
-    return pick(label, [first, *(n for n in range(2, T) if n != first and 3 * n > T)])
-
-
 def _reference():
     import solutions.encoder as reference
 
     return reference
-
-
-def reference_module(factory, seed: int, *args, **kwargs):
-    """Build a reference module under this submission's seed for `seed`, then randomise its LayerNorms so that they matter."""
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed_for(seed))
-        module = factory(*args, **kwargs)
-        for sub in module.modules():
-            if isinstance(sub, torch.nn.LayerNorm):
-                torch.nn.init.normal_(sub.weight, 1.0, 0.3)
-                torch.nn.init.normal_(sub.bias, 0.0, 0.3)
-    return module
 
 
 @probed
@@ -249,16 +232,3 @@ def check_encoder(Encoder) -> None:
         expect_dropout_reaches(module, name, {f"layers.{i}": (x, None) for i in range(z.num_layers)}, device,
                                tested=f"on x {shape_of(x)}",
                                hint="build every block as EncoderBlock(d_model, num_heads, d_ff, dropout, norm_first)")
-
-
-def expect_max_len(module, name: str, max_len: int, make_inputs, criterion: str) -> None:
-    """max_len must reach the positional encoding: a sequence of max_len tokens works, a longer one raises
-    ValueError there (the stated edge case `criterion`). `make_inputs(T)` gives the module's arguments for sequences
-    of length T."""
-    inputs = make_inputs(max_len)
-    call(f"{name}.forward", module, *inputs, _no_grad=True,
-         tested=f"{name} on ids {shape_of(inputs[0])} (exactly max_len tokens)")
-    inputs = make_inputs(max_len + 1)
-    expect_raises(ValueError, f"{name} on ids {shape_of(inputs[0])}", module, *inputs,
-                  why=f"when the sequence is longer than max_len={max_len} (pass max_len on to "
-                      "PositionalEncoding(d_model, max_len, dropout), which raises it)", criterion=criterion)

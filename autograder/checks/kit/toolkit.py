@@ -33,13 +33,25 @@ from autograder.checks.kit.draws import generator, seed_for
 from autograder.checks.kit.remote import ProbeBroken, RemoteObject, StudentError, new
 from autograder.checks.kit.tolerance import grading_device, tolerance
 from coursekit.checks.toolkit import CheckFailed
-from coursekit.mistakes import text_of
+from coursekit.mistakes import fix_of, text_of
 
 
 MAX_MESSAGE_LINES = 14
 
 # {mistake id: thunk} or [(mistake id, thunk), ...]: each thunk computes one known mistake's output.
 Mistakes = Mapping[str, Callable[[], Any]] | Iterable[tuple[str, Callable[[], Any]]]
+# A topic's table (its mistakes.py): {mistake id: (variant, switches)}, the variant being a function of that
+# mistakes.py and the switches the keyword arguments that turn the mistake on.
+Table = Mapping[str, tuple[Callable[..., Any], Mapping[str, Any]]]
+
+
+def from_table(table: Table, run: Callable[[Callable[..., Any], Mapping[str, Any]], Any],
+               ids: Iterable[str] | None = None) -> dict[str, Callable[[], Any]]:
+    """{mistake id: thunk} for `diagnose`/`expect_tensor`: each row of a topic's table (or the rows `ids`, in that
+    order), run as `run(variant, switches)` on the check's own inputs."""
+    rows = table if ids is None else {mistake_id: table[mistake_id] for mistake_id in ids}
+    return {mistake_id: (lambda variant=variant, switches=switches: run(variant, switches))
+            for mistake_id, (variant, switches) in rows.items()}
 
 
 # ------------------------------------------------------------------------------------------------------ set-up
@@ -85,6 +97,7 @@ def fail(problem: str, *, tested: str | None = None, details: Iterable[str] = ()
     lines.extend(f"  {line}" for line in details)
     if mistake:
         lines.append(f"  likely mistake: {text_of(mistake)}")
+    hint = hint or (fix_of(mistake) if mistake else None)   # the catalogue's advice, unless the check has its own
     if hint:
         lines.append(f"  hint: {hint}")
     raise CheckFailed("\n".join(lines[:MAX_MESSAGE_LINES]), mistake or None)
@@ -491,3 +504,16 @@ def to_numpy(got, label: str, length_shape, tested: str | None = None) -> np.nda
         fail(f"{label} has the wrong shape.", tested=tested,
              details=[f"expected shape {tuple(length_shape)}, got {tuple(got.shape)}"])
     return got
+
+
+def expect_max_len(module, name: str, max_len: int, make_inputs, criterion: str) -> None:
+    """max_len must reach the positional encoding: a sequence of max_len tokens works, a longer one raises
+    ValueError there (the stated edge case `criterion`). `make_inputs(T)` gives the module's arguments for sequences
+    of length T."""
+    inputs = make_inputs(max_len)
+    call(f"{name}.forward", module, *inputs, _no_grad=True,
+         tested=f"{name} on ids {shape_of(inputs[0])} (exactly max_len tokens)")
+    inputs = make_inputs(max_len + 1)
+    expect_raises(ValueError, f"{name} on ids {shape_of(inputs[0])}", module, *inputs,
+                  why=f"when the sequence is longer than max_len={max_len} (pass max_len on to "
+                      "PositionalEncoding(d_model, max_len, dropout), which raises it)", criterion=criterion)

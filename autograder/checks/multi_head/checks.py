@@ -19,7 +19,7 @@ from autograder.checks.kit.toolkit import (
     DROPOUT_P, call, construct, describe, expect_callable, expect_dropout_acts, expect_raises, expect_tensor, fail,
     prepare, randn, seeded, shape_of, start_check,
 )
-from autograder.checks.attention.checks import padded_ids
+from autograder.checks.kit.inputs import padded_ids
 from autograder.checks.kit.draws import draw_sizes
 
 

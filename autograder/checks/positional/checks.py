@@ -16,7 +16,7 @@ from autograder.checks.kit.remote import probed
 import torch
 
 from autograder.checks.positional import mistakes as M
-from autograder.checks.attention.checks import draw_sizes
+from autograder.checks.kit.draws import draw_sizes
 from autograder.checks.kit.criteria import argument
 from autograder.checks.kit.draws import pick
 from autograder.checks.kit.tolerance import tolerance

@@ -14,9 +14,9 @@ from autograder.checks.kit.toolkit import (
 )
 from types import SimpleNamespace
 
-from autograder.checks.encoder.checks import (
-    block_mistakes, expect_max_len, padded_ids, reference_module, short_length, stack_mistakes,
-)
+from autograder.checks.encoder.checks import block_mistakes, stack_mistakes
+from autograder.checks.kit.inputs import padded_ids, reference_module, short_length
+from autograder.checks.kit.toolkit import expect_max_len
 from autograder.checks.kit.draws import generator, pick
 from coursekit.probe.decoding import DecodingProbe
 

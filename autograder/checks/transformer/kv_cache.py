@@ -28,7 +28,7 @@ from autograder.checks.kit.toolkit import (
 )
 from autograder.checks.kit.parts import given_working_parts
 from autograder.checks.kit.remote import RemoteObject, StudentError, ProbeBroken, new, probed
-from autograder.checks.encoder.checks import padded_ids, reference_module
+from autograder.checks.kit.inputs import padded_ids, reference_module
 from autograder.checks.kit.draws import current_salt, pick
 from coursekit.mistakes import MISTAKES
 from coursekit.probe.hooks import PROJECTIONS, ProjectionRecorder

@@ -15,7 +15,7 @@ from coursekit.api import TOPICS
 M = SimpleNamespace(**{name: value for topic in TOPICS
                        for name, value in vars(importlib.import_module(f"autograder.checks.{topic}.mistakes")).items()
                        if not name.startswith("_")})
-from autograder.checks.attention.checks import padded_ids
+from autograder.checks.kit.inputs import padded_ids
 
 
 def close(a, b):
