@@ -32,6 +32,20 @@ class Notebook:
         return self.name[:2]
 
 
+# The two large topics keep one check module per part (`autograder/checks/<topic>/<part>.py`, and its public mirror
+# `coursekit/checks/<topic>/<part>.py`); every other exercise's checks are its topic's `checks.py`.
+PART_MODULES: dict[str, str] = {
+    "train_bpe": "gpt.bpe", "bpe_encode": "gpt.bpe", "bpe_decode": "gpt.bpe",
+    "GPT": "gpt.model",
+    "get_batch": "gpt.data", "lm_loss": "gpt.data", "estimate_loss": "gpt.data",
+    "lr_at": "gpt.training", "train_step": "gpt.training",
+    "sample_next_token": "gpt.sampling", "generate": "gpt.sampling",
+    "label_smoothed_cross_entropy": "translation.loss", "noam_lr": "translation.loss",
+    "beam_search": "translation.beam",
+    "corpus_bleu": "translation.bleu",
+}
+
+
 @dataclass(frozen=True)
 class ApiEntry:
     """One name of the API.
@@ -57,7 +71,7 @@ class ApiEntry:
         if self.kind not in ("function", "class"):
             raise ValueError(f"{self.name}: kind must be 'function' or 'class', not {self.kind!r}")
         if not self.check_module:
-            object.__setattr__(self, "check_module", f"{self.topic}.checks")
+            object.__setattr__(self, "check_module", PART_MODULES.get(self.name, f"{self.topic}.checks"))
 
     @property
     def check_file(self) -> str:

@@ -19,9 +19,8 @@ from autograder.checks.attention import mistakes as M
 from autograder.checks.kit.criteria import argument
 from autograder.checks.kit.draws import current_salt, draw_sizes, generator, pick, rng
 from autograder.checks.kit.inputs import draw_lengths, padded_ids
-from autograder.checks.kit.toolkit import (
-    as_tensor, call, expect_callable, expect_shape, expect_tensor, fail, randn, shape_of, start_check,
-)
+from autograder.checks.kit.toolkit import call, expect_callable, fail, randn, shape_of, start_check
+from autograder.checks.kit.compare import as_tensor, expect_shape, expect_tensor
 
 
 def _reference():

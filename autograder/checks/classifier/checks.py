@@ -27,8 +27,11 @@ from autograder.checks.kit.parts import given_working_parts
 from autograder.checks.kit import remote as _remote
 from autograder.checks.classifier import mistakes as M
 from autograder.checks.kit.toolkit import (
-    as_tensor, call, construct, describe, diagnose, expect_callable, expect_dropout_acts, expect_shape, expected_got,
-    fail, grader_step, kind_of, lend_model, max_difference, seeded, start_check, type_name, values_close,
+    call, construct, expect_callable, expected_got, fail, grader_step, kind_of, lend_model, seeded, start_check,
+    type_name,
+)
+from autograder.checks.kit.compare import (
+    as_tensor, describe, diagnose, expect_dropout_acts, expect_shape, max_difference, values_close,
 )
 from autograder.checks.kit.remote import ProbeBroken, RemoteObject, StudentError, probed
 from autograder.checks.kit.draws import generator as seeded_generator, pick

@@ -18,7 +18,8 @@ import secrets
 import torch
 from torch.utils.data import DataLoader
 
-from autograder.checks.kit.toolkit import describe, expected_got, fail, fetch, kind_of, start_check, type_name
+from autograder.checks.kit.toolkit import expected_got, fail, fetch, kind_of, start_check, type_name
+from autograder.checks.kit.compare import describe
 from autograder.checks.kit.draws import current_salt, seed_for
 from autograder.checks.kit.remote import RemoteObject, probed
 from autograder.checks.kit.trained_weights import count_layers, heads_of, load_into, size_of, trained_state

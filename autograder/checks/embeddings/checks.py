@@ -25,9 +25,9 @@ import torch
 from autograder.checks.embeddings import mistakes as M
 from autograder.checks.kit.criteria import argument
 from autograder.checks.kit.draws import current_salt, generator, pick, rng, seed_for
-from autograder.checks.kit.toolkit import (
-    as_tensor, call, construct, describe, expect_callable, expect_shape, expect_tensor, fail, is_integer, prepare,
-    seeded, start_check, to_numpy, values_close,
+from autograder.checks.kit.toolkit import call, construct, expect_callable, fail, seeded, start_check
+from autograder.checks.kit.compare import (
+    as_tensor, describe, expect_shape, expect_tensor, is_integer, prepare, to_numpy, values_close,
 )
 
 SPECIALS = ("<pad>", "<unk>", "<bos>", "<eos>")

@@ -14,10 +14,9 @@ from autograder.checks.encoder import mistakes as M
 from autograder.checks.kit.inputs import padded_ids, reference_module, short_length
 from autograder.checks.kit.draws import pick, seed_for
 from autograder.checks.kit.criteria import argument
-from autograder.checks.kit.toolkit import (
-    DROPOUT_P, as_tensor, call, construct, expect_dropout_acts, expect_max_len, expect_raises, expect_shape,
-    expect_tensor, fail,
-    prepare, randn, shape_of, start_check, values_close,
+from autograder.checks.kit.toolkit import call, construct, expect_raises, fail, randn, shape_of, start_check
+from autograder.checks.kit.compare import (
+    DROPOUT_P, as_tensor, expect_dropout_acts, expect_max_len, expect_shape, expect_tensor, prepare, values_close,
 )
 
 # The probes' sizes are this submission's (`probe_inputs.pick`, the first option with no salt: B=2, T=6, H=3,

@@ -21,9 +21,11 @@ from autograder.checks.kit import remote as _remote
 from autograder.checks.gpt import mistakes as M
 from autograder.checks.gpt.mistakes import _merge as merge_pair
 from autograder.checks.kit.toolkit import (
-    as_tensor, call, construct, describe, expect_dropout_acts, expect_raises, expect_shape, expect_tensor,
-    expected_got, fail, fetch, grader_step, is_integer, lend_model, prepare, randint, randn, seeded, shape_of, start_check, type_name,
-    values_close,
+    call, construct, expect_raises, expected_got, fail, fetch, grader_step, lend_model, randint, randn, seeded,
+    shape_of, start_check, type_name,
+)
+from autograder.checks.kit.compare import (
+    as_tensor, describe, expect_dropout_acts, expect_shape, expect_tensor, is_integer, prepare, values_close,
 )
 from autograder.checks.kit.criteria import argument, edge_case
 from autograder.checks.kit.parts import given_working_parts

@@ -12,7 +12,8 @@ import math
 import torch
 import torch.nn.functional as F
 
-from autograder.checks.kit.toolkit import expected_got, fail, fetch, is_integer, kind_of, start_check, type_name
+from autograder.checks.kit.toolkit import expected_got, fail, fetch, kind_of, start_check, type_name
+from autograder.checks.kit.compare import is_integer
 from autograder.checks.kit.remote import probed
 from autograder.checks.kit.trained_weights import count_layers, heads_of, load_into, size_of, trained_state
 from autograder.course.heldout import HELDOUT_CHARS, heldout_text

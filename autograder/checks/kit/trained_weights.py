@@ -15,7 +15,8 @@ import torch
 from torch import nn
 
 from autograder.checks.kit.remote import ProbeBroken, StudentError
-from autograder.checks.kit.toolkit import describe, expected_got, fail
+from autograder.checks.kit.toolkit import expected_got, fail
+from autograder.checks.kit.compare import describe
 
 # numbers in the trained model's parameters and buffers: the course's models hold well under a million (07: about
 # 0.2 M with the notebook's vocabulary, 08: about 0.1 M); 4 M float32 numbers are 16 MB, half of what one probe reply

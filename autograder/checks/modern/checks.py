@@ -21,9 +21,9 @@ from autograder.checks.modern import mistakes as M
 from autograder.checks.kit.criteria import argument, edge_case
 from autograder.checks.kit.draws import pick
 from autograder.checks.kit.toolkit import (
-    as_tensor, call, construct, describe, expect_callable, expect_raises, expect_tensor, fail, fetch, prepare,
-    randint, randn, seeded, shape_of, start_check,
+    call, construct, expect_callable, expect_raises, fail, fetch, randint, randn, seeded, shape_of, start_check,
 )
+from autograder.checks.kit.compare import as_tensor, describe, expect_tensor, prepare
 from autograder.checks.kit.parts import given_working_parts
 from autograder.checks.kit.remote import probed
 

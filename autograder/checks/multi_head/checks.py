@@ -16,9 +16,9 @@ from autograder.checks.multi_head import mistakes as M
 from autograder.checks.kit.draws import pick, rng
 from autograder.checks.kit.criteria import argument
 from autograder.checks.kit.toolkit import (
-    DROPOUT_P, call, construct, describe, expect_callable, expect_dropout_acts, expect_raises, expect_tensor, fail,
-    prepare, randn, seeded, shape_of, start_check,
+    call, construct, expect_callable, expect_raises, fail, randn, seeded, shape_of, start_check,
 )
+from autograder.checks.kit.compare import DROPOUT_P, describe, expect_dropout_acts, expect_tensor, prepare
 from autograder.checks.kit.inputs import padded_ids
 from autograder.checks.kit.draws import draw_sizes
 

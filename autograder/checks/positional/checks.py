@@ -21,9 +21,9 @@ from autograder.checks.kit.criteria import argument
 from autograder.checks.kit.draws import pick
 from autograder.checks.kit.tolerance import tolerance
 from autograder.checks.kit.toolkit import (
-    as_tensor, call, construct, describe, expect_callable, expect_raises, expect_shape, expect_tensor, fail, prepare,
-    randn, seeded, start_check, values_close,
+    call, construct, expect_callable, expect_raises, fail, randn, seeded, start_check,
 )
+from autograder.checks.kit.compare import as_tensor, describe, expect_shape, expect_tensor, prepare, values_close
 
 
 def _reference():

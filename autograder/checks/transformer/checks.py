@@ -8,15 +8,15 @@ import torch
 
 from autograder.checks.transformer import mistakes as M
 from autograder.checks.kit.criteria import argument
-from autograder.checks.kit.toolkit import (
-    as_tensor, call, construct, describe, diagnose, expect_callable, expect_dropout_acts, expect_shape, expect_tensor,
-    fail, prepare, randn, shape_of, start_check,
+from autograder.checks.kit.toolkit import call, construct, expect_callable, fail, randn, shape_of, start_check
+from autograder.checks.kit.compare import (
+    as_tensor, describe, diagnose, expect_dropout_acts, expect_shape, expect_tensor, prepare,
 )
 from types import SimpleNamespace
 
 from autograder.checks.encoder.checks import block_mistakes, stack_mistakes
 from autograder.checks.kit.inputs import padded_ids, reference_module, short_length
-from autograder.checks.kit.toolkit import expect_max_len
+from autograder.checks.kit.compare import expect_max_len
 from autograder.checks.kit.draws import generator, pick
 from coursekit.probe.decoding import DecodingProbe
 

@@ -23,9 +23,8 @@ import copy
 import torch
 
 from autograder.checks.kit.criteria import argument
-from autograder.checks.kit.toolkit import (
-    as_tensor, call, construct, expect_callable, fail, prepare, shape_of, start_check,
-)
+from autograder.checks.kit.toolkit import call, construct, expect_callable, fail, shape_of, start_check
+from autograder.checks.kit.compare import as_tensor, prepare
 from autograder.checks.kit.parts import given_working_parts
 from autograder.checks.kit.remote import RemoteObject, StudentError, ProbeBroken, new, probed
 from autograder.checks.kit.inputs import padded_ids, reference_module

@@ -35,9 +35,9 @@ from autograder.checks.kit.draws import current_salt, generator, pick, sample, s
 from autograder.checks.kit.remote import ProbeBroken, RemoteObject, StudentError, probed
 from autograder.checks.kit.tolerance import tolerance
 from autograder.checks.kit.toolkit import (
-    as_tensor, call, describe, expect_callable, expect_raises, expect_tensor, expected_got, fail, is_integer,
-    lend_model, randint, randn, shape_of, start_check,
+    call, expect_callable, expect_raises, expected_got, fail, lend_model, randint, randn, shape_of, start_check,
 )
+from autograder.checks.kit.compare import as_tensor, describe, expect_tensor, is_integer
 
 SMOOTHING_SEED, NOAM_SEED, BEAM_SEED, BLEU_SEED = 160, 165, 170, 175
 

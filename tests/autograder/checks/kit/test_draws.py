@@ -7,7 +7,7 @@ import stat
 import pytest
 import torch
 
-from autograder.checks import probe_inputs as P
+from autograder.checks.kit import draws as P
 from autograder.course.probe_secret import course_secret, submission_salt
 
 

@@ -1,4 +1,4 @@
-"""Shared helpers of the hidden checks: messages, weight copying, RNG hygiene, comparisons."""
+"""The kit's toolkit (messages, RNG hygiene) and compare (weight copying, comparisons)."""
 from __future__ import annotations
 
 import pytest
@@ -6,7 +6,7 @@ import torch
 from torch import nn
 
 import solutions
-from autograder.checks.kit import toolkit
+from autograder.checks.kit import compare, toolkit
 from autograder.checks.multi_head import checks as multi_head_checks
 from autograder.checks.kit.remote import hand_in_locally
 
@@ -24,7 +24,7 @@ def test_copy_parameters_names_the_missing_submodule():
             self.query = nn.Linear(12, 12)
 
     with pytest.raises(AssertionError, match="expected submodule `w_q`"):
-        toolkit.copy_parameters(remote(Student()), solutions.MultiHeadAttention(12, 3), "MultiHeadAttention")
+        compare.copy_parameters(remote(Student()), solutions.MultiHeadAttention(12, 3), "MultiHeadAttention")
 
 
 def test_copy_parameters_reports_wrong_shapes_and_copies_values():
@@ -32,9 +32,9 @@ def test_copy_parameters_reports_wrong_shapes_and_copies_values():
     wrong = solutions.MultiHeadAttention(12, 3)
     wrong.w_o = nn.Linear(12, 6)
     with pytest.raises(AssertionError, match=r"`w_o.weight` has the wrong shape"):
-        toolkit.copy_parameters(remote(wrong), reference, "MultiHeadAttention")
+        compare.copy_parameters(remote(wrong), reference, "MultiHeadAttention")
     student = solutions.MultiHeadAttention(12, 3)
-    toolkit.copy_parameters(remote(student), reference, "MultiHeadAttention")
+    compare.copy_parameters(remote(student), reference, "MultiHeadAttention")
     for (name, a), (_, b) in zip(student.named_parameters(), reference.named_parameters()):
         assert torch.equal(a, b), name
 
@@ -74,6 +74,6 @@ def test_values_close_respects_where_and_tolerance():
     got = expected.clone()
     got[1, 2] = 5.0                                   # a padded position
     where = torch.tensor([[True, True, True], [True, True, False]])
-    assert not toolkit.values_close(got, expected, device)
-    assert toolkit.values_close(got, expected, device, where=where)
-    assert toolkit.values_close(expected + 1e-7, expected, device)
+    assert not compare.values_close(got, expected, device)
+    assert compare.values_close(got, expected, device, where=where)
+    assert compare.values_close(expected + 1e-7, expected, device)
