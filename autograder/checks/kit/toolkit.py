@@ -79,7 +79,7 @@ def fail(problem: str, *, tested: str | None = None, details: Iterable[str] = ()
     lines.extend(f"  {line}" for line in details)
     if mistake:
         lines.append(f"  likely mistake: {text_of(mistake)}")
-    hint = hint or (fix_of(mistake) if mistake else None)   # the catalogue's advice, unless the check has its own
+    hint = (fix_of(mistake) if mistake else None) or hint   # a named mistake's advice is the catalogue's
     if hint:
         lines.append(f"  hint: {hint}")
     raise CheckFailed("\n".join(lines[:MAX_MESSAGE_LINES]), mistake or None)
