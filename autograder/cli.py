@@ -29,16 +29,10 @@ import sys
 from pathlib import Path
 
 from autograder.course.coursedir import alembic_on_path, assignments_in_source, command_course_dir
+from autograder.course.provided import provided_range
 from autograder.errors import AutograderError
 
 OK, ACT, USAGE = 0, 1, 2
-
-
-def _provided_range() -> str:
-    """The assignments that have a provided.py, e.g. "04-09" (from the course API, never written by hand)."""
-    from autograder.course.provided import FIRST_WITH_PROVIDED, TOPICS
-
-    return f"{FIRST_WITH_PROVIDED:02d}-{len(TOPICS):02d}"
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -62,7 +56,7 @@ def _add_release(sub, common) -> None:
         "release", parents=[common], help="generate the student version of assignments",
         formatter_class=argparse.RawDescriptionHelpFormatter,
         description="nbgrader generate_assignment into <course>/release/ and a copy into exercises/.",
-        epilog=f"provided.py ({_provided_range()}: the reference of every earlier notebook) is gated: with "
+        epilog=f"provided.py ({provided_range()}: the reference of every earlier notebook) is gated: with "
                "--provided gated (the\n"
                "default) it reaches the release only once EVERY assignment it covers is past its due date in the\n"
                "gradebook (nbgrader db assignment add NAME --duedate ...; no due date counts as open); until then\n"
@@ -72,7 +66,7 @@ def _add_release(sub, common) -> None:
     p.add_argument("assignment", nargs="*", help="assignment name(s), or --all")
     p.add_argument("--all", action="store_true", help="every assignment in source/")
     p.add_argument("--provided", choices=("gated", "force", "none"), default="gated",
-                   help=f"provided.py of {_provided_range()}: gated (default), force (reveal now), none (never)")
+                   help=f"provided.py of {provided_range()}: gated (default), force (reveal now), none (never)")
     p.add_argument("--no-exchange", action="store_true",
                    help="only write release/ and exercises/, even where the course has an nbgrader exchange "
                         "(c.Exchange.root): by default the release is also handed to the students through it")

@@ -158,3 +158,121 @@ def test_each_room_s_module_map_names_every_module_it_holds(room):
     if room == "checks":
         present -= set(api.TOPICS)
     assert _mapped_modules(package) == present
+
+
+# ------------------------------------------------------------------------------------------- the checks' topics
+
+def _imports(path: Path) -> list[tuple[int, str]]:
+    """(line, dotted module) of every import in a file, relative ones resolved (`from . import x` in a package)."""
+    import ast
+
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found += [(node.lineno, alias.name) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                package = path.relative_to(REPO).with_suffix("").parts[:-node.level]
+                base = ".".join(package + ((base,) if base else ()))
+            found += [(node.lineno, f"{base}.{alias.name}") for alias in node.names]
+    return found
+
+
+def topic_import_errors(repo: Path, layer: str = "autograder") -> list[str]:
+    """A topic folder of a check layer imports only the framework (hidden: `kit`, `stand_ins`; public: `toolkit`),
+    `solutions` (hidden layer only), `coursekit`, its own modules and the `mistakes` of its own or earlier topics;
+    never another topic's checks (the topics, in course order, from the course API)."""
+    from coursekit.api import TOPICS
+
+    errors = []
+    for rank, topic in enumerate(TOPICS):
+        for path in sorted((repo / layer / "checks" / topic).glob("*.py")):
+            for line, module in _imports(path):
+                parts = module.split(".")
+                if parts[:2] != [layer, "checks"] or len(parts) < 3:
+                    continue
+                other = parts[2]
+                if other in ("kit", "stand_ins", "toolkit", "CheckFailed", "passed") or other == topic:
+                    continue
+                if other in TOPICS and TOPICS.index(other) < rank and parts[3:4] == ["mistakes"]:
+                    continue
+                errors.append(f"{path.relative_to(repo)}:{line} imports {module}")
+    return errors
+
+
+@pytest.mark.parametrize("layer", ["autograder", "coursekit"])
+def test_a_topic_folder_imports_only_the_kit_and_the_mistakes_of_its_own_or_earlier_topics(layer):
+    assert topic_import_errors(REPO, layer) == []
+
+
+def test_the_topic_rule_has_teeth(tmp_path):
+    for topic in ("attention", "encoder", "transformer"):
+        (tmp_path / "autograder" / "checks" / topic).mkdir(parents=True)
+    (tmp_path / "autograder" / "checks" / "encoder" / "checks.py").write_text(
+        "from autograder.checks.kit.compare import expect_tensor\n"
+        "from autograder.checks.attention import mistakes as attention_mistakes\n"
+        "from autograder.checks.encoder.mistakes import TABLE\n")
+    (tmp_path / "autograder" / "checks" / "attention" / "checks.py").write_text(
+        "from autograder.checks.encoder.mistakes import TABLE\n")                # a later topic's mistakes
+    (tmp_path / "autograder" / "checks" / "transformer" / "checks.py").write_text(
+        "from autograder.checks.encoder.checks import sizes\n")                  # another topic's checks
+    assert topic_import_errors(tmp_path) == [
+        "autograder/checks/attention/checks.py:1 imports autograder.checks.encoder.mistakes.TABLE",
+        "autograder/checks/transformer/checks.py:1 imports autograder.checks.encoder.checks.sizes"]
+
+
+def _check_modules(layer: str) -> dict[str, set[str]]:
+    """topic -> the modules of that topic's folder that define a `check_*` function."""
+    import re
+
+    from coursekit.api import TOPICS
+
+    return {topic: {p.stem for p in (REPO / layer / "checks" / topic).glob("*.py")
+                    if re.search(r"^def check_\w+", p.read_text(encoding="utf-8"), re.M)} for topic in TOPICS}
+
+
+def test_the_public_and_hidden_checks_mirror_each_other_file_by_file():
+    """Each exercise's public check sits in the namesake of its hidden check's module (the graded results, which
+    have no public check, aside)."""
+    from coursekit import api
+
+    results = {result.check_module.split(".")[1] for result in api.GRADED_RESULTS}
+    hidden = {t: modules - results for t, modules in _check_modules("autograder").items()}
+    assert hidden == _check_modules("coursekit")
+    for entry in api.API:
+        assert (REPO / entry.check_file).is_file() and (REPO / entry.public_check_file).is_file(), entry.name
+
+
+MAX_MODULE_LINES = 400
+ONE_TEXT = {"autograder/checks/stand_ins.py": "the kernel receives the stand-ins as one text (one module)"}
+
+
+@pytest.mark.parametrize("layer", ["autograder", "coursekit"])
+def test_no_check_module_is_over_400_lines(layer):
+    long = {str(p.relative_to(REPO)): n for p in sorted((REPO / layer / "checks").rglob("*.py"))
+            if (n := len(p.read_text(encoding="utf-8").splitlines())) > MAX_MODULE_LINES
+            and str(p.relative_to(REPO)) not in ONE_TEXT}
+    assert long == {}
+
+
+MAX_FUNCTION_LINES = 60
+
+
+def long_functions(folder: Path) -> dict[str, int]:
+    """'path:line name' -> length, for every function longer than MAX_FUNCTION_LINES (def line to last line)."""
+    import ast
+
+    out = {}
+    for path in sorted(folder.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                length = node.end_lineno - node.lineno + 1
+                if length > MAX_FUNCTION_LINES:
+                    out[f"{path.relative_to(REPO)}:{node.lineno} {node.name}"] = length
+    return out
+
+
+@pytest.mark.parametrize("package", ["autograder", "coursekit", "solutions"])
+def test_no_function_is_over_60_lines(package):
+    assert long_functions(REPO / package) == {}

@@ -4,7 +4,7 @@
 
     python -m tools.settings_table     # rewrites the generated blocks of docs/grading-config.md
 
-`tests/autograder/test_grade_config.py` fails when the page is out of date.
+`tests/autograder/sandbox/test_limits.py` fails when the page is out of date.
 """
 from __future__ import annotations
 

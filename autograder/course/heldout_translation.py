@@ -8,7 +8,7 @@ kernel could read those pairs and learn them. The jail therefore sees `masked()`
 i of .en), and the notebook's own test BLEU still runs; in the jail, half of that figure is measured on validation
 captions (captions the model was not trained on either). The first 500 lines, which the grading budget's BLEU
 reads (coursekit.translation_training's `test_sentences`), are untouched. No held-out pair occurs in `train` or
-`val` (tests/autograder/checks/test_trained_translator.py).
+`val` (tests/autograder/checks/translation/test_trained.py).
 """
 from __future__ import annotations
 

@@ -221,9 +221,9 @@ def bwrap_command(bwrap: str, *, kernel_cmd: list[str], ipc_dir: str, notebook_s
         argv += ["--ro-bind-try", f"/etc/{name}", f"/etc/{name}"]
     for path in ro:
         argv += ["--ro-bind", path, path]
-    for text in held_out_texts(data_dir):  # 08's held-out slice stays out of the jail (course/heldout.py)
+    for text in held_out_texts(data_dir):  # 08's held-out slice stays out of the jail (autograder/course/heldout.py)
         argv += ["--ro-bind", masked_text_file(os.path.realpath(text)), text]
-    for test_file in held_out_multi30k(data_dir):  # and 10's held-out captions (course/heldout_translation.py)
+    for test_file in held_out_multi30k(data_dir):  # and 10's held-out captions (autograder/course/heldout_translation.py)
         argv += ["--ro-bind", masked_multi30k_file(os.path.realpath(test_file)), test_file]
     for path in hide:  # an empty, read-only folder over each hidden package
         argv += ["--tmpfs", path, "--remount-ro", path]

@@ -83,7 +83,7 @@ def test_too_many_folds_is_a_clear_error(tmp_path, capsys):
     assert "--folds must be between 2" in capsys.readouterr().err
 
 
-# the grading budget's reference run (accuracy and the trained check): tests/autograder/checks/test_classifier.py
+# the grading budget's reference run (accuracy and the trained check): tests/autograder/checks/classifier/test_checks.py
 
 
 # the notebook's default run beats TF-IDF + logistic regression on the synthetic set, as its prose says:
