@@ -137,7 +137,8 @@ STEPS: tuple[Step, ...] = (
          "a hidden grade cell holding only `hand_in(\"{snake}\", {name})` between `### BEGIN HIDDEN TESTS` and "
          "`### END HIDDEN TESTS`", _hand_in),
     Step("public check", "{public_check_file}",
-         "`{check}(obj)`: small fixed examples; a failure names the likely mistake with `mistake_hint(id, fix)`",
+         "`{check}(obj)`, the mirror of the hidden check's module: small fixed examples; a failure names the "
+         "likely mistake with `mistake_hint(id)` (the catalogue's text and fix)",
          lambda e, repo: _defines(_text(repo, e.public_check_file), e.check_name)),
     Step("self-check cell", "course/source/{notebook}/{notebook}.ipynb",
          "a code cell after the solution that calls `{check}({name})`", _self_check_called),
@@ -146,11 +147,13 @@ STEPS: tuple[Step, ...] = (
          "the grading device, raises through `fail(..., mistake=id)`",
          lambda e, repo: _defines(_text(repo, e.check_file), e.check_name)),
     Step("catalogue", "coursekit/mistakes.py",
-         "one entry per typical mistake the checks name (`<topic>.<what>`, the API name, the student's text); "
-         "each id is diagnosed by a known-mistake variant (next step)", _catalogue_ids_exist),
+         "one line per typical mistake the checks name: its id (`<topic>.<what>`), the API name, what the "
+         "student did and its `fix` (the advice both layers show); each id is diagnosed by a known-mistake "
+         "variant (next step)", _catalogue_ids_exist),
     Step("known-mistake variants", "autograder/checks/{topic}/mistakes.py",
          "the reference recomputed with one mistake switched on (switches off: the reference exactly, "
-         "`tests/autograder/checks/test_mistakes.py`); the hidden check diagnoses with them (`M.<variant>`)",
+         "`tests/autograder/checks/test_mistakes.py`), and the table `TABLE = {mistake id: (variant, switches)}`; "
+         "the hidden check diagnoses with its rows (`from_table(M.TABLE, run, ids)`)",
          lambda e, repo: (repo / f"autograder/checks/{e.topic}/mistakes.py").is_file()),
     Step("reference tests", "tests/solutions/test_{topic}.py",
          "the reference against an independent implementation (a torch module, a formula, a hand-worked example)",
