@@ -32,7 +32,7 @@ class Notebook:
         return self.name[:2]
 
 
-# The two large topics keep one check module per part (`autograder/checks/<topic>/<part>.py`, and its public mirror
+# The larger topics keep one check module per part (`autograder/checks/<topic>/<part>.py`, and its public mirror
 # `coursekit/checks/<topic>/<part>.py`); every other exercise's checks are its topic's `checks.py`.
 PART_MODULES: dict[str, str] = {
     "train_bpe": "gpt.bpe", "bpe_encode": "gpt.bpe", "bpe_decode": "gpt.bpe",
@@ -43,6 +43,8 @@ PART_MODULES: dict[str, str] = {
     "label_smoothed_cross_entropy": "translation.loss", "noam_lr": "translation.loss",
     "beam_search": "translation.beam",
     "corpus_bleu": "translation.bleu",
+    "train_one_epoch": "classifier.training", "evaluate": "classifier.training",
+    "LlamaBlock": "modern.model", "ModernGPT": "modern.model",
 }
 
 

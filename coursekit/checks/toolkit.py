@@ -1,4 +1,5 @@
-"""The toolkit of the public checks: running the student's code, comparing, and phrasing hints.
+"""The toolkit of the public checks: running the student's code, comparing, and phrasing hints, and the helpers
+that the checks of several topics share (modules and Encoder/Decoder stacks: 05 and 06).
 
 Every failure is a `CheckFailed` (an AssertionError), whose message reads
     <what is wrong>
@@ -233,6 +234,92 @@ def softmax_rows(scores: np.ndarray) -> np.ndarray:
 
 def isclose(a: float, b: float, tol: float = 1e-6) -> bool:
     return math.isclose(a, b, rel_tol=tol, abs_tol=tol)
+
+
+# ------------------------------------------------------------------------ modules and stacks (checks of 05 and 06)
+def randomize(module: torch.nn.Module, seed: int) -> None:
+    """Fixed random values for every parameter (LayerNorms included, so norm1 and norm2 differ)."""
+    generator = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for _, parameter in sorted(module.named_parameters()):
+            parameter.copy_(torch.randn(parameter.shape, generator=generator) * 0.5)
+
+
+def require_submodule(module: torch.nn.Module, owner: str, name: str, kind: type | tuple[type, ...] = torch.nn.Module,
+                      hint: str | None = None) -> torch.nn.Module:
+    sub = getattr(module, name, None)
+    if not isinstance(sub, kind):
+        expected = kind.__name__ if isinstance(kind, type) else " or ".join(k.__name__ for k in kind)
+        fail(f"{owner} needs a submodule `{name}` ({expected}), got {type(sub).__name__}.", hint)
+    return sub
+
+
+def padding_mask(ids: torch.Tensor, pad_id: int = 0) -> torch.Tensor:
+    """(B, T) -> (B, 1, 1, T), True where a real token is (may be attended to)."""
+    return (ids != pad_id)[:, None, None, :]
+
+
+def norm_swapped_hint(norm_first: bool) -> str:
+    """The hint of a block (EncoderBlock, DecoderBlock) arranged the other way than norm_first asks."""
+    wrote, asked = ("post", "pre") if norm_first else ("pre", "post")
+    return f"you wrote the {wrote}-norm block, but norm_first={norm_first} asks for {asked}-norm: " \
+           + mistake_hint("encoder.norm_swapped")
+
+
+def stack_variants(stack: torch.nn.Module, ids, run_layers, d_model: int) -> dict:
+    """Right and wrong ways to embed, add positions, run the layers and normalise (Encoder and Decoder alike):
+    {"right": output, hint: wrong output}. run_layers(x, use_mask) runs every layer on x, with or without masks."""
+    emb = stack.embedding(ids)                                                        # (B, T, d_model)
+    scale = math.sqrt(d_model)
+    return {
+        "right": stack.norm(run_layers(stack.pos_encoding(emb * scale), True)),
+        mistake_hint("encoder.no_embedding_scale"): stack.norm(run_layers(stack.pos_encoding(emb), True)),
+        "scale the embeddings by sqrt(d_model) BEFORE adding the positional encoding, not after.":
+            stack.norm(run_layers(stack.pos_encoding(emb) * scale, True)),
+        mistake_hint("encoder.no_positions"): stack.norm(run_layers(emb * scale, True)),
+        "the mask is not handed to the layers: every layer needs it.":
+            stack.norm(run_layers(stack.pos_encoding(emb * scale), False)),
+        mistake_hint("encoder.final_norm"): run_layers(stack.pos_encoding(emb * scale), True),
+    }
+
+
+def expect_stack_submodules(stack: torch.nn.Module, owner: str, num_layers: int, block_name: str,
+                            norm_first: bool) -> None:
+    for sub in ("embedding", "pos_encoding"):
+        require_submodule(stack, owner, sub)
+    layers = require_submodule(stack, owner, "layers", torch.nn.ModuleList,
+                               f"self.layers = nn.ModuleList([{block_name}(...) for _ in range(num_layers)])")
+    if len(layers) != num_layers:
+        fail(f"{owner}(num_layers={num_layers}) should hold {num_layers} layers, got {len(layers)}.")
+    if len({id(layer) for layer in layers}) != num_layers:
+        fail(f"{owner}.layers holds the same block several times; each layer needs its own weights.",
+             f"create a new {block_name} inside the loop of the list comprehension.")
+    require_submodule(stack, owner, "norm", torch.nn.LayerNorm if norm_first else torch.nn.Identity,
+                      "pre-norm stacks (norm_first=True) end with nn.LayerNorm(d_model); post-norm ones with "
+                      "nn.Identity().")
+
+
+def expect_too_long(module: torch.nn.Module, name: str, max_len: int, make_inputs, criterion: str,
+                    hint: str = "pass max_len on to PositionalEncoding(d_model, max_len, dropout), which raises it.") \
+        -> None:
+    """The stated edge case `criterion`: a sequence of max_len tokens works, a longer one raises ValueError (max_len
+    reaches the positional encoding). `make_inputs(T)` gives the forward arguments for sequences of length T."""
+    from coursekit.criteria import edge_case
+
+    with edge_case(criterion):
+        with torch.no_grad():
+            run(f"{name} on exactly max_len={max_len} tokens", module, *make_inputs(max_len))
+            try:
+                module(*make_inputs(max_len + 1))
+            except ValueError:
+                return
+            except NotImplementedError:
+                raise
+            except Exception as error:  # noqa: BLE001 -- any other error is reported as the wrong one
+                fail(f"{name} on {max_len + 1} tokens (max_len={max_len}) should raise ValueError, got "
+                     f"{type(error).__name__}: {error}", hint)
+        fail(f"{name} on {max_len + 1} tokens (max_len={max_len}) should raise ValueError, but it raised nothing.",
+             hint)
 
 
 # ---------------------------------------------------------------------------------------- exercises built of parts

@@ -11,25 +11,26 @@ Every input is this submission's (autograder/checks/kit/draws.py); with no salt,
 """
 from __future__ import annotations
 
-from autograder.checks.kit.remote import probed
-
 import torch
 
 from autograder.checks.attention import mistakes as M
+from autograder.checks.kit import inputs
+from autograder.checks.kit.compare import as_tensor, expect_shape, expect_tensor, from_table
 from autograder.checks.kit.criteria import argument
-from autograder.checks.kit.draws import current_salt, draw_sizes, generator, pick, rng
+from autograder.checks.kit.draws import draw_sizes, pick, rng
 from autograder.checks.kit.inputs import draw_lengths, padded_ids
+from autograder.checks.kit.remote import probed
 from autograder.checks.kit.toolkit import call, expect_callable, fail, randn, shape_of, start_check
-from autograder.checks.kit.compare import as_tensor, expect_shape, expect_tensor
 
 
-def _reference():
-    import solutions.attention as reference
+def _ids(variant, keep=lambda switches: True) -> list[str]:
+    """The ids of the rows of M.TABLE whose variant is `variant` (and whose switches `keep` admits), in order."""
+    return [mistake_id for mistake_id, (row_variant, switches) in M.TABLE.items()
+            if row_variant is variant and keep(switches)]
 
-    return reference
 
-
-def _mask_problem(got, expected, label, tested, inverted, extra=()):
+def _mask_problem(got, expected, label, tested, mistakes=None):
+    """Fail unless `got` is the bool mask `expected`; an inverted mask, or one of `mistakes` ({id: thunk}), named."""
     got = as_tensor(got, label, tested)
     expect_shape(got, expected.shape, label, tested)
     if got.dtype != torch.bool:
@@ -37,10 +38,8 @@ def _mask_problem(got, expected, label, tested, inverted, extra=()):
     got = got.to(expected.device)
     if bool(torch.equal(got, expected)):
         return
-    mistake = "attention.mask_inverted" if bool(torch.equal(got, inverted)) else None
-    for name, candidate in extra:
-        if mistake is None and bool(torch.equal(got, candidate)):
-            mistake = name
+    candidates = {"attention.mask_inverted": lambda: ~expected, **(mistakes or {})}
+    mistake = next((name for name, produce in candidates.items() if bool(torch.equal(got, produce()))), None)
     wrong = int((got != expected).sum())
     fail(f"{label}: values differ from the reference solution.", tested=tested,
          details=[f"{wrong} of {expected.numel()} entries differ"], mistake=mistake)
@@ -51,7 +50,7 @@ def check_make_padding_mask(make_padding_mask) -> None:
     """make_padding_mask(ids (B, T), pad_id=0) -> bool (B, 1, 1, T), True at real tokens."""
     device = start_check()
     expect_callable(make_padding_mask, "make_padding_mask")
-    reference = _reference()
+    reference = inputs.reference("attention")
     first = draw_sizes("attention.padding_mask.first", {"B": [3, 2, 4], "T": [7, 5, 6, 8, 9]})
     second = draw_sizes("attention.padding_mask.second", {"B": [4, 3, 5], "T": [6, 4, 5, 7, 8]})
     pad_id = pick("attention.padding_mask.pad_id", [3, 1, 2, 4, 5, 6, 7, 8, 9])
@@ -71,7 +70,7 @@ def _check_padding_mask_case(make_padding_mask, reference, ids, **kwargs) -> Non
         fail("the padding mask has the wrong shape.", tested=tested,
              details=[f"expected shape {tuple(expected.shape)} = (B, 1, 1, T), got {tuple(got.shape)}"],
              hint="add the two broadcast axes: mask[:, None, None, :]")
-    _mask_problem(got, expected, "the padding mask", tested, ~expected)
+    _mask_problem(got, expected, "the padding mask", tested)
 
 
 @probed
@@ -79,7 +78,7 @@ def check_make_causal_mask(make_causal_mask) -> None:
     """make_causal_mask(size, device=None) -> bool (size, size), lower triangle True."""
     device = start_check()
     expect_callable(make_causal_mask, "make_causal_mask")
-    reference = _reference()
+    reference = inputs.reference("attention")
     sizes = draw_sizes("attention.causal_mask.sizes", {"first": [5, 3, 4, 6], "second": [7, 6, 8, 9, 10]})
     for size, kwargs in ((sizes["first"], {}), (sizes["second"], {"device": device})):
         tested = f"size={size}" + (f", device={device.type}" if kwargs else "")
@@ -89,19 +88,16 @@ def check_make_causal_mask(make_causal_mask) -> None:
         if got.device != expected.device:
             fail("the causal mask is on the wrong device.", tested=tested,
                  details=[f"expected {expected.device}, got {got.device}"], hint="pass device=device to torch.ones")
-        ones = torch.ones(size, size, dtype=torch.bool, device=expected.device)
-        _mask_problem(got, expected, "the causal mask", tested, ~expected, extra=[
-            ("causal_mask.diagonal_blocked", torch.tril(ones, diagonal=-1)),
-            ("causal_mask.upper_triangle", torch.triu(ones)),
-        ])
+        _mask_problem(got, expected, "the causal mask", tested, from_table(
+            M.TABLE, lambda variant, switches: variant(size, expected.device, **switches), _ids(M.causal_mask)))
 
 
 def attention_mistakes(query, key, value, mask, part: int):
-    """Known mistakes of scaled_dot_product_attention; part 0 = output, 1 = weights."""
-    flags = [(name, f) for name, f in M.ATTENTION_MISTAKES.items() if set(f) <= set(M.SDPA_FLAGS)]
-    if mask is None:
-        flags = [(name, f) for name, f in flags if "mask" not in next(iter(f))]
-    return lambda: [(name, lambda f=f: M.sdpa(query, key, value, mask, **f)[part]) for name, f in flags]
+    """Known mistakes of scaled_dot_product_attention (those of the mask only with a mask); part 0 = output,
+    1 = weights."""
+    ids = _ids(M.sdpa, lambda switches: mask is not None or not any("mask" in name for name in switches))
+    return lambda: from_table(M.TABLE, lambda variant, switches: variant(query, key, value, mask, **switches)[part],
+                              ids)
 
 
 @probed
@@ -109,7 +105,7 @@ def check_scaled_dot_product_attention(scaled_dot_product_attention) -> None:
     """scaled_dot_product_attention(q, k, v, mask=None) -> (output (..., T_q, d_v), weights (..., T_q, T_k))."""
     device = start_check()
     expect_callable(scaled_dot_product_attention, "scaled_dot_product_attention")
-    reference = _reference()
+    reference = inputs.reference("attention")
     sizes = draw_sizes("attention.sdpa.sizes", {"B": [2, 3], "H": [3, 2, 4], "T_q": [5, 3, 4, 6],
                                                 "T_k": [7, 6, 8, 9], "d_k": [4, 3, 5, 8], "d_v": [6, 5, 7, 10]})
     B, H, T_q, T_k, d_k, d_v = (sizes[name] for name in ("B", "H", "T_q", "T_k", "d_k", "d_v"))

@@ -1,4 +1,11 @@
-"""Known-mistake variants of notebook 03 (attention): see the package doc."""
+"""Known-mistake variants of notebook 03 (attention), and the table of the mistakes they make.
+
+`ATTENTION_MISTAKES` = {mistake id: switches} of attention, shared by the checks of later notebooks (multi-head,
+encoder, modern) whose variants take the same switches; `SDPA_FLAGS` are those that `sdpa` takes.
+`TABLE` = {mistake id: (variant, switches)}: the variant run with those switches on a check's own inputs gives that
+mistake's answer (`kit.compare.from_table`); a check tries its rows in the table's order, the first match naming the
+mistake.
+"""
 from __future__ import annotations
 
 import math
@@ -26,6 +33,13 @@ def sdpa(query, key, value, mask=None, *, scale="sqrt", softmax_dim=-1, invert_m
     return weights @ value, weights
 
 
+def causal_mask(size, device=None, *, diagonal=0, upper=False):
+    """The causal mask (size, size), True on and below the diagonal; `diagonal=-1` blocks the diagonal, `upper`
+    keeps the upper triangle instead."""
+    ones = torch.ones(size, size, dtype=torch.bool, device=device)
+    return torch.triu(ones, diagonal=-diagonal) if upper else torch.tril(ones, diagonal=diagonal)
+
+
 ATTENTION_MISTAKES = {
     "attention.missing_scale": {"scale": "none"},
     "multi_head.scale_d_model": {"scale_width": "d_model"},
@@ -41,3 +55,12 @@ ATTENTION_MISTAKES = {
     "multi_head.merge_no_transpose": {"merge_how": "no_transpose"},
 }
 SDPA_FLAGS = ("scale", "softmax_dim", "invert_mask", "ignore_mask", "mask_after_softmax")
+
+TABLE = {
+    # scaled_dot_product_attention
+    **{mistake_id: (sdpa, switches) for mistake_id, switches in ATTENTION_MISTAKES.items()
+       if set(switches) <= set(SDPA_FLAGS)},
+    # make_causal_mask (besides attention.mask_inverted, which every mask check recognises as ~expected)
+    "causal_mask.diagonal_blocked": (causal_mask, {"diagonal": -1}),
+    "causal_mask.upper_triangle": (causal_mask, {"upper": True}),
+}

@@ -2,12 +2,11 @@
 
 The trained weights come out of the kernel and are loaded into the contract's `TransformerClassifier` here
 (`trained_weights.py`); that model is evaluated here, on reviews the grader generates with coursekit's synthetic
-generator and this submission's seed (`probe_inputs.seed_for`: the same reviews when the same notebook is regraded,
-other reviews for any other submission; a fresh random seed per run when no salt is set), never the shipped test
-split, which the kernel can read. The reviews
-are tokenised with `coursekit.tokenize` and the student's `vocab` (data), batched with coursekit's own padding
-collate and length-bucketed sampler (`coursekit.loaders`): neither the reviews, nor their labels, nor the
-predictions ever pass through the student's code.
+generator and this submission's seed (`draws.seed_for`: the same reviews when the same notebook is regraded, other
+reviews for any other submission; a fresh random seed per run when no salt is set), never the shipped test split,
+which the kernel can read. The reviews are tokenised with `coursekit.tokenize` and the student's `vocab` (data),
+batched with coursekit's own padding collate and length-bucketed sampler (`coursekit.loaders`): neither the reviews,
+nor their labels, nor the predictions ever pass through the student's code.
 """
 from __future__ import annotations
 
@@ -21,6 +20,7 @@ from torch.utils.data import DataLoader
 from autograder.checks.kit.toolkit import expected_got, fail, fetch, kind_of, start_check, type_name
 from autograder.checks.kit.compare import describe
 from autograder.checks.kit.draws import current_salt, seed_for
+from autograder.checks.kit.inputs import reference
 from autograder.checks.kit.remote import RemoteObject, probed
 from autograder.checks.kit.trained_weights import count_layers, heads_of, load_into, size_of, trained_state
 
@@ -35,7 +35,7 @@ MAJORITY_ACCURACY = 0.20
 
 
 HELDOUT_REVIEWS = 2000  # as many as the shipped test split
-HELDOUT_SEED = 7070     # stands for this submission's seed of the generated reviews (`probe_inputs.seed_for`)
+HELDOUT_SEED = 7070     # stands for this submission's seed of the generated reviews (`draws.seed_for`)
 NOTEBOOK_HEADS = 4  # the notebook's TransformerClassifier(..., num_heads=4, ...)
 
 
@@ -71,8 +71,6 @@ def heldout_batches(vocab: dict[str, int], max_len: int, texts: list[str], label
 
 def contract_classifier(model: RemoteObject, state: dict[str, torch.Tensor]):
     """The contract's TransformerClassifier with the sizes of the student's weights, holding them."""
-    import solutions
-
     label = "your trained model"
     vocab_size = size_of(state, "encoder.embedding.weight", 0, label)
     d_model = size_of(state, "encoder.embedding.weight", 1, label)
@@ -80,12 +78,12 @@ def contract_classifier(model: RemoteObject, state: dict[str, torch.Tensor]):
     num_classes = size_of(state, "classifier.weight", 0, label)
     max_len = size_of(state, "encoder.pos_encoding.pe", 0, label)
     heads = heads_of(model.attr("encoder", "layers", "0", "self_attn", "num_heads"), d_model, NOTEBOOK_HEADS)
+    TransformerClassifier = reference("classifier").TransformerClassifier
     with torch.device("cpu"):
-        reference = solutions.TransformerClassifier(vocab_size, num_classes=num_classes, d_model=d_model,
-                                                    num_heads=heads, d_ff=d_ff,
-                                                    num_layers=count_layers(state, "encoder.layers."),
-                                                    max_len=max_len, dropout=0.0, pad_id=0)
-    return load_into(reference, state, label)
+        contract = TransformerClassifier(vocab_size, num_classes=num_classes, d_model=d_model, num_heads=heads,
+                                         d_ff=d_ff, num_layers=count_layers(state, "encoder.layers."),
+                                         max_len=max_len, dropout=0.0, pad_id=0)
+    return load_into(contract, state, label)
 
 
 def trained_accuracy(model: RemoteObject, vocab: dict[str, int], max_len: int | None = None,
@@ -94,7 +92,7 @@ def trained_accuracy(model: RemoteObject, vocab: dict[str, int], max_len: int | 
     with `seed` (drawn here when None): see the module docstring."""
     device = start_check()
     state = trained_state(model, "your trained model")
-    reference = contract_classifier(model, state).to(device)
+    classifier = contract_classifier(model, state).to(device)
     rows = state["encoder.embedding.weight"].shape[0]
     if min(vocab.values()) < 0 or max(vocab.values()) >= rows:
         fail("check_trained_classifier needs the vocabulary the model was trained with.",
@@ -103,11 +101,11 @@ def trained_accuracy(model: RemoteObject, vocab: dict[str, int], max_len: int | 
     if seed is None:  # this submission's reviews (the same on a regrade); with no salt, new ones on every run
         seed = seed_for(HELDOUT_SEED) if current_salt() else secrets.randbits(62)
     texts, labels = heldout_reviews(seed, count)
-    table = reference.encoder.pos_encoding.pe.shape[0]
+    table = classifier.encoder.pos_encoding.pe.shape[0]
     correct = total = 0
     with torch.no_grad():
         for ids, truth in heldout_batches(vocab, min(max_len or table, table), texts, labels, batch_size):
-            logits = reference(ids.to(device))                                   # (B, num_classes)
+            logits = classifier(ids.to(device))                                  # (B, num_classes)
             correct += int((logits.argmax(dim=-1).cpu() == truth).sum())
             total += len(truth)
     return correct / total

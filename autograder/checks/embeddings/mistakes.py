@@ -1,4 +1,10 @@
-"""Known-mistake variants of notebook 01 (tokens and embeddings): see the package doc."""
+"""Known-mistake variants of notebook 01 (tokens and embeddings), and the table of the mistakes they make.
+
+`TABLE` = {mistake id: (variant, switches)}: the variant run with those switches on a check's own inputs gives that
+mistake's answer (`kit.compare.from_table`); each check tries the rows of its variant in the table's order, the first
+match naming the mistake. `FORMS` = {mistake id: [switches, ...]}: other switches of the same variant that make the
+same mistake, tried right after its row.
+"""
 from __future__ import annotations
 
 import math
@@ -33,7 +39,8 @@ def build_vocab(tokenized_texts, min_freq=1, specials=("<pad>", "<unk>", "<bos>"
 
 
 def encode(tokens, vocab, *, unk_id=None):
-    unk = vocab["<unk>"] if unk_id is None else unk_id
+    """unk_id: a hard-coded id for unknown tokens ("last": len(vocab) - 1) instead of vocab['<unk>']."""
+    unk = vocab["<unk>"] if unk_id is None else len(vocab) - 1 if unk_id == "last" else unk_id
     return [vocab.get(t, unk) for t in tokens]
 
 
@@ -50,6 +57,12 @@ def pad_batch(sequences, pad_id=0, max_len=None, *, pre_padding=False, truncate_
             else:
                 batch[row, :len(kept)] = torch.tensor(kept)
     return batch
+
+
+def lookup(weight, ids, *, scaled=False):
+    """TokenEmbedding's forward, weight[ids] (B, T, d_model); `scaled` multiplies it by sqrt(d_model)."""
+    looked_up = weight[ids]
+    return looked_up * weight.shape[1] ** 0.5 if scaled else looked_up
 
 
 def embedding_matrix_from_word2vec(vocab, keyed_vectors, *, by_iteration=False, random_missing=False):
@@ -71,3 +84,31 @@ def attention_over_words(query, keys, keyed_vectors, *, scale="sqrt"):
     factor = {"sqrt": 1 / math.sqrt(d), "none": 1.0, "mul_sqrt": math.sqrt(d), "d": 1 / d}[scale]
     weights = torch.softmax(K @ q * factor, dim=0)                                            # (n,)
     return weights, weights @ K                                                               # (n,), (d,)
+
+
+TABLE = {
+    # build_vocab
+    "vocab.specials_last": (build_vocab, {"specials_first": False}),
+    "vocab.ascending": (build_vocab, {"descending": False}),
+    "vocab.ties": (build_vocab, {"ties": "first_seen"}),
+    "vocab.min_freq_strict": (build_vocab, {"strict_min": True}),
+    "vocab.special_duplicate": (build_vocab, {"dedupe_specials": False}),
+    # encode
+    "encode.unk_hardcoded": (encode, {"unk_id": 0}),
+    # pad_batch
+    "pad_batch.pre_padding": (pad_batch, {"pre_padding": True}),
+    "pad_batch.truncate_front": (pad_batch, {"truncate_front": True}),
+    "pad_batch.pad_id_ignored": (pad_batch, {"ignore_pad_id": True}),
+    # TokenEmbedding
+    "embedding.scaled": (lookup, {"scaled": True}),
+    # embedding_matrix_from_word2vec
+    "word2vec.by_iteration": (embedding_matrix_from_word2vec, {"by_iteration": True}),
+    # attention_over_words
+    "attention.missing_scale": (attention_over_words, {"scale": "none"}),
+    "attention.scale_multiplied": (attention_over_words, {"scale": "mul_sqrt"}),
+    "attention.scale_by_d": (attention_over_words, {"scale": "d"}),
+}
+FORMS = {
+    "vocab.ties": [{"ties": "reverse_alpha"}],                                   # Counter.most_common's, or reversed
+    "encode.unk_hardcoded": [{"unk_id": 1}, {"unk_id": "last"}, {"unk_id": -1}],
+}

@@ -1,23 +1,22 @@
 """Hidden checks of notebook 05 (feed-forward, encoder block, encoder)."""
 from __future__ import annotations
 
-from autograder.checks.kit.parts import given_working_parts
-from autograder.checks.kit.remote import probed
-
 import contextlib
+from types import SimpleNamespace
 
 import torch
 
-from types import SimpleNamespace
-
 from autograder.checks.encoder import mistakes as M
-from autograder.checks.kit.inputs import padded_ids, reference_module, short_length
-from autograder.checks.kit.draws import pick, seed_for
-from autograder.checks.kit.criteria import argument
-from autograder.checks.kit.toolkit import call, construct, expect_raises, fail, randn, shape_of, start_check
 from autograder.checks.kit.compare import (
-    DROPOUT_P, as_tensor, expect_dropout_acts, expect_max_len, expect_shape, expect_tensor, prepare, values_close,
+    DROPOUT_P, as_tensor, expect_dropout_acts, expect_max_len, expect_shape, expect_tensor, from_table, prepare,
+    values_close,
 )
+from autograder.checks.kit.criteria import argument
+from autograder.checks.kit.draws import pick
+from autograder.checks.kit.inputs import padded_ids, reference, reference_module, short_length
+from autograder.checks.kit.parts import given_working_parts
+from autograder.checks.kit.remote import probed
+from autograder.checks.kit.toolkit import call, construct, fail, randn, shape_of, start_check
 
 # The probes' sizes are this submission's (`probe_inputs.pick`, the first option with no salt: B=2, T=6, H=3,
 # d_head=4, d_model=12, d_ff=20, vocab 17, 2 layers, max_len=32). The space keeps what the cases need: an even
@@ -39,36 +38,28 @@ def sizes(prefix: str = "encoder") -> SimpleNamespace:
         max_len=pick(f"{prefix}.max_len", [32, 20, 24, 40]))
 
 
-def _reference():
-    import solutions.encoder as reference
-
-    return reference
-
-
 @probed
 def check_positionwise_feed_forward(PositionwiseFeedForward) -> None:
     """PositionwiseFeedForward(d_model, d_ff, dropout=0.0): linear2(dropout(relu(linear1(x)))); dropout > 0 is an
     argument with teeth."""
     device = start_check()
-    reference = _reference()
+    solution = reference("encoder")
     z = sizes()
     module = construct(PositionwiseFeedForward, "PositionwiseFeedForward", z.d_model, z.d_ff)
-    ref = reference_module(reference.PositionwiseFeedForward, 3, z.d_model, z.d_ff)
+    ref = reference_module(solution.PositionwiseFeedForward, 3, z.d_model, z.d_ff)
     prepare(module, ref, device, "PositionwiseFeedForward")
     x = randn(z.B, z.T, z.d_model, seed=70, device=device)
     tested = f"PositionwiseFeedForward({z.d_model}, {z.d_ff}) on x {shape_of(x)}"
     with torch.no_grad():
         expected = ref(x)
         got = call("PositionwiseFeedForward.forward", module, x.clone(), tested=tested)
-    expect_tensor(got, expected, "PositionwiseFeedForward output", device, tested=tested, mistakes=lambda: [
-        ("encoder.no_relu", lambda: M.feed_forward(ref, x, relu=False)),
-        ("encoder.relu_after_linear2", lambda: M.feed_forward(ref, x, relu_after=True)),
-        ("encoder.gelu", lambda: M.feed_forward(ref, x, activation="gelu")),
-    ])
+    expect_tensor(got, expected, "PositionwiseFeedForward output", device, tested=tested,
+                  mistakes=lambda: from_table(M.TABLE, lambda variant, switches: variant(ref, x, **switches),
+                                              M.FEED_FORWARD_IDS))
     with argument("PositionwiseFeedForward.dropout"):
         name = f"PositionwiseFeedForward({z.d_model}, {z.d_ff}, dropout={DROPOUT_P})"
         module = construct(PositionwiseFeedForward, "PositionwiseFeedForward", z.d_model, z.d_ff, dropout=DROPOUT_P)
-        ref = reference_module(reference.PositionwiseFeedForward, 3, z.d_model, z.d_ff, dropout=DROPOUT_P)
+        ref = reference_module(solution.PositionwiseFeedForward, 3, z.d_model, z.d_ff, dropout=DROPOUT_P)
         prepare(module, ref, device, "PositionwiseFeedForward")
         with torch.no_grad():
             expected = ref(x)
@@ -78,20 +69,10 @@ def check_positionwise_feed_forward(PositionwiseFeedForward) -> None:
                                  "linear2(dropout(relu(linear1(x))))")
 
 
-def block_mistakes(call_variant, norm_first: bool, has_mask: bool, residual_flags=("attn_residual", "ffn_residual")):
-    """Known mistakes of a block: `call_variant(**flags)` runs the reference block with those switches."""
-    names = {"attn_residual": "encoder.missing_residual_attn", "ffn_residual": "encoder.missing_residual_ffn",
-             "cross_residual": "decoder.missing_residual_cross"}
-
-    def variants():
-        out = [("encoder.norm_swapped", lambda: call_variant(norm_first=not norm_first))]
-        out += [(names[flag], lambda flag=flag: call_variant(**{flag: False})) for flag in residual_flags]
-        for name, flags in M.ATTENTION_MISTAKES.items():
-            if has_mask or "mask" not in next(iter(flags)):
-                out.append((name, lambda flags=flags: call_variant(attn_flags=flags)))
-        return out
-
-    return variants
+def block_mistakes(ref, x, mask):
+    """The known mistakes of an EncoderBlock (the reference `ref`) on x, with or without a padding mask."""
+    return lambda: from_table(M.TABLE, lambda variant, switches: variant(ref, x, mask, **switches),
+                              M.block_ids(mask is not None))
 
 
 @probed
@@ -99,7 +80,7 @@ def block_mistakes(call_variant, norm_first: bool, has_mask: bool, residual_flag
 def check_encoder_block(EncoderBlock) -> None:
     """EncoderBlock(d_model, num_heads, d_ff, dropout=0.0, norm_first=False): self_attn, ffn, norm1, norm2."""
     device = start_check()
-    reference = _reference()
+    solution = reference("encoder")
     from solutions.attention import make_padding_mask
 
     z = sizes()
@@ -113,7 +94,7 @@ def check_encoder_block(EncoderBlock) -> None:
             name = f"EncoderBlock({z.d_model}, {z.H}, {z.d_ff}" + (", norm_first=True)" if norm_first else ")")
             module = construct(EncoderBlock, "EncoderBlock", z.d_model, z.H, z.d_ff,
                                **({"norm_first": True} if norm_first else {}))
-            ref = reference_module(reference.EncoderBlock, 4, z.d_model, z.H, z.d_ff, norm_first=norm_first)
+            ref = reference_module(solution.EncoderBlock, 4, z.d_model, z.H, z.d_ff, norm_first=norm_first)
             prepare(module, ref, device, "EncoderBlock")
             for m in (None, mask):
                 tested = f"{name} on x {shape_of(x)}, " + ("no mask" if m is None else f"padding mask {shape_of(m)}")
@@ -123,12 +104,11 @@ def check_encoder_block(EncoderBlock) -> None:
                                tested=tested)
                 expect_tensor(got, expected, "EncoderBlock output", device, tested=tested,
                               where=None if m is None else keep,
-                              mistakes=block_mistakes(lambda m=m, **f: M.encoder_block(ref, x, m, **f), norm_first,
-                                                      m is not None))
+                              mistakes=block_mistakes(ref, x, m))
     with argument("EncoderBlock.dropout"):
         name = f"EncoderBlock({z.d_model}, {z.H}, {z.d_ff}, dropout={DROPOUT_P})"
         module = construct(EncoderBlock, "EncoderBlock", z.d_model, z.H, z.d_ff, dropout=DROPOUT_P)
-        ref = reference_module(reference.EncoderBlock, 4, z.d_model, z.H, z.d_ff, dropout=DROPOUT_P)
+        ref = reference_module(solution.EncoderBlock, 4, z.d_model, z.H, z.d_ff, dropout=DROPOUT_P)
         prepare(module, ref, device, "EncoderBlock")
         with torch.no_grad():
             expected = ref(x, None)
@@ -162,18 +142,11 @@ def expect_dropout_reaches(module, name: str, submodules: dict, device, *, teste
                  tested=f"{label} {tested}, training mode", hint=hint)
 
 
-def stack_mistakes(call_variant, norm_first: bool, has_mask: bool, residual_flags=("attn_residual", "ffn_residual")):
-    """Mistakes of an Encoder/Decoder: embedding scale, positions, final norm, plus every block mistake."""
-    def variants():
-        out = [("encoder.no_embedding_scale", lambda: call_variant(scale_embeddings=False)),
-               ("encoder.no_positions", lambda: call_variant(positions=False)),
-               ("encoder.final_norm", lambda: call_variant(final_norm=not norm_first))]
-        if has_mask:
-            out.append(("attention.mask_ignored", lambda: call_variant(attn_flags={"ignore_mask": True})))
-        out += block_mistakes(call_variant, norm_first, has_mask, residual_flags)()
-        return out
-
-    return variants
+def stack_mistakes(ref, ids, mask):
+    """The known mistakes of an Encoder (the reference `ref`) on ids, with or without a padding mask: every row
+    runs through the stack (a block's switches reach every block)."""
+    return lambda: from_table(M.TABLE, lambda _variant, switches: M.encoder(ref, ids, mask, **switches),
+                              M.stack_ids(mask is not None))
 
 
 @probed
@@ -181,7 +154,7 @@ def stack_mistakes(call_variant, norm_first: bool, has_mask: bool, residual_flag
 def check_encoder(Encoder) -> None:
     """Encoder(vocab_size, d_model, num_heads, d_ff, num_layers, max_len=512, dropout=0.0, norm_first=False)."""
     device = start_check()
-    reference = _reference()
+    solution = reference("encoder")
     from solutions.attention import make_padding_mask
 
     z = sizes()
@@ -195,7 +168,7 @@ def check_encoder(Encoder) -> None:
             name = sized + (", norm_first=True)" if norm_first else ")")
             module = construct(Encoder, "Encoder", VOCAB, z.d_model, z.H, z.d_ff, z.num_layers, max_len=MAX_LEN,
                                **({"norm_first": True} if norm_first else {}))
-            ref = reference_module(reference.Encoder, 5, VOCAB, z.d_model, z.H, z.d_ff, z.num_layers,
+            ref = reference_module(solution.Encoder, 5, VOCAB, z.d_model, z.H, z.d_ff, z.num_layers,
                                    max_len=MAX_LEN, norm_first=norm_first)
             prepare(module, ref, device, "Encoder")
             for m in (None, mask):
@@ -207,8 +180,7 @@ def check_encoder(Encoder) -> None:
                                tested=tested)
                 expect_tensor(got, expected, "Encoder output", device, tested=tested,
                               where=None if m is None else keep,
-                              mistakes=stack_mistakes(lambda m=m, **f: M.encoder(ref, ids, m, **f), norm_first,
-                                                      m is not None))
+                              mistakes=stack_mistakes(ref, ids, m))
             if not norm_first:
                 core, core_name = module, name
     expect_max_len(core, core_name, MAX_LEN,
@@ -218,7 +190,7 @@ def check_encoder(Encoder) -> None:
         name = f"{sized}, dropout={DROPOUT_P})"
         module = construct(Encoder, "Encoder", VOCAB, z.d_model, z.H, z.d_ff, z.num_layers, max_len=MAX_LEN,
                            dropout=DROPOUT_P)
-        ref = reference_module(reference.Encoder, 5, VOCAB, z.d_model, z.H, z.d_ff, z.num_layers, max_len=MAX_LEN,
+        ref = reference_module(solution.Encoder, 5, VOCAB, z.d_model, z.H, z.d_ff, z.num_layers, max_len=MAX_LEN,
                                dropout=DROPOUT_P)
         prepare(module, ref, device, "Encoder")
         with torch.no_grad():

@@ -3,6 +3,7 @@ course's tolerance (`tolerance.py`), known mistakes tried when they differ (a to
 that acts only in training mode, max_len's edge case."""
 from __future__ import annotations
 
+import functools
 import numbers
 from typing import Any, Callable, Iterable, Mapping
 
@@ -29,6 +30,21 @@ def from_table(table: Table, run: Callable[[Callable[..., Any], Mapping[str, Any
     rows = table if ids is None else {mistake_id: table[mistake_id] for mistake_id in ids}
     return {mistake_id: (lambda variant=variant, switches=switches: run(variant, switches))
             for mistake_id, (variant, switches) in rows.items()}
+
+
+def candidates(table: Table, run: Callable[[Callable[..., Any], Mapping[str, Any]], Any],
+               ids: Iterable[str] | None = None,
+               forms: Mapping[str, Iterable[Mapping[str, Any]]] | None = None) -> list[tuple[str, Callable[[], Any]]]:
+    """[(mistake id, thunk)] for `diagnose`/`expect_tensor`: the rows of a topic's table (the rows `ids`, in that
+    order) as `from_table` runs them, each followed right away by its mistake's other forms, `forms[id]`: other
+    switches of the row's variant that make the same mistake (a tie broken the other way, another hard-coded id)."""
+    forms = forms or {}
+    out = []
+    for mistake_id, produce in from_table(table, run, ids).items():
+        variant = table[mistake_id][0]
+        out.append((mistake_id, produce))
+        out += [(mistake_id, functools.partial(run, variant, form)) for form in forms.get(mistake_id, ())]
+    return out
 
 
 

@@ -189,7 +189,7 @@ _loopback_names = itertools.count(1)
 def hand_in_locally(objects: tuple, named: dict, check: str = "check") -> tuple[tuple, dict]:
     """Hand ordinary objects in to the in-process kernel side; returns RemoteObjects for them."""
     name = f"{check}#{next(_loopback_names)}"
-    probe._State.subjects[name] = (tuple(objects), dict(named))
+    probe.ProbeState.subjects[name] = (tuple(objects), dict(named))
     channel = LoopbackChannel()
     remote = tuple(RemoteObject(channel, {"subject": name, "index": i}) for i in range(len(objects)))
     remote_named = {k: RemoteObject(channel, {"subject": name, "key": k}) for k in named}
@@ -209,7 +209,7 @@ def probed(check):
             return check(*objects, **named)
         finally:  # forget what this local check handed in and made
             for remote in (*objects, *named.values()):
-                probe._State.subjects.pop(remote.target["subject"], None)
-            probe._State.handles.clear()
+                probe.ProbeState.subjects.pop(remote.target["subject"], None)
+            probe.ProbeState.handles.clear()
 
     return wrapper

@@ -7,20 +7,22 @@ first of 5, 7, 9, 11 that does not divide d_model); padded lengths: full rows an
 """
 from __future__ import annotations
 
-from autograder.checks.kit.parts import given_working_parts
-from autograder.checks.kit.remote import probed
 
 import torch
 
-from autograder.checks.multi_head import mistakes as M
-from autograder.checks.kit.draws import pick, rng
+from autograder.checks.kit import inputs
+from autograder.checks.kit.compare import (
+    DROPOUT_P, candidates, describe, expect_dropout_acts, expect_tensor, from_table, prepare,
+)
 from autograder.checks.kit.criteria import argument
+from autograder.checks.kit.draws import draw_sizes, pick, rng
+from autograder.checks.kit.inputs import padded_ids
+from autograder.checks.kit.parts import given_working_parts
+from autograder.checks.kit.remote import probed
 from autograder.checks.kit.toolkit import (
     call, construct, expect_callable, expect_raises, fail, randn, seeded, shape_of, start_check,
 )
-from autograder.checks.kit.compare import DROPOUT_P, describe, expect_dropout_acts, expect_tensor, prepare
-from autograder.checks.kit.inputs import padded_ids
-from autograder.checks.kit.draws import draw_sizes
+from autograder.checks.multi_head import mistakes as M
 
 
 def _sizes() -> tuple[int, int, int, int, int, int]:
@@ -31,10 +33,10 @@ def _sizes() -> tuple[int, int, int, int, int, int]:
     return B, T, T_K, H, D_HEAD, H * D_HEAD
 
 
-def _reference():
-    import solutions.multi_head as reference
-
-    return reference
+def _heads_mistakes(variant, *args):
+    """The known wrong answers of split_heads or merge_heads (`variant`: M.split or M.merge) on `args`."""
+    ids = [mistake_id for mistake_id, (row_variant, _switches) in M.HEADS_TABLE.items() if row_variant is variant]
+    return lambda: from_table(M.HEADS_TABLE, lambda variant, switches: variant(*args, **switches), ids)
 
 
 @probed
@@ -42,7 +44,7 @@ def check_split_heads(split_heads) -> None:
     """split_heads(x (B, T, d_model), num_heads) -> (B, H, T, d_head)."""
     device = start_check()
     expect_callable(split_heads, "split_heads")
-    reference = _reference()
+    reference = inputs.reference("multi_head")
     B, T, _T_K, H, D_HEAD, D_MODEL = _sizes()
     for num_heads in (H, D_HEAD):               # d_head D_HEAD and H: B, T, H, d_head stay distinct
         x = randn(B, T, D_MODEL, seed=40 + num_heads, device=device)
@@ -51,9 +53,7 @@ def check_split_heads(split_heads) -> None:
         got = call("split_heads", split_heads, x.clone(), num_heads, tested=tested)
         expect_tensor(got, expected, "split_heads output", device, tested=tested,
                       shape_hint="(B, T, d_model) -> (B, num_heads, T, d_model // num_heads)",
-                      mistakes=lambda x=x, n=num_heads: [
-                          ("multi_head.split_no_transpose", lambda: M.split(x, n, "no_transpose")),
-                          ("multi_head.split_interleaved", lambda: M.split(x, n, "interleaved"))])
+                      mistakes=_heads_mistakes(M.split, x, num_heads))
 
 
 @probed
@@ -61,7 +61,7 @@ def check_merge_heads(merge_heads) -> None:
     """merge_heads(x (B, H, T, d_head)) -> (B, T, H * d_head), the inverse of split_heads."""
     device = start_check()
     expect_callable(merge_heads, "merge_heads")
-    reference = _reference()
+    reference = inputs.reference("multi_head")
     B, T, _T_K, H, D_HEAD, _D_MODEL = _sizes()
     x = randn(B, H, T, D_HEAD, seed=50, device=device)
     tested = f"x {shape_of(x)}"
@@ -69,27 +69,24 @@ def check_merge_heads(merge_heads) -> None:
     got = call("merge_heads", merge_heads, x.clone(), tested=tested)
     expect_tensor(got, expected, "merge_heads output", device, tested=tested,
                   shape_hint="(B, H, T, d_head) -> (B, T, H * d_head)",
-                  mistakes=lambda: [("multi_head.merge_no_transpose", lambda: M.merge(x, "no_transpose"))])
+                  mistakes=_heads_mistakes(M.merge, x))
     # the inverse of split_heads on a transposed (non-contiguous) input, as it comes out of attention
     y = randn(B, T, H, D_HEAD, seed=51, device=device).transpose(1, 2)   # (B, H, T, d_head), non-contiguous
     tested = f"a non-contiguous x {shape_of(y)} (as returned by attention after a transpose)"
     got = call("merge_heads", merge_heads, y, tested=tested)
     expect_tensor(got, reference.merge_heads(y), "merge_heads output", device, tested=tested,
-                  mistakes=lambda: [("multi_head.merge_no_transpose", lambda: M.merge(y, "no_transpose"))])
+                  mistakes=_heads_mistakes(M.merge, y))
 
 
 def mha_mistakes(attn, query, key, value, mask, part: int):
     """Known mistakes of MultiHeadAttention (with the reference module's weights); part 0 = output, 1 = weights."""
-    def variants():
-        out = []
-        for name, flags in M.ATTENTION_MISTAKES.items():
-            if mask is None and "mask" in next(iter(flags)):
-                continue
-            out.append((name, lambda flags=flags: M.mha(attn, query, key, value, mask, **flags)[part]))
-        for inputs in ("kv_swapped", "value_from_key", "key_from_value", "query_from_key"):
-            out.append(("multi_head.inputs_mixed", lambda inputs=inputs: M.mha(attn, query, key, value, mask,
-                                                                         inputs=inputs)[part]))
-        return out
+    def run(variant, switches):
+        return variant(attn, query, key, value, mask, **switches)[part]
+
+    def variants():  # the mask's mistakes only with a mask; each row's other forms (M.FORMS) right after it
+        ids = [mistake_id for mistake_id, (_variant, switches) in M.TABLE.items()
+               if mask is not None or not any("mask" in name for name in switches)]
+        return candidates(M.TABLE, run, ids, M.FORMS)
 
     return variants
 
@@ -101,8 +98,7 @@ def attention_cases(device):
     key and value are also three different tensors, so that an answer that mixes up its inputs (key and value
     swapped, the query projected from the key...) gives different numbers.
     """
-    from solutions.attention import make_causal_mask, make_padding_mask
-
+    masks = inputs.reference("attention")
     B, T, T_K, _H, _D_HEAD, D_MODEL = _sizes()
     rows = rng("multi_head.padding_lengths")
     short = pick("multi_head.padding_short", [3, *range(2, T)])
@@ -113,10 +109,10 @@ def attention_cases(device):
     memory = randn(B, T_K, D_MODEL, seed=61, device=device)
     x_key, x_value = randn(B, T, D_MODEL, seed=64, device=device), randn(B, T, D_MODEL, seed=65, device=device)
     memory_value = randn(B, T_K, D_MODEL, seed=66, device=device)
-    self_padding = make_padding_mask(padded_ids(self_lengths, T, seed=62, device=device))  # (B, 1, 1, T)
-    cross_padding = make_padding_mask(                                                     # (B, 1, 1, T_K)
+    self_padding = masks.make_padding_mask(padded_ids(self_lengths, T, seed=62, device=device))  # (B, 1, 1, T)
+    cross_padding = masks.make_padding_mask(                                              # (B, 1, 1, T_K)
         padded_ids(cross_lengths, T_K, seed=63, device=device))
-    causal = make_causal_mask(T, device=device)                                              # (T, T)
+    causal = masks.make_causal_mask(T, device=device)                                       # (T, T)
     return [
         ("self-attention, no mask", x, x, x, None),
         ("self-attention, padding mask", x, x, x, self_padding),
@@ -155,7 +151,7 @@ def check_multi_head_attention(MultiHeadAttention) -> None:
 
     The core uses the defaults (dropout 0, biases); bias=False and dropout > 0 are arguments with teeth."""
     device = start_check()
-    reference = _reference()
+    reference = inputs.reference("multi_head")
     expect_callable(MultiHeadAttention, "MultiHeadAttention", "module")
     _B, _T, _T_K, H, _D_HEAD, D_MODEL = _sizes()
     indivisible = pick("multi_head.indivisible", [n for n in (5, 7, 9, 11) if D_MODEL % n])

@@ -1,8 +1,15 @@
-"""Known-mistake variants of notebook 04 (multi-head attention): see the package doc."""
+"""Known-mistake variants of notebook 04 (multi-head attention), and the tables of the mistakes they make.
+
+`TABLE` (MultiHeadAttention) and `HEADS_TABLE` (split_heads, merge_heads; the same ids, other variants) =
+{mistake id: (variant, switches)}: the variant run with those switches on a check's own inputs gives that mistake's
+answer (`kit.compare.from_table`); a check tries its rows in the table's order, the first match naming the mistake.
+`FORMS` = {mistake id: [switches, ...]}: other switches of the same variant that make the same mistake, tried right
+after its row.
+"""
 from __future__ import annotations
 
 from autograder.checks.attention.mistakes import sdpa
-from autograder.checks.attention.mistakes import ATTENTION_MISTAKES  # noqa: F401 (the checks name them too)
+from autograder.checks.attention.mistakes import ATTENTION_MISTAKES
 
 
 def split(x, num_heads, how="ok"):
@@ -46,3 +53,16 @@ def mha(attn, query, key, value, mask=None, *, split_how="ok", merge_how="ok", s
     d_scale = d_model if scale_width == "d_model" else None
     heads, weights = sdpa(q, k, v, mask, d_scale=d_scale, **sdpa_flags)                     # (B, H, T_q, d_head)
     return attn.w_o(merge(heads, merge_how)), weights
+
+
+TABLE = {
+    **{mistake_id: (mha, switches) for mistake_id, switches in ATTENTION_MISTAKES.items()},
+    "multi_head.inputs_mixed": (mha, {"inputs": "kv_swapped"}),
+}
+FORMS = {"multi_head.inputs_mixed": [{"inputs": "value_from_key"}, {"inputs": "key_from_value"},
+                                     {"inputs": "query_from_key"}]}
+HEADS_TABLE = {
+    "multi_head.split_no_transpose": (split, {"how": "no_transpose"}),
+    "multi_head.split_interleaved": (split, {"how": "interleaved"}),
+    "multi_head.merge_no_transpose": (merge, {"how": "no_transpose"}),
+}

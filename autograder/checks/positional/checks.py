@@ -10,37 +10,40 @@ Every input is this submission's (autograder/checks/kit/draws.py); with no salt,
 """
 from __future__ import annotations
 
-from autograder.checks.kit.parts import given_working_parts
-from autograder.checks.kit.remote import probed
 
 import torch
 
-from autograder.checks.positional import mistakes as M
-from autograder.checks.kit.draws import draw_sizes
+from autograder.checks.kit import inputs
+from autograder.checks.kit.compare import (
+    as_tensor, candidates, describe, expect_shape, expect_tensor, prepare, values_close,
+)
 from autograder.checks.kit.criteria import argument
-from autograder.checks.kit.draws import pick
+from autograder.checks.kit.draws import draw_sizes, pick
+from autograder.checks.kit.parts import given_working_parts
+from autograder.checks.kit.remote import probed
 from autograder.checks.kit.tolerance import tolerance
 from autograder.checks.kit.toolkit import (
     call, construct, expect_callable, expect_raises, fail, randn, seeded, start_check,
 )
-from autograder.checks.kit.compare import as_tensor, describe, expect_shape, expect_tensor, prepare, values_close
+from autograder.checks.positional import mistakes as M
+from coursekit.tolerance import DROPOUT_FRACTION_SLACK
 
 
-def _reference():
-    import solutions.positional as reference
-
-    return reference
+def _candidates(variant, run) -> list:
+    """[(mistake id, thunk)] for the rows of M.TABLE whose variant is `variant`, in the table's order, each row's
+    other forms (M.FORMS) right after it; a thunk is `run(variant, switches)` on the check's own inputs."""
+    ids = [mistake_id for mistake_id, (row_variant, _switches) in M.TABLE.items() if row_variant is variant]
+    return candidates(M.TABLE, run, ids, M.FORMS)
 
 
 def _table_mistakes(max_len, d_model):
-    return lambda: [
-        ("positional.sin_cos_swapped", lambda: M.sinusoidal(max_len, d_model, swap=True)),
-        ("positional.exponent_per_column", lambda: M.sinusoidal(max_len, d_model, exponent="column")),
-        ("positional.exponent_no_two", lambda: M.sinusoidal(max_len, d_model, exponent="no_two")),
-        ("positional.halves", lambda: M.sinusoidal(max_len, d_model, halves=True)),
-        ("positional.frequency_base", lambda: M.sinusoidal(max_len, d_model, base=1000.0)),
-        ("positional.sin_cos_swapped", lambda: M.sinusoidal(max_len, d_model, swap=True, exponent="column")),
-    ]
+    """The known wrong sinusoidal tables (max_len, d_model)."""
+    return lambda: _candidates(M.sinusoidal, lambda variant, switches: variant(max_len, d_model, **switches))
+
+
+def _added_mistakes(x, table):
+    """The known wrong ways of adding the positions `table` to x."""
+    return _candidates(M.add_positions, lambda variant, switches: variant(x, table, **switches))
 
 
 @probed
@@ -48,7 +51,7 @@ def check_sinusoidal_positional_encoding(sinusoidal_positional_encoding) -> None
     """sinusoidal_positional_encoding(max_len, d_model) -> FloatTensor (max_len, d_model); odd d_model: ValueError."""
     start_check()
     expect_callable(sinusoidal_positional_encoding, "sinusoidal_positional_encoding")
-    reference = _reference()
+    reference = inputs.reference("positional")
     tables = [
         draw_sizes("positional.table.wide", {"max_len": [12, 10, 11, 13, 14, 15], "d_model": [8, 6, 10]}),
         draw_sizes("positional.table.mid", {"max_len": [9, 7, 8], "d_model": [6, 4]}),
@@ -77,7 +80,7 @@ def check_sinusoidal_positional_encoding(sinusoidal_positional_encoding) -> None
 def check_positional_encoding(PositionalEncoding) -> None:
     """PositionalEncoding(d_model, max_len=512, dropout=0.0): buffer pe, forward(x) = x + pe[:T]."""
     device = start_check()
-    reference = _reference()
+    reference = inputs.reference("positional")
     sizes = draw_sizes("positional.encoding.sizes", {"B": [3, 2, 4], "T": [7, 5, 6, 8, 9],
                                                      "d_model": [10, 8, 12, 14], "max_len": [20, 16, 18, 22, 24]},
                        valid=lambda s: s["B"] < s["T"] < s["max_len"] and s["B"] * s["T"] * s["d_model"] >= 200)
@@ -100,12 +103,9 @@ def check_positional_encoding(PositionalEncoding) -> None:
         got = call("PositionalEncoding.forward", module, x.clone(), tested=tested)
     table = ref.pe
 
-    def mistakes():
-        variants = [("positional.from_batch_axis", lambda: M.add_positions(x, table, from_batch=True)),
-                    ("positional.x_not_added", lambda: M.add_positions(x, table, without_x=True))]
-        for name, make in _table_mistakes(max_len, d_model)():
-            variants.append((name, lambda make=make: M.add_positions(x, make().to(device))))
-        return variants
+    def mistakes():  # the positions added wrongly, or a wrong table added
+        return _added_mistakes(x, table) + [(name, lambda make=make: M.add_positions(x, make().to(device)))
+                                            for name, make in _table_mistakes(max_len, d_model)()]
 
     expect_tensor(got, expected, "PositionalEncoding output", device, tested=tested, mistakes=mistakes)
     pe = call("PositionalEncoding.pe", module.attr("pe").fetch)
@@ -133,7 +133,7 @@ def _check_positional_dropout(PositionalEncoding, x, expected, device, d_model: 
     dropped = got == 0
     kept_close = values_close(got[~dropped], (expected / (1 - p))[~dropped], device)
     fraction = float(dropped.float().mean())
-    if not kept_close or not 0.25 <= fraction <= 0.75:
+    if not kept_close or abs(fraction - p) > DROPOUT_FRACTION_SLACK:
         mistake = "positional.dropout_ignored" if values_close(got, expected, device) else \
             "positional.dropout_before_add" if _dropped_before_adding(got, x.to(got.device), expected, p, device) \
             else None
@@ -146,8 +146,7 @@ def _check_positional_dropout(PositionalEncoding, x, expected, device, d_model: 
     got = call("PositionalEncoding.forward", module, x.clone(), _no_grad=True, tested=tested)
     eval_got = as_tensor(got, "PositionalEncoding output", tested)
     if eval_got.shape == expected.shape and _dropped(eval_got.to(expected.device), expected, p, device):
-        fail("PositionalEncoding: dropout acts in eval mode.", tested=tested, mistake="positional.dropout_in_eval",
-             hint="nn.Dropout switches itself off in eval mode; F.dropout needs training=self.training")
+        fail("PositionalEncoding: dropout acts in eval mode.", tested=tested, mistake="positional.dropout_in_eval")
     expect_tensor(got, expected, "PositionalEncoding output", device, tested=tested,
                   note="dropout must do nothing in eval mode: use nn.Dropout, or F.dropout(..., training=self.training)")
 
@@ -169,7 +168,7 @@ def _dropped_before_adding(got, x, expected, p: float, device) -> bool:
 def check_learned_positional_embedding(LearnedPositionalEmbedding) -> None:
     """LearnedPositionalEmbedding(max_len, d_model): submodule `embedding`; forward(x) = x + embedding(arange(T))."""
     device = start_check()
-    reference = _reference()
+    reference = inputs.reference("positional")
     sizes = draw_sizes("positional.learned.sizes", {"B": [3, 2, 4], "T": [6, 4, 5, 7, 8], "d_model": [8, 6, 10, 12],
                                                     "max_len": [11, 9, 10, 12, 13, 14]},
                        valid=lambda s: len(set(s.values())) == 4 and s["T"] < s["max_len"])
@@ -187,7 +186,5 @@ def check_learned_positional_embedding(LearnedPositionalEmbedding) -> None:
         with torch.no_grad():
             expected = ref(x)
             got = call("LearnedPositionalEmbedding.forward", module, x.clone(), tested=tested)
-        expect_tensor(got, expected, "LearnedPositionalEmbedding output", device, tested=tested, mistakes=lambda x=x: [
-            ("positional.from_batch_axis", lambda: M.add_positions(x, table, from_batch=True)),
-            ("positional.x_not_added", lambda: M.add_positions(x, table, without_x=True)),
-        ])
+        expect_tensor(got, expected, "LearnedPositionalEmbedding output", device, tested=tested,
+                      mistakes=lambda x=x: _added_mistakes(x, table))

@@ -1,4 +1,10 @@
-"""Known-mistake variants of notebook 02 (positional encoding): see the package doc."""
+"""Known-mistake variants of notebook 02 (positional encoding), and the table of the mistakes they make.
+
+`TABLE` = {mistake id: (variant, switches)}: the variant run with those switches on a check's own inputs gives that
+mistake's answer (`kit.compare.from_table`); a check tries its rows in the table's order, the first match naming the
+mistake. `FORMS` = {mistake id: [switches, ...]}: other switches of the same variant that make the same mistake, tried
+right after its row.
+"""
 from __future__ import annotations
 
 import torch
@@ -26,3 +32,17 @@ def add_positions(x, table, *, from_batch=False, without_x=False):
     B, T, _ = x.shape
     positions = table[:B].unsqueeze(1) if from_batch else table[:T]                          # (B, 1, d) or (T, d)
     return positions.expand(x.shape).to(x) if without_x else x + positions.to(x)
+
+
+TABLE = {
+    # the sinusoidal table (sinusoidal_positional_encoding, PositionalEncoding.pe)
+    "positional.sin_cos_swapped": (sinusoidal, {"swap": True}),
+    "positional.exponent_per_column": (sinusoidal, {"exponent": "column"}),
+    "positional.exponent_no_two": (sinusoidal, {"exponent": "no_two"}),
+    "positional.halves": (sinusoidal, {"halves": True}),
+    "positional.frequency_base": (sinusoidal, {"base": 1000.0}),
+    # adding the positions (PositionalEncoding, LearnedPositionalEmbedding)
+    "positional.from_batch_axis": (add_positions, {"from_batch": True}),
+    "positional.x_not_added": (add_positions, {"without_x": True}),
+}
+FORMS = {"positional.sin_cos_swapped": [{"swap": True, "exponent": "column"}]}

@@ -1,27 +1,24 @@
 """Hidden checks of notebook 06 (decoder block, decoder, the full Transformer, greedy decoding)."""
 from __future__ import annotations
 
-from autograder.checks.kit.parts import given_working_parts
-from autograder.checks.kit.remote import new, probed
+from types import SimpleNamespace
 
 import torch
 
-from autograder.checks.transformer import mistakes as M
-from autograder.checks.kit.criteria import argument
-from autograder.checks.kit.toolkit import call, construct, expect_callable, fail, randn, shape_of, start_check
 from autograder.checks.kit.compare import (
-    as_tensor, describe, diagnose, expect_dropout_acts, expect_shape, expect_tensor, prepare,
+    as_tensor, describe, diagnose, expect_dropout_acts, expect_max_len, expect_shape, expect_tensor, from_table,
+    prepare,
 )
-from types import SimpleNamespace
-
-from autograder.checks.encoder.checks import block_mistakes, stack_mistakes
-from autograder.checks.kit.inputs import padded_ids, reference_module, short_length
-from autograder.checks.kit.compare import expect_max_len
-from autograder.checks.kit.draws import generator, pick
-from coursekit.probe.decoding import DecodingProbe
+from autograder.checks.kit.criteria import argument
+from autograder.checks.kit.draws import pick
+from autograder.checks.kit.inputs import padded_ids, reference, reference_module, short_length
+from autograder.checks.kit.parts import given_working_parts
+from autograder.checks.kit.remote import probed
+from autograder.checks.kit.toolkit import call, construct, expect_callable, fail, randn, shape_of, start_check
+from autograder.checks.transformer import mistakes as M
+from autograder.checks.transformer.decoding import decoding_model, greedy_cases, in_kernel
 
 B = 2
-DECODER_RESIDUALS = ("attn_residual", "cross_residual", "ffn_residual")
 
 
 def sizes() -> SimpleNamespace:
@@ -44,12 +41,6 @@ def sizes() -> SimpleNamespace:
         max_len=pick("transformer.max_len", [32, 20, 24, 40]))
 
 
-def _reference():
-    import solutions.transformer as reference
-
-    return reference
-
-
 def _masks(z, device):
     from solutions.attention import make_causal_mask, make_padding_mask
 
@@ -63,20 +54,10 @@ def _masks(z, device):
     return tgt_ids, src_ids, tgt_mask, memory_mask
 
 
-def _decoder_mistakes(call_variant, norm_first, has_tgt_mask, has_memory_mask, stack=False):
-    """Block (or stack) mistakes plus the decoder's own: cross-attention source, masks swapped or ignored."""
-    maker = stack_mistakes if stack else block_mistakes
-    base = maker(call_variant, norm_first, has_tgt_mask or has_memory_mask, DECODER_RESIDUALS)
-
-    def variants():
-        out = [("decoder.cross_from_decoder", lambda: call_variant(cross_from_decoder=True))]
-        if has_tgt_mask:
-            out.append(("decoder.tgt_mask_ignored", lambda: call_variant(ignore_tgt_mask=True)))
-        if has_tgt_mask and has_memory_mask:
-            out.append(("decoder.masks_swapped", lambda: call_variant(swap_masks=True)))
-        return out + base()
-
-    return variants
+def decoder_mistakes(run, has_tgt_mask: bool, has_memory_mask: bool, stack: bool = False):
+    """The known mistakes of a DecoderBlock (or, `stack`, a Decoder): `run(variant, switches)` runs one row of
+    `M.TABLE` on the check's inputs."""
+    return lambda: from_table(M.TABLE, run, M.decoder_ids(has_tgt_mask, has_memory_mask, stack))
 
 
 def _mask_cases(tgt_mask, memory_mask, device):
@@ -118,7 +99,7 @@ def check_decoder_block(DecoderBlock) -> None:
     (every optional argument at its default); norm_first=True and dropout are each tried in their own block.
     """
     device = start_check()
-    reference = _reference()
+    solution = reference("transformer")
     z = sizes()
     tgt_ids, src_ids, tgt_mask, memory_mask = _masks(z, device)
     keep = tgt_ids != 0
@@ -135,7 +116,7 @@ def check_decoder_block(DecoderBlock) -> None:
     def try_block(norm_first):
         name = f"DecoderBlock({z.d_model}, {z.H}, {z.d_ff}" + (", norm_first=True)" if norm_first else ")")
         module = build(norm_first)
-        ref = reference_module(reference.DecoderBlock, 8, z.d_model, z.H, z.d_ff, dropout=0.0,
+        ref = reference_module(solution.DecoderBlock, 8, z.d_model, z.H, z.d_ff, dropout=0.0,
                                norm_first=norm_first)
         prepare(module, ref, device, "DecoderBlock")
         for what, tm, mm in _mask_cases(tgt_mask, memory_mask, device):
@@ -145,9 +126,9 @@ def check_decoder_block(DecoderBlock) -> None:
             got = forward(module, tested, tm, mm)
             expect_tensor(got, expected, "DecoderBlock output", device, tested=tested,
                           where=keep if mm is not None else None,
-                          mistakes=_decoder_mistakes(
-                              lambda tm=tm, mm=mm, **f: M.decoder_block(ref, x, memory, tm, mm, **f),
-                              norm_first, tm is not None, mm is not None))
+                          mistakes=decoder_mistakes(
+                              lambda variant, switches, tm=tm, mm=mm: variant(ref, x, memory, tm, mm, **switches),
+                              tm is not None, mm is not None))
         return ref
 
     ref = try_block(False)                           # the core: the post-norm block
@@ -172,7 +153,7 @@ def check_decoder(Decoder) -> None:
     The core is the post-norm stack (every optional argument but max_len at its default); norm_first=True and
     dropout are each tried in their own block."""
     device = start_check()
-    reference = _reference()
+    solution = reference("transformer")
     z = sizes()
     TGT_VOCAB, MAX_LEN = z.tgt_vocab, z.max_len
     tgt_ids, src_ids, tgt_mask, memory_mask = _masks(z, device)
@@ -191,7 +172,7 @@ def check_decoder(Decoder) -> None:
         name = f"Decoder({TGT_VOCAB}, {z.d_model}, {z.H}, {z.d_ff}, {z.num_layers}, max_len={MAX_LEN}" \
                + (", norm_first=True)" if norm_first else ")")
         module = build(norm_first)
-        ref = reference_module(reference.Decoder, 9, TGT_VOCAB, z.d_model, z.H, z.d_ff, z.num_layers,
+        ref = reference_module(solution.Decoder, 9, TGT_VOCAB, z.d_model, z.H, z.d_ff, z.num_layers,
                                max_len=MAX_LEN, dropout=0.0, norm_first=norm_first)
         prepare(module, ref, device, "Decoder")
         for what, tm, mm in _mask_cases(tgt_mask, memory_mask, device):
@@ -201,9 +182,10 @@ def check_decoder(Decoder) -> None:
             got = forward(module, tested, tm, mm)
             expect_tensor(got, expected, "Decoder output", device, tested=tested,
                           where=keep if mm is not None else None,
-                          mistakes=_decoder_mistakes(
-                              lambda tm=tm, mm=mm, **f: M.decoder(ref, tgt_ids, memory, tm, mm, **f),
-                              norm_first, tm is not None, mm is not None, stack=True))
+                          mistakes=decoder_mistakes(
+                              lambda _variant, switches, tm=tm, mm=mm: M.decoder(ref, tgt_ids, memory, tm, mm,
+                                                                                 **switches),
+                              tm is not None, mm is not None, stack=True))
         return module, ref, name
 
     module, ref, name = try_decoder(False)           # the core: the post-norm stack
@@ -222,18 +204,20 @@ def check_decoder(Decoder) -> None:
                    criterion="Decoder.too_long")
 
 
-def _transformer_mistakes(ref, src_ids, tgt_ids, norm_first):
-    def run(**flags):
-        return M.transformer(ref, src_ids, tgt_ids, **flags)
+def transformer_mistakes(ref, src_ids, tgt_ids, part: str = "logits", ids=None):
+    """The known mistakes of a Transformer (the reference `ref`) on src_ids and tgt_ids: its own masks
+    (`M.TRANSFORMER_TABLE`), then, for the logits, the attention's inversion of every mask and its decoder's
+    mistakes (`M.TABLE`, run through the whole model). `part`: "logits", or encode's "memory" or "src_mask" (only
+    the rows `ids` of the Transformer's own)."""
+    def run(_variant, switches):
+        return M.transformer(ref, src_ids, tgt_ids, part=part, **switches)
 
     def variants():
-        out = [("transformer.no_causal_mask", lambda: run(causal=False)),
-               ("transformer.no_src_mask", lambda: run(src_mask=False)),
-               ("transformer.pad_id_hardcoded", lambda: run(pad_id=0)),
-               ("attention.mask_inverted", lambda: run(invert_src_mask=True)),
-               ("attention.mask_inverted", lambda: run(attn_flags={"invert_mask": True}))]
-        out += _decoder_mistakes(run, norm_first, True, True, stack=True)()
-        return out
+        own = list(from_table(M.TRANSFORMER_TABLE, run, ids).items())
+        if part != "logits":
+            return own
+        decoder_ids = ["attention.mask_inverted", *M.decoder_ids(True, True, stack=True)]
+        return own + list(from_table(M.TABLE, run, decoder_ids).items())
 
     return variants
 
@@ -241,12 +225,12 @@ def _transformer_mistakes(ref, src_ids, tgt_ids, norm_first):
 def _build_transformer(Transformer, z, device, norm_first, pad_id, seed, dropout=0.0):
     """The student's Transformer (only the optional arguments off their defaults passed) and the reference's (eval
     mode, dropout 0), the reference's weights copied into the student's."""
-    reference = _reference()
+    solution = reference("transformer")
     kwargs = dict(d_model=z.d_model, num_heads=z.H, d_ff=z.d_ff, num_layers=z.transformer_layers,
                   max_len=z.max_len)
     module = construct(Transformer, "Transformer", z.src_vocab, z.tgt_vocab, **kwargs,
                        **_non_defaults(dropout=dropout, norm_first=norm_first, pad_id=pad_id))
-    ref = reference_module(reference.Transformer, seed, z.src_vocab, z.tgt_vocab, **kwargs, dropout=0.0,
+    ref = reference_module(solution.Transformer, seed, z.src_vocab, z.tgt_vocab, **kwargs, dropout=0.0,
                            pad_id=pad_id, norm_first=norm_first)
     prepare(module, ref, device, "Transformer")
     return module, ref
@@ -271,7 +255,7 @@ def _try_transformer(Transformer, z, device, norm_first: bool, pad_id: int):
         expected = ref(src_ids, tgt_ids)
         got = call("Transformer.forward", module, src_ids.clone(), tgt_ids.clone(), tested=tested)
     expect_tensor(got, expected, "Transformer logits", device, tested=tested, where=keep_tgt,
-                  mistakes=_transformer_mistakes(ref, src_ids, tgt_ids, norm_first),
+                  mistakes=transformer_mistakes(ref, src_ids, tgt_ids),
                   shape_hint="logits are (B, T_tgt, tgt_vocab_size)")
     # encode / decode separately
     methods = describe(module, "Transformer", callables=["encode", "decode"]).get("callables", {})
@@ -285,21 +269,21 @@ def _try_transformer(Transformer, z, device, norm_first: bool, pad_id: int):
         fail("Transformer.encode must return a tuple (memory, src_mask).", tested=tested)
     expect_tensor(got[0], memory, "the memory returned by encode", device, tested=tested,
                   where=keep_src,
-                  mistakes=lambda: [("transformer.no_src_mask", lambda: M.encoder(ref.encoder, src_ids))])
+                  mistakes=transformer_mistakes(ref, src_ids, tgt_ids, "memory", ["transformer.no_src_mask"]))
     got_mask = as_tensor(got[1], "the src_mask returned by encode", tested)
     try:
         got_mask = torch.broadcast_to(got_mask.to(device).bool(), src_mask.shape)
     except RuntimeError:
         expect_shape(got_mask, src_mask.shape, "the src_mask returned by encode", tested)
     expect_tensor(got_mask, src_mask, "the src_mask returned by encode", device, tested=tested, exact=True,
-                  mistakes=lambda: [("attention.mask_inverted", lambda: ~src_mask),
-                                    ("transformer.pad_id_hardcoded", lambda: (src_ids != 0)[:, None, None, :])])
+                  mistakes=transformer_mistakes(ref, src_ids, tgt_ids, "src_mask",
+                                                ["attention.mask_inverted", "transformer.pad_id_hardcoded"]))
     with torch.no_grad():
         expected = ref.decode(tgt_ids, memory, src_mask)
         got = call("Transformer.decode", module.attr("decode"), tgt_ids.clone(), memory.clone(), src_mask.clone(),
                    tested=tested)
     expect_tensor(got, expected, "the logits returned by decode", device, tested=tested, where=keep_tgt,
-                  mistakes=_transformer_mistakes(ref, src_ids, tgt_ids, norm_first))
+                  mistakes=transformer_mistakes(ref, src_ids, tgt_ids))
     return module, ref, name, src_short, src_ids, tgt_ids
 
 
@@ -336,75 +320,6 @@ def check_transformer(Transformer) -> None:
 
 
 # -------------------------------------------------------------------------------------------------- greedy decode
-def greedy_cases() -> tuple:
-    """(criterion, pad_id, bos_id, eos_id, max_len, want) of this submission's greedy-decoding cases. The core
-    (criterion None) uses the default bos_id=2 and eos_id=3, with model.pad_id 0 twice, then another pad id; each
-    argument with teeth is then tried with its own other id (the other one at its default). The other ids are all
-    distinct, off the defaults 2 and 3, below both vocabularies, and below every max_len so that swapping max_len
-    with an id shows. With no salt: (None, 0, 2, 3, 8, mixed), (None, 0, 2, 3, 12, all_early),
-    (None, 5, 2, 3, 9, mixed), ("greedy_decode.bos_id", 5, 4, 3, 9, mixed), ("greedy_decode.eos_id", 5, 2, 6, 9,
-    mixed)."""
-    pad_id, bos_id, eos_id = pick("transformer.greedy_ids", [(5, 4, 6), (1, 4, 7), (7, 5, 1), (4, 6, 5), (6, 1, 4)])
-    max_len = pick("transformer.greedy_max_len_ids", [9, 8, 10, 11])
-    return ((None, 0, 2, 3, pick("transformer.greedy_max_len_mixed", [8, 7, 9, 10]), "mixed"),
-            (None, 0, 2, 3, pick("transformer.greedy_max_len_early", [12, 10, 11, 13]), "all_early"),
-            (None, pad_id, 2, 3, max_len, "mixed"),
-            ("greedy_decode.bos_id", pad_id, bos_id, 3, max_len, "mixed"),
-            ("greedy_decode.eos_id", pad_id, 2, eos_id, max_len, "mixed"))
-
-
-def decodes_as_wanted(out: torch.Tensor, eos_id: int, max_len: int, want: str) -> bool:
-    """want="mixed": some sequences produce eos_id (not at the first step; one of them before the last column, so
-    padding follows it) and some never do. want="all_early": every sequence produces eos_id, at different steps,
-    before max_len."""
-    is_eos = out == eos_id
-    has_eos, first = is_eos.any(dim=1), is_eos.float().argmax(dim=1)
-    if want == "mixed":
-        return bool(has_eos.any()) and not bool(has_eos.all()) and int(first.max()) > 0 \
-            and bool((has_eos & (first < out.size(1) - 1)).any())
-    return bool(has_eos.all()) and out.size(1) < max_len and int(first.min()) != int(first.max())
-
-
-def _decoding_model(device, pad_id: int, bos_id: int, eos_id: int, max_len: int, want: str):
-    """A random `DecodingProbe` (this submission's weights) and sources whose greedy decoding exercises stopping
-    and padding as `want` says (`decodes_as_wanted`) and, with ids other than the defaults, whose decoding with the
-    default ids differs (so that an id ignored shows). Found by a deterministic search over this submission's
-    seeds and eos biases (pad and bos are made unlikely as outputs); if none qualifies, the last candidate is used:
-    the comparison with the reference stays valid, it only exercises less (the tests assert the search succeeds)."""
-    reference = _reference()
-    z = sizes()
-    S = z.S
-    src_ids = padded_ids([S, short_length("transformer.greedy_short", 4, S), S - 1], S, vocab=z.src_vocab,
-                         pad_id=pad_id, seed=87, device=device)
-    for seed in range(40):
-        for bias in (0.0, 1.0, 2.0, 3.0):
-            draw = generator(100 + seed)
-            model = DecodingProbe(z.src_vocab, z.tgt_vocab, d_model=z.d_model, max_len=z.max_len, pad_id=pad_id)
-            with torch.no_grad():
-                for parameter in model.parameters():
-                    parameter.copy_(torch.randn(parameter.shape, generator=draw) * 1.5)
-                model.generator.bias[[pad_id, bos_id]] = -30.0
-                model.generator.bias[eos_id] += bias
-            model.to(device).eval()
-            out = reference.greedy_decode(model, src_ids, max_len, bos_id=bos_id, eos_id=eos_id, use_cache=False)
-            if decodes_as_wanted(out, eos_id, max_len, want) and \
-                    ((bos_id, eos_id) == (2, 3) or not torch.equal(out, reference.greedy_decode(
-                        model, src_ids, max_len, use_cache=False))):   # the defaults would decode otherwise
-                return model, src_ids
-    return model, src_ids
-
-
-def _in_kernel(greedy_decode, model: DecodingProbe, device):
-    """The same DecodingProbe, built in the student's kernel with the grader's weights."""
-    theirs = new(greedy_decode.channel, "coursekit.probe.decoding.DecodingProbe",
-                 model.src_embedding.num_embeddings, model.tgt_embedding.num_embeddings,
-                 d_model=model.mix.out_features, max_len=model.max_len, pad_id=model.pad_id)
-    theirs.load_state(model.state_dict())
-    theirs.attr("to")(device)
-    theirs.attr("eval")()
-    return theirs
-
-
 @probed
 def check_greedy_decode(greedy_decode) -> None:
     """greedy_decode(model, src_ids, max_len, bos_id=2, eos_id=3) -> LongTensor (B, <= max_len). The core calls it
@@ -425,30 +340,24 @@ def check_greedy_decode(greedy_decode) -> None:
 def _try_greedy(greedy_decode, device, pad_id: int, bos_id: int, eos_id: int, max_len: int, want: str) -> None:
     """One case: the student's greedy_decode on the grader's DecodingProbe, against the reference's tokens (only the
     ids off their defaults passed)."""
-    reference = _reference()
-    model, src_ids = _decoding_model(device, pad_id, bos_id, eos_id, max_len, want)
+    solution = reference("transformer")
+    model, src_ids = decoding_model(device, sizes(), pad_id, bos_id, eos_id, max_len, want)
     kwargs = {**({"bos_id": bos_id} if bos_id != 2 else {}), **({"eos_id": eos_id} if eos_id != 3 else {})}
     tested = f"a seq2seq model with pad_id={pad_id}, src_ids {shape_of(src_ids)}, max_len={max_len}" \
              + "".join(f", {k}={v}" for k, v in kwargs.items())
-    expected = reference.greedy_decode(model, src_ids, max_len, bos_id=bos_id, eos_id=eos_id, use_cache=False)
-    theirs = _in_kernel(greedy_decode, model, device)
+    expected = solution.greedy_decode(model, src_ids, max_len, bos_id=bos_id, eos_id=eos_id, use_cache=False)
+    theirs = in_kernel(greedy_decode, model, device)
     got = call("greedy_decode", greedy_decode, theirs, src_ids.clone(), max_len, tested=tested, **kwargs)
     got = as_tensor(got, "greedy_decode's result", tested)
     if got.dtype != torch.long:
         fail(f"greedy_decode must return int64 (torch.long) token ids, got {got.dtype}.", tested=tested)
 
     def mistakes():
-        def run(**flags):
-            return M.greedy(model, src_ids, max_len, bos_id, eos_id, **flags)
-
-        return [("greedy.keeps_bos", lambda: run(keep_bos=True)),
-                ("greedy.no_early_stop", lambda: run(early_stop=False)),
-                ("greedy.stops_at_first_eos", lambda: run(stop_any=True)),
-                ("greedy.no_pad_after_eos", lambda: run(pad_after_eos=False)),
-                ("greedy.drops_eos", lambda: run(keep_eos=False))]
+        return from_table(M.TABLE, lambda variant, switches: variant(model, src_ids, max_len, bos_id, eos_id,
+                                                                     **switches), M.GREEDY_IDS)
 
     if kwargs and not torch.equal(got.cpu(), expected.cpu()):   # an argument tried: is it ignored?
-        default = reference.greedy_decode(model, src_ids, max_len, use_cache=False)
+        default = solution.greedy_decode(model, src_ids, max_len, use_cache=False)
         if tuple(got.shape) == tuple(default.shape) and torch.equal(got.cpu(), default.cpu()):
             shown = " and ".join(f"{k}={v}" for k, v in kwargs.items())
             fail(f"greedy_decode ignores {shown}: its tokens are those of the default ids (bos_id=2, eos_id=3).",

@@ -15,7 +15,7 @@ from coursekit.checks.toolkit import (
 )
 from coursekit.criteria import argument
 
-INVERTED = mistake_hint("attention.mask_inverted", "it is the opposite of nn.MultiheadAttention's boolean masks.")
+INVERTED = mistake_hint("attention.mask_inverted")
 
 
 def check_make_padding_mask(make_padding_mask) -> None:
@@ -51,10 +51,10 @@ def check_make_causal_mask(make_causal_mask) -> None:
         fail("the mask is inverted: True above the diagonal blocks the past and allows the future.", INVERTED)
     if torch.equal(mask_cpu, expected.T):
         fail("that is the upper triangle: query i would see the future positions j > i.",
-             mistake_hint("causal_mask.upper_triangle", "keep the LOWER triangle: torch.tril."))
+             mistake_hint("causal_mask.upper_triangle"))
     if torch.equal(mask_cpu, torch.tensor(np.tri(4, k=-1, dtype=bool))):
         fail("the diagonal is False, so a position could not attend to itself.",
-             mistake_hint("causal_mask.diagonal_blocked", "use torch.tril with diagonal=0."))
+             mistake_hint("causal_mask.diagonal_blocked"))
     if not torch.equal(mask_cpu, expected):
         fail(f"make_causal_mask(4) should be\n{expected.int()}\ngot\n{mask_cpu.int()}")
     on_cpu = run("make_causal_mask", make_causal_mask, 3, device=torch.device("cpu"))
@@ -99,12 +99,9 @@ def check_scaled_dot_product_attention(scaled_dot_product_attention) -> None:
         fail("the weights are all equal.", hint)
     scores = np.einsum("bqd,bkd->bqk", q.double().numpy(), k.double().numpy())
     hint = first_matching_hint(w, [
-        (_attention_by_rows(q, k, v, scale=1.0)[1],
-         mistake_hint("attention.missing_scale", "multiply them by 1/sqrt(d_k) before the softmax.")),
-        (_attention_by_rows(q, k, v, scale=1 / 4)[1],
-         mistake_hint("attention.scale_by_d", "divide by the SQUARE ROOT of d_k.")),
-        (torch.softmax(torch.tensor(scores / 2), dim=-2),
-         mistake_hint("attention.softmax_dim", "use dim=-1 so each query's weights (a row) sum to 1.")),
+        (_attention_by_rows(q, k, v, scale=1.0)[1], mistake_hint("attention.missing_scale")),
+        (_attention_by_rows(q, k, v, scale=1 / 4)[1], mistake_hint("attention.scale_by_d")),
+        (torch.softmax(torch.tensor(scores / 2), dim=-2), mistake_hint("attention.softmax_dim")),
         (torch.softmax(torch.tensor(scores / 2), dim=0), "the softmax runs over the batch axis: use dim=-1."),
         (torch.tensor(scores / 2), "these are the raw scaled scores: apply the softmax."),
     ])
@@ -121,34 +118,42 @@ def check_scaled_dot_product_attention(scaled_dot_product_attention) -> None:
     expect_close(out4, expected_out4, "output with 4-D inputs")
 
     with argument("scaled_dot_product_attention.mask"):  # the argument `mask`: True = may attend
-        # A padding-style mask, broadcast over the queries: (B, 1, T_k).
-        mask = torch.tensor([[True, True, True, False, False], [True, False, True, True, True]])[:, None, :]
-        out_m, w_m = run("scaled_dot_product_attention", scaled_dot_product_attention, q, k, v, mask)
-        expected_out_m, expected_w_m = _attention_by_rows(q, k, v, mask.numpy())
-        hint = first_matching_hint(w_m.detach(), [
-            (w_ok, mistake_hint("attention.mask_ignored", "fill the scores where mask is False before the softmax.")),
-            (_attention_by_rows(q, k, v, ~mask.numpy())[1], INVERTED),
-            (_attention_by_rows(q, k, v, mask.numpy(), fill=0.0)[1],
-             "blocked scores were set to 0, which still gets weight: use a very negative number "
-             "(torch.finfo(scores.dtype).min)."),
-        ])
-        if hint is None and close(w_m.detach() * mask, w_m.detach()) is False and not close(w_m, expected_w_m):
-            hint = "blocked positions must get weight 0 and the remaining weights must still sum to 1."
-        expect_close(w_m, expected_w_m, "weights with a padding mask", hint)
-        expect_close(out_m, expected_out_m, "output with a padding mask")
-
-        # A causal (T, T) mask on (B, H, T, d) inputs; one query row fully blocked must stay finite.
-        causal = torch.tensor(np.tri(3, dtype=bool))
-        out4, w4 = run("scaled_dot_product_attention", scaled_dot_product_attention, q4, k4, v4, causal)
-        expect_shape(w4, (1, 2, 3, 3), "weights for (B, H, T, d) = (1, 2, 3, 4) inputs and a (3, 3) mask",
-                     "the (T, T) mask broadcasts against the (B, H, T, T) scores.")
-        expected_out4, expected_w4 = _attention_by_rows(q4, k4, v4, causal.numpy())
-        expect_close(w4, expected_w4, "weights with 4-D inputs and a causal mask")
-        expect_close(out4, expected_out4, "output with 4-D inputs and a causal mask")
-
-        blocked_row = torch.tensor([[False, False, False], [True, True, False], [True, True, True]])
-        _, w_blocked = run("scaled_dot_product_attention", scaled_dot_product_attention, q4, k4, v4, blocked_row)
-        if not torch.isfinite(w_blocked).all():
-            fail("a query whose keys are all blocked produced NaN or inf weights.",
-                 "fill blocked scores with torch.finfo(scores.dtype).min instead of -inf.")
+        _check_masks(scaled_dot_product_attention, (q, k, v), w_ok, (q4, k4, v4))
     passed("scaled_dot_product_attention")
+
+
+def _check_masks(scaled_dot_product_attention, qkv, w_ok, qkv4) -> None:
+    """The argument `mask` (True = may attend): a padding-style mask on (B, T, d) inputs `qkv` (whose unmasked
+    weights are `w_ok`), a causal mask on (B, H, T, d) inputs `qkv4`, and a fully blocked query row."""
+    q, k, v = qkv
+    q4, k4, v4 = qkv4
+    # A padding-style mask, broadcast over the queries: (B, 1, T_k).
+    mask = torch.tensor([[True, True, True, False, False], [True, False, True, True, True]])[:, None, :]
+    out_m, w_m = run("scaled_dot_product_attention", scaled_dot_product_attention, q, k, v, mask)
+    expected_out_m, expected_w_m = _attention_by_rows(q, k, v, mask.numpy())
+    hint = first_matching_hint(w_m.detach(), [
+        (w_ok, mistake_hint("attention.mask_ignored")),
+        (_attention_by_rows(q, k, v, ~mask.numpy())[1], INVERTED),
+        (_attention_by_rows(q, k, v, mask.numpy(), fill=0.0)[1],
+         "blocked scores were set to 0, which still gets weight: use a very negative number "
+         "(torch.finfo(scores.dtype).min)."),
+    ])
+    if hint is None and close(w_m.detach() * mask, w_m.detach()) is False and not close(w_m, expected_w_m):
+        hint = "blocked positions must get weight 0 and the remaining weights must still sum to 1."
+    expect_close(w_m, expected_w_m, "weights with a padding mask", hint)
+    expect_close(out_m, expected_out_m, "output with a padding mask")
+
+    # A causal (T, T) mask on (B, H, T, d) inputs; one query row fully blocked must stay finite.
+    causal = torch.tensor(np.tri(3, dtype=bool))
+    out4, w4 = run("scaled_dot_product_attention", scaled_dot_product_attention, q4, k4, v4, causal)
+    expect_shape(w4, (1, 2, 3, 3), "weights for (B, H, T, d) = (1, 2, 3, 4) inputs and a (3, 3) mask",
+                 "the (T, T) mask broadcasts against the (B, H, T, T) scores.")
+    expected_out4, expected_w4 = _attention_by_rows(q4, k4, v4, causal.numpy())
+    expect_close(w4, expected_w4, "weights with 4-D inputs and a causal mask")
+    expect_close(out4, expected_out4, "output with 4-D inputs and a causal mask")
+
+    blocked_row = torch.tensor([[False, False, False], [True, True, False], [True, True, True]])
+    _, w_blocked = run("scaled_dot_product_attention", scaled_dot_product_attention, q4, k4, v4, blocked_row)
+    if not torch.isfinite(w_blocked).all():
+        fail("a query whose keys are all blocked produced NaN or inf weights.",
+             "fill blocked scores with torch.finfo(scores.dtype).min instead of -inf.")

@@ -7,43 +7,20 @@ notebook describes, so these checks point at how the pieces are connected. Shape
 from __future__ import annotations
 
 import contextlib
-import math
 
 import numpy as np
 import torch
 from torch import nn
 
-from coursekit.checks.toolkit import (expect_close, expect_shape, expect_type, fail, first_matching_hint,
-                                     mistake_hint, passed, run, to_tensor)
-from coursekit.checks.toolkit import uses_parts
-from coursekit.criteria import argument, edge_case
+from coursekit.checks.toolkit import (expect_close, expect_shape, expect_stack_submodules, expect_too_long,
+                                     expect_type, fail, first_matching_hint, mistake_hint, norm_swapped_hint,
+                                     padding_mask, passed, randomize, require_submodule, run, stack_variants,
+                                     to_tensor, uses_parts)
+from coursekit.criteria import argument
+from coursekit.tolerance import CPU_FLOAT32
 
 _D_MODEL, _H, _D_FF = 6, 3, 10
 _B, _T = 2, 4
-
-
-def randomize(module: nn.Module, seed: int) -> None:
-    """Fixed random values for every parameter (LayerNorms included, so norm1 and norm2 differ)."""
-    generator = torch.Generator().manual_seed(seed)
-    with torch.no_grad():
-        for _, parameter in sorted(module.named_parameters()):
-            parameter.copy_(torch.randn(parameter.shape, generator=generator) * 0.5)
-
-
-def require_submodule(module: nn.Module, owner: str, name: str, kind: type | tuple[type, ...] = nn.Module,
-                      hint: str | None = None) -> nn.Module:
-    sub = getattr(module, name, None)
-    if not isinstance(sub, kind):
-        expected = kind.__name__ if isinstance(kind, type) else " or ".join(k.__name__ for k in kind)
-        fail(f"{owner} needs a submodule `{name}` ({expected}), got {type(sub).__name__}.", hint)
-    return sub
-
-
-def padding_mask(ids: torch.Tensor, pad_id: int = 0) -> torch.Tensor:
-    """(B, T) -> (B, 1, 1, T), True where a real token is (may be attended to)."""
-    return (ids != pad_id)[:, None, None, :]
-
-
 _P = 0.5  # the dropout the checks of the argument dropout use
 
 
@@ -62,7 +39,7 @@ def expect_dropout_acts(module: nn.Module, name: str, forward, hint: str) -> Non
             noisy = to_tensor(first(run(f"{name} in training mode", forward)), f"the output of {name}")
         finally:
             module.eval()
-    if noisy.shape == calm.shape and torch.allclose(noisy, calm, atol=1e-6):
+    if noisy.shape == calm.shape and torch.allclose(noisy, calm, **CPU_FLOAT32):
         fail(f"{name} gives the same output in training mode as in eval mode: its dropout does not act.", hint)
 
 
@@ -92,11 +69,8 @@ def check_positionwise_feed_forward(PositionwiseFeedForward) -> None:
     hidden = xs @ w1.T + b1                                                           # (B, T, d_ff)
     expected = np.maximum(hidden, 0) @ w2.T + b2                                      # (B, T, d_model)
     hint = first_matching_hint(out, [
-        (hidden @ w2.T + b2, mistake_hint("encoder.no_relu", "without it the two layers collapse into one linear "
-                                                             "map.")),
-        (np.maximum(hidden @ w2.T + b2, 0), mistake_hint("encoder.relu_after_linear2", "the ReLU belongs after "
-                                                                                       "linear1 only (on the d_ff "
-                                                                                       "hidden features).")),
+        (hidden @ w2.T + b2, mistake_hint("encoder.no_relu")),
+        (np.maximum(hidden @ w2.T + b2, 0), mistake_hint("encoder.relu_after_linear2")),
     ])
     expect_close(out, expected, "the feed-forward output", hint)
     with argument("PositionwiseFeedForward.dropout"):
@@ -132,13 +106,9 @@ def _block_variants(block: nn.Module, x, mask, norm_first: bool) -> dict:
     right, other = (pre, post) if norm_first else (post, pre)
     return {
         "right": right(x),
-        mistake_hint("encoder.norm_swapped",
-                     f"you wrote the {'post' if norm_first else 'pre'}-norm block, but norm_first={norm_first} "
-                     f"asks for {'pre' if norm_first else 'post'}-norm: "
-                     + ("normalise the input of each sublayer, x = x + sublayer(norm(x))." if norm_first else
-                        "normalise after adding the residual, x = norm(x + sublayer(x)).")): other(x),
-        mistake_hint("encoder.missing_residual_attn", "add the block's input back."): right(x, res_attn=False),
-        mistake_hint("encoder.missing_residual_ffn", "add its input back."): right(x, res_ffn=False),
+        norm_swapped_hint(norm_first): other(x),
+        mistake_hint("encoder.missing_residual_attn"): right(x, res_attn=False),
+        mistake_hint("encoder.missing_residual_ffn"): right(x, res_ffn=False),
         "the mask is not passed to self-attention: call self.self_attn(x, x, x, mask).":
             right(x, attn=lambda h: block.self_attn(h, h, h, None)[0]),
         "norm1 and norm2 are swapped: norm1 goes with self-attention, norm2 with the feed-forward.":
@@ -194,65 +164,6 @@ def _try_block(EncoderBlock, x, mask, norm_first: bool, **kwargs) -> nn.Module:
 
 # ------------------------------------------------------------------------------------------------------ encoder
 
-def stack_variants(stack: nn.Module, ids, run_layers, d_model: int) -> dict:
-    """Right and wrong ways to embed, add positions, run the layers and normalise (Encoder and Decoder alike).
-
-    run_layers(x, use_mask) runs every layer of the stack on x, with or without the masks.
-    """
-    emb = stack.embedding(ids)                                                        # (B, T, d_model)
-    scale = math.sqrt(d_model)
-    return {
-        "right": stack.norm(run_layers(stack.pos_encoding(emb * scale), True)),
-        mistake_hint("encoder.no_embedding_scale", "multiply them before the positions are added."):
-            stack.norm(run_layers(stack.pos_encoding(emb), True)),
-        "scale the embeddings by sqrt(d_model) BEFORE adding the positional encoding, not after.":
-            stack.norm(run_layers(stack.pos_encoding(emb) * scale, True)),
-        mistake_hint("encoder.no_positions", "pass the scaled embeddings through self.pos_encoding."):
-            stack.norm(run_layers(emb * scale, True)),
-        "the mask is not handed to the layers: every layer needs it.":
-            stack.norm(run_layers(stack.pos_encoding(emb * scale), False)),
-        mistake_hint("encoder.final_norm", "apply self.norm after the last layer."):
-            run_layers(stack.pos_encoding(emb * scale), True),
-    }
-
-
-def check_stack_submodules(stack: nn.Module, owner: str, num_layers: int, block_name: str, norm_first: bool) -> None:
-    for sub in ("embedding", "pos_encoding"):
-        require_submodule(stack, owner, sub)
-    layers = require_submodule(stack, owner, "layers", nn.ModuleList,
-                               f"self.layers = nn.ModuleList([{block_name}(...) for _ in range(num_layers)])")
-    if len(layers) != num_layers:
-        fail(f"{owner}(num_layers={num_layers}) should hold {num_layers} layers, got {len(layers)}.")
-    if len({id(layer) for layer in layers}) != num_layers:
-        fail(f"{owner}.layers holds the same block several times; each layer needs its own weights.",
-             f"create a new {block_name} inside the loop of the list comprehension.")
-    kind = nn.LayerNorm if norm_first else nn.Identity
-    require_submodule(stack, owner, "norm", kind,
-                      "pre-norm stacks (norm_first=True) end with nn.LayerNorm(d_model); post-norm ones with "
-                      "nn.Identity().")
-
-
-def expect_too_long(module: nn.Module, name: str, max_len: int, make_inputs, criterion: str,
-                    hint: str = "pass max_len on to PositionalEncoding(d_model, max_len, dropout), which raises it.") \
-        -> None:
-    """The stated edge case `criterion`: a sequence of max_len tokens works, a longer one raises ValueError (max_len
-    reaches the positional encoding). `make_inputs(T)` gives the forward arguments for sequences of length T."""
-    with edge_case(criterion):
-        with torch.no_grad():
-            run(f"{name} on exactly max_len={max_len} tokens", module, *make_inputs(max_len))
-            try:
-                module(*make_inputs(max_len + 1))
-            except ValueError:
-                return
-            except NotImplementedError:
-                raise
-            except Exception as error:  # noqa: BLE001 -- any other error is reported as the wrong one
-                fail(f"{name} on {max_len + 1} tokens (max_len={max_len}) should raise ValueError, got "
-                     f"{type(error).__name__}: {error}", hint)
-        fail(f"{name} on {max_len + 1} tokens (max_len={max_len}) should raise ValueError, but it raised nothing.",
-             hint)
-
-
 @uses_parts("Encoder")
 def check_encoder(Encoder) -> None:
     vocab_size = 11
@@ -286,7 +197,7 @@ def _try_encoder(Encoder, ids, mask, norm_first: bool, **kwargs) -> nn.Module:
     name = "Encoder(" + ", ".join(f"{k}={v}" for k, v in {"norm_first": norm_first, **kwargs}.items()) + ")"
     encoder = run("Encoder", Encoder, vocab_size, _D_MODEL, _H, _D_FF, num_layers, max_len=16, **extra, **kwargs)
     expect_type(encoder, nn.Module, name, "subclass nn.Module.")
-    check_stack_submodules(encoder, "Encoder", num_layers, "EncoderBlock", norm_first)
+    expect_stack_submodules(encoder, "Encoder", num_layers, "EncoderBlock", norm_first)
     encoder.eval()
     randomize(encoder, seed=7)
     with torch.no_grad():

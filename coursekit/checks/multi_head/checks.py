@@ -9,8 +9,8 @@ import numpy as np
 import torch
 from torch import nn
 
-from coursekit.checks.toolkit import (expect_close, expect_shape, expect_type, fail, first_matching_hint,
-                                     mistake_hint, passed, run, softmax_rows, to_tensor)
+from coursekit.checks.toolkit import (close, expect_close, expect_shape, expect_type, fail, first_matching_hint,
+                                     mistake_hint, passed, run, softmax_rows)
 from coursekit.checks.toolkit import uses_parts
 from coursekit.criteria import argument, edge_case
 
@@ -59,13 +59,8 @@ def check_split_heads(split_heads) -> None:
                  "in front of the time axis.")
     expected = _split_by_loops(x.numpy(), _H)
     hint = first_matching_hint(out, [
-        (x.reshape(shape), mistake_hint("multi_head.split_no_transpose",
-                                        "reshaping straight to (B, H, T, d_head) mixes time steps into heads: "
-                                        "reshape to (B, T, H, d_head) first, then swap the H and T axes with "
-                                        ".transpose(1, 2).")),
-        (x.reshape(_B, _T, _D_HEAD, _H).permute(0, 3, 1, 2),
-         mistake_hint("multi_head.split_interleaved", "head h takes the neighbouring features: view the last axis "
-                                                      "as (H, d_head), not (d_head, H).")),
+        (x.reshape(shape), mistake_hint("multi_head.split_no_transpose")),
+        (x.reshape(_B, _T, _D_HEAD, _H).permute(0, 3, 1, 2), mistake_hint("multi_head.split_interleaved")),
     ])
     expect_close(out, expected, f"split_heads(x, num_heads={_H})", hint)
     passed("split_heads")
@@ -79,10 +74,7 @@ def check_merge_heads(merge_heads) -> None:
     expect_shape(out, shape, f"merge_heads(x of shape {tuple(x.shape)})",
                  "the result is (B, T, H * d_head): one row of features per time step.")
     hint = first_matching_hint(out, [
-        (x.reshape(shape), mistake_hint("multi_head.merge_no_transpose",
-                                        "reshaping (B, H, T, d_head) straight to (B, T, H*d_head) mixes time "
-                                        "steps. Swap the H and T axes first (.transpose(1, 2)), then .reshape "
-                                        "(or .contiguous().view).")),
+        (x.reshape(shape), mistake_hint("multi_head.merge_no_transpose")),
     ])
     expect_close(out, _merge_by_loops(x.numpy()), "merge_heads(x)", hint)
     passed("merge_heads")
@@ -126,19 +118,12 @@ def _mha_by_loops(params: dict, query, key, value, mask, num_heads: int, mistake
 
 
 _MHA_MISTAKES = {
-    "no_scale": mistake_hint("attention.missing_scale", "in a head d_k = d_head = d_model // num_heads: scale "
-                                                        "q @ k^T by 1 / sqrt(d_head)."),
-    "sqrt_d_model": mistake_hint("multi_head.scale_d_model", "each head works in d_head = d_model // num_heads "
-                                                             "dimensions."),
-    "inverted_mask": mistake_hint("attention.mask_inverted", "fill the scores where the mask is False (the "
-                                                             "opposite of nn.MultiheadAttention's boolean masks)."),
-    "softmax_over_queries": mistake_hint("attention.softmax_dim", "each query's weights over the keys must sum "
-                                                                  "to 1, so use dim=-1."),
-    "split_without_transpose": mistake_hint("multi_head.split_no_transpose", "view (B, T, d_model) as "
-                                                                             "(B, T, H, d_head) first (see "
-                                                                             "split_heads)."),
-    "merge_without_transpose": mistake_hint("multi_head.merge_no_transpose", "the attention weights are right, "
-                                                                             "only the merge is wrong."),
+    "no_scale": mistake_hint("attention.missing_scale"),
+    "sqrt_d_model": mistake_hint("multi_head.scale_d_model"),
+    "inverted_mask": mistake_hint("attention.mask_inverted"),
+    "softmax_over_queries": mistake_hint("attention.softmax_dim"),
+    "split_without_transpose": mistake_hint("multi_head.split_no_transpose"),
+    "merge_without_transpose": mistake_hint("multi_head.merge_no_transpose"),
     "no_output_projection": "the heads are merged but not passed through the output projection w_o.",
 }
 
@@ -261,7 +246,7 @@ def _check_dropout(MultiHeadAttention, x, memory, padding, p: float = 0.5) -> No
     expect_shape(output, want_out.shape, f"the output ({case}, training mode)")
     expect_close(weights, want_weights, f"the attention weights ({case}, training mode)",
                  "return the weights before dropout; dropout only changes what multiplies v.")
-    if torch.allclose(to_tensor(output, "the output").double(), torch.from_numpy(want_out), atol=1e-5):
+    if close(output, want_out):
         fail(f"{name} in training mode gives the same output as in eval mode: its dropout does not act.",
              "self.dropout = nn.Dropout(dropout) in __init__; in forward apply it to the attention weights before "
              "multiplying by v.")

@@ -9,8 +9,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from coursekit.checks.encoder.checks import randomize
-from coursekit.checks.toolkit import expect_dtype, expect_type, fail, passed, run
+from coursekit.checks.toolkit import expect_dtype, expect_type, fail, mistake_hint, passed, randomize, run
 from coursekit.criteria import argument
 
 _D_MODEL, _H, _D_FF = 6, 3, 10
@@ -24,16 +23,14 @@ def _projection_problem(counts: dict, steps: int, source_len: int) -> tuple[str,
         if ".self_attn." in name and any(c > 1 for c in calls):
             return (f"{name} saw {calls[:6]} positions per call: the keys/values of the whole prefix are recomputed "
                     "at every step.",
-                    "keep each layer's keys/values from earlier steps and project only the newest token (one "
-                    "position per step), then append it to that layer's cache.")
+                    mistake_hint("cache.recomputes_prefix"))
         if ".self_attn." in name and not steps <= len(calls) <= steps + 1:
             return (f"{name} ran {len(calls)} times for {steps} generated tokens (expected one call per step).",
                     "call each layer's own self_attn.w_k / self_attn.w_v modules on the newest token at every step.")
     for name, calls in counts.items():
         if ".cross_attn." in name and len(calls) > 1:
             return (f"{name} ran {len(calls)} times: the memory's keys/values are projected again at every step.",
-                    "the memory never changes during decoding: project it with each layer's cross_attn.w_k / w_v "
-                    "once, before the loop, and reuse the result.")
+                    mistake_hint("cache.recomputes_memory"))
         if ".cross_attn." in name and calls != [source_len]:
             return (f"{name} saw {calls} positions, expected one call on the memory's {source_len} positions.",
                     "project the memory with each layer's own cross_attn.w_k / cross_attn.w_v modules.")
@@ -45,8 +42,6 @@ def check_cached_greedy_decode(cached_greedy_decode, Transformer, greedy_decode=
     values projected once (counted by hooks; an offset that changes when a position is projected twice makes a
     recomputing decoder generate other tokens)."""
     import copy
-
-    from coursekit.probe.hooks import ProjectionRecorder
 
     model = run("Transformer", Transformer, 9, 11, d_model=_D_MODEL, num_heads=_H, d_ff=_D_FF, num_layers=2,
                 max_len=16)
@@ -69,6 +64,21 @@ def check_cached_greedy_decode(cached_greedy_decode, Transformer, greedy_decode=
                  "the cached step must compute what model.decode computes for the last position: embedding * "
                  "sqrt(d_model) plus the positional encoding of position t (not 0), each layer's sublayers in the "
                  "same post/pre-norm order, the final decoder norm and the generator.")
+    _expect_projected_once(cached_greedy_decode, model, src, max_len, greedy_decode)
+    with argument("cached_greedy_decode.bos_id"):
+        _try_ids(cached_greedy_decode, model, src, max_len, bos_id=1)
+    with argument("cached_greedy_decode.eos_id"):
+        _try_ids(cached_greedy_decode, model, src, max_len, eos_id=_OTHER_EOS)
+    passed("cached_greedy_decode")
+
+
+def _expect_projected_once(cached_greedy_decode, model: nn.Module, src, max_len: int, greedy_decode=None) -> None:
+    """Each position's keys and values projected once: the positions each projection sees per call (hooks on a
+    copy of `model`), and, given greedy_decode, the same tokens as it under offsets indexed by position."""
+    import copy
+
+    from coursekit.probe.hooks import ProjectionRecorder
+
     counted = copy.deepcopy(model)
     recorder = ProjectionRecorder(counted, scale=1.0, mode="count")
     got = run("cached_greedy_decode", cached_greedy_decode, counted, src, max_len)
@@ -85,23 +95,21 @@ def check_cached_greedy_decode(cached_greedy_decode, Transformer, greedy_decode=
                  "were computed more than once (or out of order).",
                  "project each new token once per layer, append it to that layer's cache, and never recompute "
                  "the cached positions.")
-    def try_ids(**ids):
-        shown = ", ".join(f"{k}={v}" for k, v in ids.items())
-        got = run(f"cached_greedy_decode(..., {shown})", cached_greedy_decode, copy.deepcopy(model), src, max_len,
-                  **ids)
-        expected = _greedy_loop(model, src, max_len, **ids)
-        if not (isinstance(got, torch.Tensor) and torch.equal(got.cpu(), expected)):
-            shown_got = got.cpu().tolist() if isinstance(got, torch.Tensor) else got
-            fail(f"cached_greedy_decode(..., {shown}) gave {shown_got}, greedy decoding with the same ids gives "
-                 f"{expected.tolist()}.",
-                 "start every sequence from bos_id, and end it at eos_id, as greedy_decode does: use the "
-                 "arguments, not the default ids.")
 
-    with argument("cached_greedy_decode.bos_id"):
-        try_ids(bos_id=1)
-    with argument("cached_greedy_decode.eos_id"):
-        try_ids(eos_id=_OTHER_EOS)
-    passed("cached_greedy_decode")
+
+def _try_ids(cached_greedy_decode, model: nn.Module, src, max_len: int, **ids) -> None:
+    """cached_greedy_decode with another bos_id or eos_id gives the tokens of greedy decoding with that id."""
+    import copy
+
+    shown = ", ".join(f"{k}={v}" for k, v in ids.items())
+    got = run(f"cached_greedy_decode(..., {shown})", cached_greedy_decode, copy.deepcopy(model), src, max_len, **ids)
+    expected = _greedy_loop(model, src, max_len, **ids)
+    if not (isinstance(got, torch.Tensor) and torch.equal(got.cpu(), expected)):
+        shown_got = got.cpu().tolist() if isinstance(got, torch.Tensor) else got
+        fail(f"cached_greedy_decode(..., {shown}) gave {shown_got}, greedy decoding with the same ids gives "
+             f"{expected.tolist()}.",
+             "start every sequence from bos_id, and end it at eos_id, as greedy_decode does: use the "
+             "arguments, not the default ids.")
 
 
 _OTHER_EOS = 7   # not produced by the model of check_cached_greedy_decode: the sequence that produces 3 goes on

@@ -31,6 +31,8 @@ def test_data_prep_defaults_match_reference():
     seqs = [[5, 6, 7], [8], [9, 10, 11, 12]]
     for kwargs in ({}, {"pad_id": 4}, {"max_len": 2}, {"max_len": 6}):
         assert torch.equal(M.pad_batch(seqs, **kwargs), solutions.pad_batch(seqs, **kwargs))
+    embedding, ids = solutions.TokenEmbedding(11, 6, padding_idx=0), torch.tensor([[3, 0, 7], [1, 10, 9]])
+    assert torch.equal(M.lookup(embedding.weight, ids), embedding(ids))
 
 
 def test_positional_defaults_match_reference():
@@ -47,6 +49,8 @@ def test_attention_defaults_match_reference():
     for m in (None, mask):
         for got, want in zip(M.sdpa(q, k, v, m), solutions.scaled_dot_product_attention(q, k, v, m)):
             close(got, want)
+    for size in (1, 5):
+        assert torch.equal(M.causal_mask(size), solutions.make_causal_mask(size))
     x = torch.randn(2, 5, 12)
     assert torch.equal(M.split(x, 3), solutions.split_heads(x, 3))
     assert torch.equal(M.merge(M.split(x, 3)), x)
@@ -102,7 +106,9 @@ def test_train_step_defaults_match_reference():
 
 
 def test_translation_defaults_match_reference():
-    from autograder.checks.translation.checks import BEAM_SEED, _Beams, bleu_probes, noam_probes, smoothing_probes
+    from autograder.checks.translation.beam import BEAM_SEED, Beams
+    from autograder.checks.translation.bleu import bleu_probes
+    from autograder.checks.translation.loss import noam_probes, smoothing_probes
 
     for logits, targets, kwargs in smoothing_probes(3, "cpu"):
         expected = solutions.label_smoothed_cross_entropy(logits, targets, **kwargs)
@@ -111,7 +117,7 @@ def test_translation_defaults_match_reference():
         factor = 1.0 if factor is None else factor
         assert M.noam(step, d_model, warmup, factor) == pytest.approx(solutions.noam_lr(step, d_model, warmup, factor),
                                                                        rel=1e-12)
-    beams = _Beams(BEAM_SEED, "cpu")
+    beams = Beams(BEAM_SEED, "cpu")
     for case in beams.cases:
         probe, model = beams.probes[case.probe], beams.models[case.probe]
         args = (model, beams.source(case), case.beam_size, case.max_len, probe.bos_id, probe.eos_id,

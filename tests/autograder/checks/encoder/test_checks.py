@@ -200,3 +200,18 @@ def test_encoder_stub_fails_plainly():
             raise ValueError("not written yet")
 
     V.fails_plainly(checks.check_encoder, Stub, "raised an error")
+
+
+def test_known_mistakes_are_tried_in_their_order():
+    """The first match names the mistake: a block's own rows come before the attention's (those about the mask
+    only with a mask), a stack's own before its blocks'; every id tried has its row in the table."""
+    from autograder.checks.encoder import mistakes as M
+
+    block = ["encoder.norm_swapped", "encoder.missing_residual_attn", "encoder.missing_residual_ffn"]
+    assert M.block_ids(False)[:3] == M.block_ids(True)[:3] == block
+    assert "attention.mask_inverted" in M.block_ids(True) and "attention.mask_inverted" not in M.block_ids(False)
+    assert M.stack_ids(True)[:4] == ["encoder.no_embedding_scale", "encoder.no_positions", "encoder.final_norm",
+                                     "attention.mask_ignored"]
+    assert M.stack_ids(False)[3:6] == block
+    for ids in (M.FEED_FORWARD_IDS, M.block_ids(True), M.stack_ids(True)):
+        assert set(ids) <= set(M.TABLE)

@@ -233,8 +233,8 @@ def test_the_judge_records_verdicts_that_later_checks_read():
     channel.verdicts = {}
     namespace = _student("encoder", "PositionwiseFeedForward", "unfinished")
     try:
-        probe._State.subjects["positionwise_feed_forward"] = ((namespace.PositionwiseFeedForward,), {})
-        probe._State.subjects["encoder_block"] = ((namespace.EncoderBlock,), {})
+        probe.ProbeState.subjects["positionwise_feed_forward"] = ((namespace.PositionwiseFeedForward,), {})
+        probe.ProbeState.subjects["encoder_block"] = ((namespace.EncoderBlock,), {})
         message, _, _ = verdict(channel, [("positionwise_feed_forward", [0], [])])
         assert message and channel.verdicts == {"positionwise_feed_forward": False}
         message, _, _ = verdict(channel, [("encoder_block", [0], [])])
@@ -242,5 +242,5 @@ def test_the_judge_records_verdicts_that_later_checks_read():
         assert channel.verdicts == {"positionwise_feed_forward": False, "encoder_block": True}
     finally:
         for name in ("positionwise_feed_forward", "encoder_block"):
-            probe._State.subjects.pop(name, None)
-        probe._State.handles.clear()
+            probe.ProbeState.subjects.pop(name, None)
+        probe.ProbeState.handles.clear()

@@ -1,5 +1,6 @@
 """Hidden checks of notebook 09: the reference and differently written answers pass; each mistake is named; an
-answer failing only a stated edge case keeps most of its points.
+answer failing only a stated edge case keeps most of its points. (LlamaBlock's and ModernGPT's answers and mistakes:
+`test_model.py`; their edge cases and stubs are tried here with the other exercises'.)
 
 The checks draw their inputs per submission (conftest's salt), so no test here pins a drawn size or base.
 """
@@ -15,6 +16,7 @@ import variants as V
 import variants_modern as W
 from autograder.checks.modern import mistakes as M
 from autograder.checks.modern import checks as checks
+from autograder.checks.modern import model as model
 from autograder.checks.kit.criteria import PartialCredit
 from coursekit.criteria import CRITERIA
 
@@ -103,37 +105,6 @@ def test_the_two_wrong_groupings_differ_from_each_other_and_from_the_right_one()
     assert not torch.allclose(outs[1], outs[2])
 
 
-# ------------------------------------------------------------------------------------------------ block and model
-@pytest.mark.parametrize("cls", [solutions.LlamaBlock, W.LlamaBlockStudent])
-def test_llama_block_correct_answers_pass(cls):
-    checks.check_llama_block(cls)
-
-
-@pytest.mark.parametrize("kind, diagnosis", [
-    ("post_norm", "llama.post_norm"), ("no_attn_residual", "llama.missing_residual"),
-    ("no_ffn_residual", "llama.missing_residual")])
-def test_llama_block_mistakes(kind, diagnosis):
-    V.fails_with(checks.check_llama_block, V.mistake(W.LlamaBlockStudent, kind), diagnosis)
-
-
-def test_llama_block_with_a_wrong_attention_names_the_attention_mistake():
-    block = type("LlamaBlock", (W.LlamaBlockStudent,), {"ATTENTION": V.mistake(W.GQAStudent, "tile")})
-    V.fails_with(checks.check_llama_block, block, "gqa.kv_heads_tiled")
-
-
-@pytest.mark.parametrize("cls", [solutions.ModernGPT, W.ModernGPTStudent])
-def test_modern_gpt_correct_answers_pass(cls):
-    checks.check_modern_gpt(cls)
-
-
-@pytest.mark.parametrize("kind, fragments", [
-    ("no_causal", ["modern_gpt.no_causal_mask"]), ("no_final_norm", ["modern_gpt.no_final_norm"]),
-    ("scaled", ["modern_gpt.embedding_scaled"]), ("untied", ["not tied", "modern_gpt.untied_head"]),
-    ("positions", ["position table", "modern_gpt.position_table"])])
-def test_modern_gpt_mistakes(kind, fragments):
-    V.fails_with(checks.check_modern_gpt, V.mistake(W.ModernGPTStudent, kind), *fragments)
-
-
 # ------------------------------------------------------------------------------------- the variants themselves
 def test_the_variants_with_every_switch_off_are_the_reference():
     torch.manual_seed(0)
@@ -186,8 +157,8 @@ ONLY_ONE_EDGE_CASE = [
      V.mistake(W.GQATorchSDPA, "no_length_check")),
     ("GroupedQueryAttention.too_long", checks.check_grouped_query_attention,
      V.mistake(W.GQAStudent, "no_length_check")),      # its stored tables are too short: a RuntimeError instead
-    ("LlamaBlock.too_long", checks.check_llama_block, V.mistake(W.LlamaBlockStudent, "no_max_len")),
-    ("ModernGPT.too_long", checks.check_modern_gpt, V.mistake(W.ModernGPTStudent, "no_length_check")),
+    ("LlamaBlock.too_long", model.check_llama_block, V.mistake(W.LlamaBlockStudent, "no_max_len")),
+    ("ModernGPT.too_long", model.check_modern_gpt, V.mistake(W.ModernGPTStudent, "no_length_check")),
 ]
 
 
@@ -207,8 +178,8 @@ def test_a_correct_gqa_without_the_too_long_error_loses_at_most_5_of_its_25_poin
 
 
 @pytest.mark.parametrize("check, answer, criterion, points", [
-    (checks.check_llama_block, V.mistake(W.LlamaBlockStudent, "no_max_len"), "LlamaBlock.too_long", 10),
-    (checks.check_modern_gpt, V.mistake(W.ModernGPTStudent, "no_length_check"), "ModernGPT.too_long", 20)])
+    (model.check_llama_block, V.mistake(W.LlamaBlockStudent, "no_max_len"), "LlamaBlock.too_long", 10),
+    (model.check_modern_gpt, V.mistake(W.ModernGPTStudent, "no_length_check"), "ModernGPT.too_long", 20)])
 def test_a_block_and_a_model_without_their_max_len_error_lose_at_most_a_fifth(check, answer, criterion, points):
     failure = keeps_most_points(check, answer, criterion)
     assert points * (1 - failure.fraction) <= points / 5
@@ -228,10 +199,10 @@ def test_a_mistake_in_the_core_with_a_missing_edge_case_gets_nothing():
     (checks.check_rotary_cos_sin, W.rotary_cos_sin_stub),
     (checks.check_grouped_query_attention, W.module_stub("GroupedQueryAttention")),
     (checks.check_grouped_query_attention, W.module_stub("GroupedQueryAttention", "forward")),
-    (checks.check_llama_block, W.module_stub("LlamaBlock")),
-    (checks.check_llama_block, W.module_stub("LlamaBlock", "forward")),
-    (checks.check_modern_gpt, W.module_stub("ModernGPT")),
-    (checks.check_modern_gpt, W.module_stub("ModernGPT", "forward")),
+    (model.check_llama_block, W.module_stub("LlamaBlock")),
+    (model.check_llama_block, W.module_stub("LlamaBlock", "forward")),
+    (model.check_modern_gpt, W.module_stub("ModernGPT")),
+    (model.check_modern_gpt, W.module_stub("ModernGPT", "forward")),
 ], ids=["rotary_cos_sin", "gqa", "gqa-forward", "llama", "llama-forward", "modern_gpt", "modern_gpt-forward"])
 def test_a_stub_gets_a_plain_failure(check, stub, request):
     with pytest.raises(AssertionError) as info:

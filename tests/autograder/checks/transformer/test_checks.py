@@ -8,6 +8,7 @@ import pytest
 import solutions
 import variants as V
 from autograder.checks.transformer import checks as checks
+from autograder.checks.transformer import decoding
 
 
 @pytest.mark.parametrize("cls", [solutions.DecoderBlock, V.DecoderBlockStudent])
@@ -72,11 +73,11 @@ def test_greedy_search_finds_the_intended_decodings():
     import torch
 
     device = torch.device("cpu")
-    cases = checks.greedy_cases()
+    cases = decoding.greedy_cases()
     assert [c[0] for c in cases] == [None, None, None, "greedy_decode.bos_id", "greedy_decode.eos_id"]
     for criterion, pad_id, bos_id, eos_id, max_len, want in cases:
         assert (criterion is None) == ((bos_id, eos_id) == (2, 3))      # the core uses the default ids
-        model, src = checks._decoding_model(device, pad_id, bos_id, eos_id, max_len, want)
+        model, src = decoding.decoding_model(device, checks.sizes(), pad_id, bos_id, eos_id, max_len, want)
         out = solutions.greedy_decode(model, src, max_len, bos_id=bos_id, eos_id=eos_id)
         if criterion is not None:  # an answer that ignores the argument (the default id) decodes otherwise
             assert not torch.equal(out, solutions.greedy_decode(model, src, max_len))
@@ -85,7 +86,7 @@ def test_greedy_search_finds_the_intended_decodings():
             assert out.shape[1] == max_len and has_eos.any() and not has_eos.all() and (out == pad_id).any()
         else:
             assert out.shape[1] < max_len and has_eos.all() and first.min() != first.max()
-        assert checks.decodes_as_wanted(out, eos_id, max_len, want)
+        assert decoding.decodes_as_wanted(out, eos_id, max_len, want)
 
 
 def test_transformer_without_encode_method():
@@ -252,3 +253,21 @@ def greedy_default_eos(model, src_ids, max_len, bos_id=2, eos_id=3):
 def test_greedy_decode_arguments_with_teeth(answer, criterion):
     argument_name = criterion.split(".")[1]
     V.fails_partially(checks.check_greedy_decode, answer, criterion, f"greedy_decode ignores {argument_name}=")
+
+
+def test_known_mistakes_are_tried_in_their_order():
+    """The first match names the mistake: the Transformer's own masks (the source mask inverted in encode, then
+    every mask inverted in the attention), then the decoder's own, then the stack's and the blocks'."""
+    import torch
+
+    from autograder.checks.kit.inputs import padded_ids
+
+    model = solutions.Transformer(19, 17, 12, 3, 20, 2, max_len=16).eval()
+    src, tgt = padded_ids([7, 4], 7, vocab=19), padded_ids([6, 3], 6, vocab=17)
+    with torch.no_grad():
+        ids = [mistake_id for mistake_id, _ in checks.transformer_mistakes(model, src, tgt)()]
+    assert ids[:8] == ["transformer.no_causal_mask", "transformer.no_src_mask", "transformer.pad_id_hardcoded",
+                       "attention.mask_inverted", "attention.mask_inverted", "decoder.cross_from_decoder",
+                       "decoder.tgt_mask_ignored", "decoder.masks_swapped"]
+    assert ids[8:11] == ["encoder.no_embedding_scale", "encoder.no_positions", "encoder.final_norm"]
+    assert checks.M.decoder_ids(False, False)[:2] == ["decoder.cross_from_decoder", "encoder.norm_swapped"]

@@ -12,6 +12,7 @@ import torch
 
 import solutions
 from autograder.checks.transformer import kv_cache as K
+from autograder.checks.transformer import kv_cases as C
 from autograder.checks.transformer.kv_cache import check_cached_greedy_decode
 from coursekit.mistakes import text_of
 
@@ -168,10 +169,10 @@ def test_cache_arguments_with_teeth(fn, criterion):
 
 def test_the_argument_cases_use_other_ids_that_change_the_tokens():
     """The core uses the default ids; each argument's other id changes the tokens of the last core case's model."""
-    assert all((bos, eos) == (2, 3) for _, _, bos, eos, _, _ in K.cases())
-    norm_first, pad_id, bos_id, eos_id, max_len, want = case = K.cases()[-1]
-    ref, src, outcomes = K._case(torch.device("cpu"), *case)
-    for criterion, bos, eos in K.argument_cases():
+    assert all((bos, eos) == (2, 3) for _, _, bos, eos, _, _ in C.cases())
+    norm_first, pad_id, bos_id, eos_id, max_len, want = case = C.cases()[-1]
+    ref, src, outcomes = C.find_case(torch.device("cpu"), *case)
+    for criterion, bos, eos in C.argument_cases():
         assert (bos != 2) + (eos != 3) == 1 and pad_id not in (bos, eos)
         tried = solutions.greedy_decode(ref, src, max_len, bos_id=bos, eos_id=eos, use_cache=False)
         assert not torch.equal(tried, outcomes["plain"]), criterion
@@ -181,22 +182,22 @@ def test_the_argument_cases_use_other_ids_that_change_the_tokens():
 def test_cases_have_teeth(index):
     """Each case of this submission (its search) stops as it says, and projecting a position twice changes its
     tokens."""
-    case = K.cases()[index]
+    case = C.cases()[index]
     norm_first, pad_id, bos_id, eos_id, max_len, want = case
-    _ref, _src, outcomes = K._case(torch.device("cpu"), *case)
-    assert K.qualifies(outcomes, eos_id, max_len, want)
+    _ref, _src, outcomes = C.find_case(torch.device("cpu"), *case)
+    assert C.qualifies(outcomes, eos_id, max_len, want)
 
 
 @pytest.mark.fixed_inputs
 def test_with_no_salt_the_first_candidates_qualify():
     """FIRST_TRIED holds the (seed, bias) that qualify with no salt: the fixed inputs need no search."""
-    for case, (seed, bias) in zip(K.cases(), K.FIRST_TRIED):
+    for case, (seed, bias) in zip(C.cases(), C.FIRST_TRIED):
         norm_first, pad_id, bos_id, eos_id, max_len, want = case
-        _ref, _src, outcomes = K._candidate(torch.device("cpu"), norm_first, pad_id, bos_id, eos_id, max_len,
+        _ref, _src, outcomes = C.candidate(torch.device("cpu"), norm_first, pad_id, bos_id, eos_id, max_len,
                                             seed, bias)
-        assert K.qualifies(outcomes, eos_id, max_len, want)
-        if case == K.cases()[-1]:   # the model the arguments bos_id and eos_id are tried on
-            assert K.ids_change_tokens(_ref, _src, max_len, outcomes["plain"])
+        assert C.qualifies(outcomes, eos_id, max_len, want)
+        if case == C.cases()[-1]:   # the model the arguments bos_id and eos_id are tried on
+            assert C.ids_change_tokens(_ref, _src, max_len, outcomes["plain"])
 
 
 class TransformerInvertedSourceMask(solutions.Transformer):
@@ -211,9 +212,9 @@ class TransformerInvertedSourceMask(solutions.Transformer):
 
 
 def test_a_slip_in_the_transformer_does_not_cost_the_cache_points():
-    case = K.cases()[0]
-    _ref, src, outcomes = K._case(torch.device("cpu"), *case)
-    model = TransformerInvertedSourceMask(K.SRC_VOCAB, K.TGT_VOCAB, **K._kwargs(False, 0))
+    case = C.cases()[0]
+    _ref, src, outcomes = C.find_case(torch.device("cpu"), *case)
+    model = TransformerInvertedSourceMask(C.SRC_VOCAB, C.TGT_VOCAB, **C.transformer_kwargs(False, 0))
     model.load_state_dict(_ref.state_dict())
     assert not torch.equal(uncached(model.eval(), src, case[4]), outcomes["plain"])   # it does differ
     for fn in (solutions.cached_greedy_decode, student_cache):

@@ -221,7 +221,7 @@ def _attention_with(scale_of, normalise=True):
 
 def test_attention_over_words_no_scale():
     message = hint_of(checks.check_attention_over_words, _attention_with(lambda d: 1.0))
-    assert "1/sqrt(vector_size)" in message
+    assert "vector_size for word vectors" in message
 
 
 def test_attention_over_words_scale_by_d():

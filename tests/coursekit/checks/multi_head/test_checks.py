@@ -117,7 +117,7 @@ def test_split_heads_wrong_shape():
 
 
 def test_merge_heads_mistake():
-    with pytest.raises(CheckFailed, match="Swap the H and T axes"):
+    with pytest.raises(CheckFailed, match="swap the H and T axes"):
         check_merge_heads(merge_heads_no_transpose)
 
 
