@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from sacrebleu.metrics import BLEU
 
-from coursekit.checks.translation.checks import TableTranslator
+from coursekit.checks.translation.beam import TableTranslator
 from coursekit.probe.decoding import DecodingProbe
 from solutions.transformer import Transformer, greedy_decode
 from solutions.translation import beam_search, corpus_bleu, label_smoothed_cross_entropy, noam_lr

@@ -1,5 +1,11 @@
-"""Known-mistake variants of notebook 08 (byte-level BPE, GPT, training helpers, sampling, generation): see the
-package doc."""
+"""Known-mistake variants of notebook 08 (byte-level BPE, GPT, training helpers, sampling, generation).
+
+`TABLE` = {mistake id: (variant, switches)}: the variant run with those switches on a check's own inputs gives that
+mistake's answer (`kit.compare.from_table`); each check tries the rows of its variant in the table's order
+(`ids_of(variant)`), the first match naming the mistake. `FORMS` = {mistake id: [switches, ...]}: other switches of the
+same variant that make the same mistake, tried right after its row (`kit.compare.candidates`). With every switch off,
+each variant is the reference.
+"""
 from __future__ import annotations
 
 import math
@@ -9,7 +15,9 @@ import torch
 import torch.nn.functional as F
 
 
-def _merge(ids, pair, new_id):
+def merge_pair(ids, pair, new_id):
+    """`ids` with every occurrence of `pair` replaced by `new_id`, left to right (a merged pair is not looked at
+    again: 'aaa' -> [Z, a])."""
     out, i = [], 0
     while i < len(ids):
         if i + 1 < len(ids) and (ids[i], ids[i + 1]) == tuple(pair):
@@ -57,7 +65,7 @@ def bpe_train_variant(text, num_merges, ties="first", count="overlapping", merge
         if stop and best < 2:
             break
         new_id = first_id + k
-        ids = _merge_every_position(ids, pair, new_id) if merge == "every_position" else _merge(ids, pair, new_id)
+        ids = _merge_every_position(ids, pair, new_id) if merge == "every_position" else merge_pair(ids, pair, new_id)
         merges.append(pair)
     return merges
 
@@ -73,22 +81,25 @@ def bpe_encode_variant(text, merges, order="learned", units="bytes"):
             if not counts:
                 return ids
             pair = max(counts, key=lambda p: (counts[p], -rank[p]))
-            ids = _merge(ids, pair, 256 + rank[pair])
+            ids = merge_pair(ids, pair, 256 + rank[pair])
     ranked = list(enumerate(merges))
     if order == "reversed":
         ranked = ranked[::-1]
     for k, pair in ranked:
-        ids = _merge(ids, tuple(pair), 256 + k)
+        ids = merge_pair(ids, tuple(pair), 256 + k)
     return ids
 
 
-def bpe_decode_variant(ids, merges, how="per_token"):
+def bpe_decode_variant(ids, merges, how="joined"):
+    """bpe_decode with each token's bytes decoded on their own (how="per_token") or the joined bytes decoded as
+    Latin-1 ("latin1"); "joined": the reference, the joined bytes decoded once as UTF-8."""
     pieces = [bytes([b]) for b in range(256)]
     for first, second in merges:
         pieces.append(pieces[first] + pieces[second])
     if how == "per_token":
         return "".join(pieces[i].decode("utf-8", errors="replace") for i in ids)
-    return b"".join(pieces[i] for i in ids).decode("latin-1")
+    joined = b"".join(pieces[i] for i in ids)
+    return joined.decode("latin-1") if how == "latin1" else joined.decode("utf-8", errors="replace")
 
 
 def gpt_variant(model, ids, causal=True, scale=False, norm_first=True, final_norm=True, future_only=False):
@@ -108,6 +119,29 @@ def gpt_variant(model, ids, causal=True, scale=False, norm_first=True, final_nor
         finally:
             block.norm_first = saved
     return model.lm_head(model.norm(x) if final_norm else x)
+
+
+def lm_loss_variant(logits, targets, reduction="mean", softmax_first=False, shift_again=False):
+    """lm_loss with one switch changed: summed (reduction="sum"), a softmax before the cross-entropy, or logits and
+    targets shifted once more."""
+    if shift_again:
+        logits, targets = logits[:, :-1], targets[:, 1:]
+    flat = logits.reshape(-1, logits.size(-1))
+    return F.cross_entropy(flat.softmax(-1) if softmax_first else flat, targets.reshape(-1), reduction=reduction)
+
+
+def window_starts(n: int, block_size: int, last_window=True, overlapping=False) -> list[int]:
+    """The starts of estimate_loss's windows in `n` tokens: every block_size tokens while a window of block_size + 1
+    tokens fits; without the last one that fits (last_window=False); or every position (overlapping)."""
+    if overlapping:
+        return list(range(n - block_size))
+    return list(range(0, n - block_size - (0 if last_window else 1), block_size))
+
+
+def estimate_loss_variant(model, data, block_size, device, training=False, last_window=True, overlapping=False):
+    """estimate_loss with one switch changed: in training mode, without the last window, or overlapping windows."""
+    starts = window_starts(len(data), block_size, last_window, overlapping)
+    return loss_over_windows(model, data, block_size, starts, device, training)
 
 
 def loss_over_windows(model, data, block_size, starts, device, training=False) -> float:
@@ -201,13 +235,63 @@ def train_step_variant(model, optimizer, x, y, lr, grad_clip=1.0, lr_groups="all
     return loss if result == "tensor" else loss.item()
 
 
-TRAIN_STEP_MISTAKES = {  # mistake id -> the switches of `train_step_variant` that make it
-    "train_step.no_zero_grad": dict(zero_grad="none"),
-    "train_step.zero_grad_after_backward": dict(zero_grad="after_backward"),
-    "train_step.clip_after_step": dict(clip="after_step"),
-    "train_step.no_clip": dict(clip="none"),
-    "train_step.lr_not_set": dict(lr_groups="none"),
-    "train_step.lr_first_group_only": dict(lr_groups="first"),
-    "train_step.no_step": dict(step=False),
-    "train_step.loss_after_step": dict(result="after"),
+TABLE = {
+    # train_bpe: bpe_train_variant(text, num_merges, **switches), matched on every case at once
+    "bpe.ties": (bpe_train_variant, {"ties": "smallest"}),
+    "bpe.count_without_overlap": (bpe_train_variant, {"count": "without_overlap"}),
+    "bpe.merge_overlapping": (bpe_train_variant, {"merge": "every_position"}),
+    "bpe.no_early_stop": (bpe_train_variant, {"stop": False}),
+    "bpe.new_id": (bpe_train_variant, {"first_id": 257}),
+    # bpe_encode: bpe_encode_variant(text, merges, **switches)
+    "bpe.encode_order": (bpe_encode_variant, {"order": "reversed"}),
+    "bpe.encode_most_frequent": (bpe_encode_variant, {"order": "most_frequent"}),
+    "bpe.encode_characters": (bpe_encode_variant, {"units": "characters"}),
+    # bpe_decode: bpe_decode_variant(ids, merges, **switches)
+    "bpe.decode_per_token": (bpe_decode_variant, {"how": "per_token"}),
+    "bpe.decode_latin1": (bpe_decode_variant, {"how": "latin1"}),
+    # GPT: gpt_variant(reference model, ids, **switches)
+    "gpt.no_causal_mask": (gpt_variant, {"causal": False}),
+    "gpt.mask_inverted": (gpt_variant, {"future_only": True}),
+    "gpt.embedding_scaled": (gpt_variant, {"scale": True}),
+    "gpt.post_norm": (gpt_variant, {"norm_first": False}),
+    "gpt.no_final_norm": (gpt_variant, {"final_norm": False}),
+    # lm_loss: lm_loss_variant(logits, targets, **switches)
+    "lm_loss.sum": (lm_loss_variant, {"reduction": "sum"}),
+    "lm_loss.softmax_first": (lm_loss_variant, {"softmax_first": True}),
+    "lm_loss.shifted_again": (lm_loss_variant, {"shift_again": True}),
+    # estimate_loss: estimate_loss_variant(model, data, block_size, device, **switches)
+    "estimate_loss.train_mode": (estimate_loss_variant, {"training": True}),
+    "estimate_loss.last_window": (estimate_loss_variant, {"last_window": False}),
+    "estimate_loss.overlapping": (estimate_loss_variant, {"overlapping": True}),
+    # lr_at: lr_variant(step, max_lr, warmup_steps, max_steps, min_lr, **switches)
+    "lr_at.warmup_off_by_one": (lr_variant, {"warmup_plus_one": False}),
+    "lr_at.cosine_from_zero": (lr_variant, {"cosine_from_zero": True}),
+    "lr_at.min_lr_ignored": (lr_variant, {"use_min": False}),
+    # train_step: train_step_variant(model, optimizer, x, y, lr[, grad_clip], **switches), over a run of steps
+    "train_step.no_zero_grad": (train_step_variant, {"zero_grad": "none"}),
+    "train_step.zero_grad_after_backward": (train_step_variant, {"zero_grad": "after_backward"}),
+    "train_step.clip_after_step": (train_step_variant, {"clip": "after_step"}),
+    "train_step.no_clip": (train_step_variant, {"clip": "none"}),
+    "train_step.lr_not_set": (train_step_variant, {"lr_groups": "none"}),
+    "train_step.lr_first_group_only": (train_step_variant, {"lr_groups": "first"}),
+    "train_step.no_step": (train_step_variant, {"step": False}),
+    "train_step.loss_after_step": (train_step_variant, {"result": "after"}),
+    # sample_next_token: tempered(logits, temperature, top_k, **switches), the distribution drawn from
+    "sample.temperature_after_softmax": (tempered, {"how": "after_softmax"}),
+    "sample.temperature_multiplied": (tempered, {"how": "multiplied"}),
+    "sample.top_k_minus_one": (tempered, {"how": "k_minus_one"}),
+    "sample.top_k_drops_ties": (tempered, {"how": "no_ties"}),
+    # generate: generate_variant(model, ids, max_new_tokens, sample=True, **switches), drawn as the defaults draw
+    "generate.first_position": (generate_variant, {"position": 0}),
+    "generate.keeps_first_tokens": (generate_variant, {"crop": "first"}),
+    "generate.train_mode": (generate_variant, {"training": True}),
 }
+FORMS = {
+    "bpe.ties": [{"ties": "last"}, {"ties": "largest"}],          # ties broken by the last or the largest pair
+    "bpe.new_id": [{"first_id": 255}],                           # the k-th merge numbered 255 + k
+}
+
+
+def ids_of(variant) -> tuple[str, ...]:
+    """The ids of TABLE's rows that run `variant`, in table order."""
+    return tuple(mistake_id for mistake_id, (row_variant, _switches) in TABLE.items() if row_variant is variant)

@@ -1,5 +1,6 @@
-"""Known-mistake variants of notebook 10 (label smoothing, the 2017 schedule, beam search, corpus BLEU): see the
-package doc. Each function is written here from the contract (docs/course-api.md), not from `solutions`."""
+"""Known-mistake variants of notebook 10 (label smoothing, the 2017 schedule, beam search, corpus BLEU) and their
+table (`TABLE`, at the end): see the package doc. Each function is written here from the contract
+(docs/course-api.md), not from `solutions`."""
 from __future__ import annotations
 
 import math
@@ -167,3 +168,47 @@ def bleu(hypotheses, references, max_n=4, *, clip=True, brevity="right", mean="g
     else:
         value = _score(*_stats(hypotheses, references, max_n, clip), max_n, brevity, mean)
     return 100.0 * value if percent else value
+
+
+# ------------------------------------------------------------------------------------------------------ the table
+# {mistake id: (variant, switches)}: every mistake the hidden checks diagnose by running a variant on their own
+# inputs (common.known_mistakes picks one exercise's rows by prefix). Within an exercise the order is the order of
+# diagnosis: the first row that reproduces the answer names it.
+TABLE = {
+    "smoothing.over_other_classes": (smoothed_ce, {"spread": "others"}),
+    "smoothing.ignored_positions_counted": (smoothed_ce, {"count_ignored": True}),
+    "smoothing.mean_over_all_positions": (smoothed_ce, {"divide_by": "all"}),
+    "smoothing.sum_not_mean": (smoothed_ce, {"divide_by": "none"}),
+    "smoothing.weights_swapped": (smoothed_ce, {"swap_weights": True}),
+    "noam.step_zero": (noam, {"clamp_step": False}),
+    "noam.min_max_swapped": (noam, {"use_max": True}),
+    "noam.no_d_model_scale": (noam, {"d_model_scale": False}),
+    "noam.factor_ignored": (noam, {"use_factor": False}),
+    "beam.dropout_on": (beam_search, {"eval_mode": False}),
+    "beam.returns_bos": (beam_search, {"keep_bos": True}),
+    "beam.continues_after_eos": (beam_search, {"eos_leaves_beam": False}),
+    "beam.no_length_penalty": (beam_search, {"rank_raw": True}),
+    "beam.length_counts_bos": (beam_search, {"length_counts_bos": True}),
+    "beam.penalty_on_unfinished": (beam_search, {"penalty_in_beam": "stored"}),
+    "bleu.no_clipping": (bleu, {"clip": False}),
+    "bleu.brevity_inverted": (bleu, {"brevity": "ratio_inverted"}),
+    "bleu.no_brevity_penalty": (bleu, {"brevity": "none"}),
+    "bleu.arithmetic_mean": (bleu, {"mean": "arithmetic"}),
+    "bleu.sentence_average": (bleu, {"per_sentence": True}),
+    "bleu.fraction_not_percent": (bleu, {"percent": False}),
+}
+
+# {mistake id: [switches, ...]}: other switches of a row's variant that make the same mistake, tried right after its
+# row (kit/compare.py's `candidates`): the penalty divided into the stored scores and then once more when ranking;
+# the brevity penalty applied to the longer output instead of the shorter.
+FORMS = {
+    "beam.penalty_on_unfinished": [{"penalty_in_beam": "stored_twice"}],
+    "bleu.brevity_inverted": [{"brevity": "condition_inverted"}],
+}
+
+# Wrong searches with no catalogue id that the beam-search probes are searched to show (beam_probes.py): searching
+# on to max_len after beam_size hypotheses finished is not the contract's search (the check compares with the
+# contract's search, not with the best it can find, so it fails without naming a mistake).
+UNNAMED = {
+    "searches_on": (beam_search, {"early_stop": False}),
+}

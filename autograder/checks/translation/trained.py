@@ -23,7 +23,7 @@ from autograder.course.heldout_translation import HELDOUT_PAIRS, HELDOUT_SPLIT, 
 # Transformer with d_model 64, 4 heads, d_ff 256, 2 + 2 layers, dropout 0.1, 200 AdamW steps of about 1,500 tokens,
 # noam_lr with 50 warm-up steps and factor 0.3, label smoothing 0.1), trained by that module's train_translator on
 # the CPU (one thread, about 36 s of CPU), reached a greedy BLEU on the held-out pairs of 12.58, 10.16 and 12.09 for
-# seeds 0, 1, 2 (2026-11-26; measured as the slow test of tests/autograder/checks/test_trained_translator.py does).
+# seeds 0, 1, 2 (2026-11-26; measured as the slow test of tests/autograder/checks/translation/test_trained.py does).
 # A model that ignores its source and writes one common caption for every sentence ("a man in a blue shirt is
 # standing on the street .") scores 3.52 on these pairs; the same model untrained (or trained with a loss that gives
 # no gradient, which leaves it as it was) scores 0.00. The bar sits between: 6.0, about 60% of the worst seed and

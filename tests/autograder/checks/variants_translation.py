@@ -279,3 +279,23 @@ WRONG = [
 UNNAMED = [
     ("label_smoothed_cross_entropy", make_smoothing("no_check"), "should raise ValueError"),
 ]
+
+
+def of(api_names, rows):
+    """The rows of CORRECT's items, WRONG or UNNAMED whose API name is one of `api_names` (one part's tests)."""
+    return [row for row in rows if row[0] in api_names]
+
+
+def ignoring(function, **fixed):
+    """`function` with the keyword arguments `fixed` held at their defaults, whatever the caller passes: an answer
+    right in everything but that argument."""
+    import inspect
+
+    signature = inspect.signature(function)
+
+    def wrong(*args, **kwargs):
+        bound = signature.bind(*args, **kwargs)
+        bound.arguments.update(fixed)
+        return function(*bound.args, **bound.kwargs)
+    wrong.__name__ = f"{function.__name__}_ignores_{'_'.join(fixed)}"
+    return wrong

@@ -99,7 +99,7 @@ def test_the_loss_is_the_contract_models_on_the_held_out_slice(data):
     try:
         assert checks.trained_loss(remote, chars.chars, 64) == pytest.approx(expected, rel=1e-6)
     finally:
-        probe._State.subjects.pop("loss_test", None)
+        probe.ProbeState.subjects.pop("loss_test", None)
     with pytest.raises(AssertionError, match="not predict the validation text well enough") as info:
         checks.check_trained_gpt(model, chars.chars, 64)
     assert f"{expected:.3f}" in str(info.value)

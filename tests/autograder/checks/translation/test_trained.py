@@ -160,7 +160,7 @@ def test_the_bleu_is_the_contract_models_on_the_given_pairs(vocabularies):
     try:
         assert checks.trained_bleu(handed, pairs) == pytest.approx(expected, abs=1e-9)
     finally:
-        probe._State.subjects.pop("bleu_test", None)
+        probe.ProbeState.subjects.pop("bleu_test", None)
 
 
 @pytest.mark.slow
@@ -187,7 +187,7 @@ def test_a_translator_trained_in_the_grading_budget_passes(vocabularies):
     try:
         assert checks.trained_bleu(handed) == pytest.approx(expected, abs=1e-6)
     finally:
-        probe._State.subjects.pop("trained_test", None)
+        probe.ProbeState.subjects.pop("trained_test", None)
 
 
 # ------------------------------------------------------------------------------------------------ hand-ins

@@ -1,0 +1,174 @@
+"""Hidden check of notebook 10's beam search: the reference and differently written answers pass; each known mistake
+fails with its catalogue id named; a search that is not the contract's fails readably; the check's own references
+(the exhaustive search, the probes' inputs) do what they claim."""
+from __future__ import annotations
+
+import pytest
+
+import solutions
+import variants as V
+import variants_translation as X
+from autograder.checks.translation import beam as checks
+from autograder.checks.kit.criteria import PartialCredit
+from coursekit.api import by_name
+from coursekit.criteria import CRITERIA
+
+NAMES = ("beam_search",)
+
+
+def check_of(api_name: str):
+    return getattr(checks, by_name(api_name).check_name)
+
+
+@pytest.mark.parametrize("api_name, answer", [(name, answer) for name, answers in X.CORRECT.items() if name in NAMES
+                                               for answer in [getattr(solutions, name), *answers]])
+def test_correct_answers_pass(api_name, answer):
+    check_of(api_name)(answer)
+
+
+WRONG = X.of(NAMES, X.WRONG)
+
+
+@pytest.mark.parametrize("api_name, answer, diagnosis", WRONG, ids=[diagnosis for _, _, diagnosis in WRONG])
+def test_each_known_mistake_is_named(api_name, answer, diagnosis):
+    V.fails_with(check_of(api_name), answer, diagnosis)
+
+
+def test_every_beam_mistake_of_the_catalogue_is_made_by_a_wrong_answer():
+    from coursekit.mistakes import MISTAKES
+
+    assert {m for m in MISTAKES if m.startswith("beam.")} == {diagnosis for _, _, diagnosis in WRONG}
+
+
+def test_stubs_and_broken_answers_fail_readably():
+    def stub(*args, **kwargs):
+        raise NotImplementedError()
+
+    V.fails_with(check_of("beam_search"), stub, "not implemented yet")
+    V.fails_with(checks.check_beam_search, lambda *a, **k: "a dog", "list of int token ids")
+
+
+def test_a_beam_that_searches_on_after_enough_finished_hypotheses_is_not_the_contract_search():
+    """Searching on to max_len finds other (here better-scoring) hypotheses than the contract's stopping rule: the
+    check compares with the contract's search, not with the best it can find."""
+    V.fails_with(checks.check_beam_search, X.make_beam_search("no_early_stop"), "not the best-ranked hypothesis")
+
+
+# ---------------------------------------------------------------------------------------- the checks' references
+def test_the_exhaustive_search_is_the_best_over_every_sequence_enumerated_one_by_one():
+    """exhaustive_best against a plain enumeration of every finished sequence, each scored on its own."""
+    import itertools
+
+    beams = checks.Beams(checks.BEAM_SEED, "cpu")
+    probe, model = beams.probes[0], beams.models[0]
+    src, max_len, vocab = probe.sources[0], 3, range(checks.TGT_VOCAB)
+    finished = [list(s) + [probe.eos_id] for n in range(max_len) for s in itertools.product(vocab, repeat=n)
+                if probe.eos_id not in s]
+    finished += [list(s) for s in itertools.product(vocab, repeat=max_len) if probe.eos_id not in s[:-1]]
+    for lp in (0.0, 0.6, 1.0):
+        case = checks.BeamCase(0, 0, checks.WIDE_BEAM, max_len, lp, False, False)
+        best = max(beams.rank(case, tokens) for tokens in finished)
+        got = checks.exhaustive_best(model, src, max_len, probe.bos_id, probe.eos_id, lp)
+        assert got == pytest.approx(best, abs=1e-6)
+
+
+def test_a_wide_beam_is_an_exhaustive_search():
+    beams = checks.Beams(checks.BEAM_SEED, "cpu")
+    for case in (c for c in beams.cases if c.beam_size == checks.WIDE_BEAM):
+        probe = beams.probes[case.probe]
+        tokens = solutions.beam_search(beams.models[case.probe], beams.source(case), case.beam_size, case.max_len,
+                                       probe.bos_id, probe.eos_id, beams.length_penalty(case))
+        assert beams.rank(case, tokens) == pytest.approx(beams.expected(case)[0], abs=1e-6)
+
+
+def test_the_beam_probes_exercise_what_they_claim():
+    """Finished hypotheses of several lengths, some unfinished at max_len, greedy differing from a wider beam, the
+    length penalty and the training mode each changing some result."""
+    beams = checks.Beams(checks.BEAM_SEED, "cpu")
+    lengths, unfinished, beam_beats_greedy, penalty_matters, dropout_matters = set(), 0, 0, 0, 0
+    for case in beams.cases:
+        probe, model, src = beams.probes[case.probe], beams.models[case.probe], beams.source(case)
+        lp = beams.length_penalty(case)
+        tokens = solutions.beam_search(model, src, case.beam_size, case.max_len, probe.bos_id, probe.eos_id, lp)
+        lengths.add(len(tokens))
+        unfinished += tokens[-1] != probe.eos_id
+        if case.beam_size not in (1, checks.WIDE_BEAM):
+            greedy = beams.greedy(case)
+            beam_beats_greedy += beams.rank(case, tokens) > beams.rank(case, greedy) + 1e-6
+            penalty_matters += tokens != solutions.beam_search(model, src, case.beam_size, case.max_len,
+                                                               probe.bos_id, probe.eos_id, 0.6 if lp != 0.6 else 0.0)
+        if case.training:
+            dropout_matters += beams.variant(case, eval_mode=False) != tokens
+    assert len(lengths) >= 3 and unfinished and beam_beats_greedy and penalty_matters and dropout_matters
+
+
+# ------------------------------------------------------------------------------------------- partial credit
+POINTS = {"beam_search": 35}  # the notebook's
+
+
+@pytest.mark.parametrize("api_name", list(POINTS))
+def test_a_stub_gets_a_plain_failure(api_name):
+    def stub(*args, **kwargs):
+        raise NotImplementedError()
+
+    with pytest.raises(AssertionError) as info:
+        check_of(api_name)(stub)
+    assert not isinstance(info.value, PartialCredit), str(info.value)
+    assert "not implemented yet" in str(info.value)
+
+
+@pytest.mark.parametrize("api_name", list(POINTS))
+def test_an_answer_that_always_raises_value_error_gets_nothing(api_name):
+    """Edge cases count on top of a working core only: raising ValueError for everything earns no point."""
+    def always(*args, **kwargs):
+        raise ValueError("no")
+
+    with pytest.raises(AssertionError) as info:
+        check_of(api_name)(always)
+    assert not isinstance(info.value, PartialCredit), str(info.value)
+
+
+ONLY_ONE_ARGUMENT = [
+    ("beam_search.length_penalty", X.ignoring(X.make_beam_search(), length_penalty=0.6)),
+    ("beam_search.bos_id", X.ignoring(X.make_beam_search(), bos_id=2)),
+    ("beam_search.eos_id", X.ignoring(X.make_beam_search(), eos_id=3)),
+    ("beam_search.eos_id", X.ignoring(X.beam_search_tensors, eos_id=3)),
+]
+
+
+@pytest.mark.parametrize("criterion, answer", ONLY_ONE_ARGUMENT,
+                         ids=[f"{c}-{a.__name__}" for c, a in ONLY_ONE_ARGUMENT])
+def test_an_answer_that_ignores_one_argument_keeps_three_quarters_of_its_points(criterion, answer):
+    """Right with the argument at its default (the core), wrong with its other values: PartialCredit, the argument
+    listed with a cross. An exercise's arguments share a quarter of its points: one of n failing costs 25 / n %."""
+    api_name = CRITERIA[criterion].api
+    message = V.fails_partially(check_of(api_name), answer, criterion)
+    tried = [c for c in CRITERIA.values() if c.api == api_name and c.kind == "argument"]
+    with pytest.raises(PartialCredit) as info:
+        check_of(api_name)(answer)
+    assert info.value.fraction == pytest.approx(1 - 0.25 / len(tried)), message
+    assert POINTS[api_name] * (1 - info.value.fraction) <= POINTS[api_name] / 4
+
+
+WRONG_PENALTIES = ["no_length_penalty", "length_counts_bos", "penalty_on_unfinished"]
+
+
+@pytest.mark.parametrize("answer", [X.make_beam_search(m) for m in WRONG_PENALTIES], ids=WRONG_PENALTIES)
+def test_a_length_penalty_computed_wrongly_fails_at_the_default_penalty(answer):
+    """Ranking by the raw score, counting <bos> in L or dividing while walking is wrong at the default 0.6 as well:
+    the searched sources show it in the core (not only with another length_penalty), so it gets no partial credit
+    on any submission."""
+    with pytest.raises(AssertionError) as info:
+        check_of("beam_search")(answer)
+    assert not isinstance(info.value, PartialCredit), str(info.value)
+
+
+def test_each_beam_call_tries_one_argument_at_most():
+    """The second probe passes another bos_id only, the third another eos_id only; both leave the length penalty at
+    0.6; the core calls leave all three at their defaults."""
+    beams = checks.Beams(checks.BEAM_SEED, "cpu")
+    assert [(p.bos_id == 2, p.eos_id == 3) for p in beams.probes] == [(True, True), (False, True), (True, False)]
+    for case in beams.cases:
+        if case.probe:
+            assert case.length_penalty in (None, 0.6) and case.explicit_ids
+    assert any(c.probe == 0 and c.length_penalty not in (None, 0.6) for c in beams.cases)

@@ -1,0 +1,195 @@
+"""The public checks of notebook 10's loss and schedule pass the reference and answers written differently, and name
+the likely mistake for wrong answers built here from the reference with one change each."""
+from __future__ import annotations
+
+import math
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import solutions
+from coursekit.api import by_name
+from coursekit.checks import CheckFailed
+from coursekit.checks.translation import loss as checks
+from coursekit.mistakes import mistakes_for, text_of
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from translation_public_answers import fixed, variant  # noqa: E402
+
+NAMES = ("label_smoothed_cross_entropy", "noam_lr")
+
+
+def check_of(api_name):
+    return getattr(checks, by_name(api_name).check_name)
+
+
+# ------------------------------------------------------------------------------------------------- the loss
+
+def loss(logits, targets, smoothing=0.1, ignore_index=0, mistake=None):
+    """The reference's computation with one mistake switched on."""
+    if not 0.0 <= smoothing < 1.0 and mistake != "no_value_error":
+        raise ValueError(smoothing)
+    if mistake == "ignore_zero":
+        ignore_index = 0
+    log_p = F.log_softmax(logits, dim=-1)                                     # (N, V)
+    keep = targets != ignore_index                                            # (N,)
+    nll = -log_p.gather(-1, targets.masked_fill(~keep, 0)[:, None]).squeeze(-1)
+    uniform = -log_p.mean(dim=-1)
+    if mistake == "over_other_classes":
+        uniform = (-log_p.sum(-1) - nll) / (log_p.size(-1) - 1)
+    if mistake == "weights_swapped":
+        per_position = smoothing * nll + (1 - smoothing) * uniform
+    else:
+        per_position = (1.0 - smoothing) * nll + smoothing * uniform
+    if mistake == "ignored_positions_counted":
+        return per_position.mean()
+    if mistake == "mean_over_all_positions":
+        return per_position[keep].sum() / len(targets)
+    if mistake == "sum_not_mean":
+        return per_position[keep].sum()
+    if mistake == "python_float":
+        return per_position[keep].mean().item()
+    if mistake == "detached":
+        return per_position[keep].mean().detach()
+    return per_position[keep].mean()
+
+
+def loss_with_torch(logits, targets, smoothing=0.1, ignore_index=0):
+    if not 0 <= smoothing < 1:
+        raise ValueError("smoothing must lie in [0, 1)")
+    return F.cross_entropy(logits, targets, ignore_index=ignore_index, label_smoothing=smoothing)
+
+
+def loss_with_a_target_distribution(logits, targets, smoothing=0.1, ignore_index=0):
+    """Written differently: the smoothed target distribution made explicit, masked rows weighted 0."""
+    if smoothing < 0 or smoothing >= 1:
+        raise ValueError("smoothing must lie in [0, 1)")
+    V = logits.size(-1)
+    keep = (targets != ignore_index).float()
+    q = torch.full_like(logits, smoothing / V)
+    q.scatter_add_(1, targets.clamp(0, V - 1)[:, None], torch.full_like(logits[:, :1], 1 - smoothing))
+    return -((q * logits.log_softmax(-1)).sum(-1) * keep).sum() / keep.sum()
+
+
+# --------------------------------------------------------------------------------------------- the schedule
+
+def noam(step, d_model, warmup_steps, factor=1.0, mistake=None):
+    if warmup_steps < 1 and mistake != "no_value_error":
+        raise ValueError(warmup_steps)
+    s = step if mistake == "step_zero" else max(step, 1)
+    pick = max if mistake == "min_max_swapped" else min
+    scale = 1.0 if mistake == "no_d_model_scale" else d_model ** -0.5
+    factor = 1.0 if mistake == "factor_ignored" else factor
+    return factor * scale * pick(s ** -0.5, s * warmup_steps ** -1.5)
+
+
+def noam_as_two_phases(step, d_model, warmup_steps, factor=1.0):
+    """Written differently: the rise and the decay as two branches."""
+    if warmup_steps < 1:
+        raise ValueError("warmup_steps must be >= 1")
+    step = max(step, 1)
+    peak = factor * (d_model * warmup_steps) ** -0.5
+    return peak * step / warmup_steps if step < warmup_steps else peak * math.sqrt(warmup_steps / step)
+
+
+# ---------------------------------------------------------------------------------------------- the cases
+
+CORRECT = {
+    "label_smoothed_cross_entropy": [solutions.label_smoothed_cross_entropy, loss, loss_with_torch,
+                                     loss_with_a_target_distribution],
+    "noam_lr": [solutions.noam_lr, noam, noam_as_two_phases],
+}
+
+
+# (api name, wrong answer, catalogue id named in the hint, or None where the failure names no catalogue mistake)
+WRONG = [
+    ("label_smoothed_cross_entropy", variant(loss, "over_other_classes"), "smoothing.over_other_classes"),
+    ("label_smoothed_cross_entropy", variant(loss, "ignored_positions_counted"), "smoothing.ignored_positions_counted"),
+    ("label_smoothed_cross_entropy", variant(loss, "mean_over_all_positions"), "smoothing.mean_over_all_positions"),
+    ("label_smoothed_cross_entropy", variant(loss, "sum_not_mean"), "smoothing.sum_not_mean"),
+    ("label_smoothed_cross_entropy", variant(loss, "weights_swapped"), "smoothing.weights_swapped"),
+    ("label_smoothed_cross_entropy", variant(loss, "ignore_zero"), None),
+    ("label_smoothed_cross_entropy", variant(loss, "python_float"), "smoothing.python_float"),
+    ("label_smoothed_cross_entropy", variant(loss, "detached"), "smoothing.detached"),
+    ("label_smoothed_cross_entropy", variant(loss, "no_value_error"), None),
+    ("noam_lr", variant(noam, "step_zero"), "noam.step_zero"),
+    ("noam_lr", variant(noam, "min_max_swapped"), "noam.min_max_swapped"),
+    ("noam_lr", variant(noam, "no_d_model_scale"), "noam.no_d_model_scale"),
+    ("noam_lr", variant(noam, "factor_ignored"), "noam.factor_ignored"),
+    ("noam_lr", variant(noam, "no_value_error"), None),
+]
+
+
+@pytest.mark.parametrize("api_name, answer", [(name, answer) for name, answers in CORRECT.items()
+                                               for answer in answers],
+                         ids=lambda value: getattr(value, "__name__", value))
+def test_correct_answers_pass(api_name, answer, capsys):
+    check_of(api_name)(answer)
+    assert "all public checks passed" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("api_name, answer, diagnosis", WRONG, ids=[w.__name__ for _, w, _ in WRONG])
+def test_wrong_answers_fail_and_name_the_mistake(api_name, answer, diagnosis):
+    with pytest.raises(CheckFailed) as info:
+        check_of(api_name)(answer)
+    if diagnosis is not None:
+        assert f"HINT: {text_of(diagnosis)}" in str(info.value), str(info.value)
+
+
+def test_every_catalogue_mistake_of_the_loss_and_schedule_is_diagnosed_here():
+    named = {diagnosis for _, _, diagnosis in WRONG if diagnosis}
+    for name in NAMES:
+        for mistake in mistakes_for(name):
+            assert mistake.id in named, mistake.id
+
+
+def test_the_switches_off_are_the_reference():
+    generator = torch.Generator().manual_seed(0)
+    logits, targets = torch.randn(9, 6, generator=generator), torch.tensor([1, 0, 5, 2, 0, 3, 4, 0, 5])
+    expected = solutions.label_smoothed_cross_entropy(logits, targets, 0.2, 5)
+    assert torch.allclose(loss(logits, targets, 0.2, 5), expected)
+    assert all(noam(s, 32, 7, 1.5) == solutions.noam_lr(s, 32, 7, 1.5) for s in range(40))
+
+
+def test_a_stub_says_it_is_not_implemented():
+    def stub(*args, **kwargs):
+        raise NotImplementedError()
+
+    for name in NAMES:
+        with pytest.raises(CheckFailed, match="not implemented yet"):
+            check_of(name)(stub)
+
+
+@pytest.mark.parametrize("api_name, answer, criterion", [
+    ("label_smoothed_cross_entropy", variant(loss, "no_value_error"), "label_smoothed_cross_entropy.bad_smoothing"),
+    ("noam_lr", variant(noam, "no_value_error"), "noam_lr.bad_warmup"),
+], ids=lambda value: value if isinstance(value, str) and "." in value else "")
+def test_a_missing_stated_edge_case_is_named(api_name, answer, criterion):
+    """An answer right but for one stated edge case fails the public check, which says which edge case it was."""
+    from coursekit.criteria import CRITERIA
+
+    with pytest.raises(CheckFailed) as info:
+        check_of(api_name)(answer)
+    message = str(info.value)
+    assert "should raise ValueError" in message, message
+    assert f"an edge case the exercise states: {CRITERIA[criterion].text}" in message, message
+
+
+# ------------------------------------------------------------------------- arguments with teeth, publicly
+IGNORED_ARGUMENTS = [
+    ("label_smoothed_cross_entropy", fixed(loss, smoothing=0.1), "label_smoothed_cross_entropy.smoothing"),
+    ("label_smoothed_cross_entropy", fixed(loss, ignore_index=0), "label_smoothed_cross_entropy.ignore_index"),
+    ("noam_lr", fixed(noam, factor=1.0), "noam_lr.factor"),
+]
+
+
+@pytest.mark.parametrize("api_name, answer, criterion", IGNORED_ARGUMENTS, ids=[c for _, _, c in IGNORED_ARGUMENTS])
+def test_an_ignored_argument_is_named_as_the_argument_the_exercise_states(api_name, answer, criterion):
+    from coursekit.criteria import CRITERIA
+
+    with pytest.raises(CheckFailed) as info:
+        check_of(api_name)(answer)
+    assert f"(an argument the exercise states: {CRITERIA[criterion].text})" in str(info.value), str(info.value)
