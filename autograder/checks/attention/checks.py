@@ -19,7 +19,7 @@ from autograder.checks.kit.compare import as_tensor, expect_shape, expect_tensor
 from autograder.checks.kit.criteria import argument
 from autograder.checks.kit.draws import draw_sizes, pick, rng
 from autograder.checks.kit.inputs import draw_lengths, padded_ids
-from autograder.checks.kit.remote import probed
+from autograder.checks.kit.remote import hidden_check
 from autograder.checks.kit.toolkit import call, expect_callable, fail, randn, shape_of, start_check
 
 
@@ -45,7 +45,7 @@ def _mask_problem(got, expected, label, tested, mistakes=None):
          details=[f"{wrong} of {expected.numel()} entries differ"], mistake=mistake)
 
 
-@probed
+@hidden_check
 def check_make_padding_mask(make_padding_mask) -> None:
     """make_padding_mask(ids (B, T), pad_id=0) -> bool (B, 1, 1, T), True at real tokens."""
     device = start_check()
@@ -73,7 +73,7 @@ def _check_padding_mask_case(make_padding_mask, reference, ids, **kwargs) -> Non
     _mask_problem(got, expected, "the padding mask", tested)
 
 
-@probed
+@hidden_check
 def check_make_causal_mask(make_causal_mask) -> None:
     """make_causal_mask(size, device=None) -> bool (size, size), lower triangle True."""
     device = start_check()
@@ -100,7 +100,7 @@ def attention_mistakes(query, key, value, mask, part: int):
                               ids)
 
 
-@probed
+@hidden_check
 def check_scaled_dot_product_attention(scaled_dot_product_attention) -> None:
     """scaled_dot_product_attention(q, k, v, mask=None) -> (output (..., T_q, d_v), weights (..., T_q, T_k))."""
     device = start_check()

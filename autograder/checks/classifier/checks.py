@@ -24,7 +24,7 @@ from autograder.checks.kit.compare import (
 )
 from autograder.checks.kit.draws import generator as seeded_generator, pick
 from autograder.checks.kit.inputs import reference
-from autograder.checks.kit.remote import ProbeBroken, StudentError, probed
+from autograder.checks.kit.remote import ProbeBroken, StudentError, hidden_check
 
 
 # ---------------------------------------------------------------------------------------------------- helpers
@@ -67,7 +67,7 @@ def _unchanged(echoed, sent: torch.Tensor) -> bool:
         bool(torch.equal(echoed.to(sent.device), sent))
 
 
-@probed
+@hidden_check
 def check_masked_mean_pool(masked_mean_pool) -> None:
     """masked_mean_pool(x (B, T, d), mask (B, T) bool) -> (B, d): mean over the real positions only."""
     device = start_check()
@@ -119,7 +119,7 @@ def _shown(info: dict, name: str) -> str:
         else modules[name]
 
 
-@probed
+@hidden_check
 @given_working_parts("transformer_classifier")
 def check_transformer_classifier(TransformerClassifier) -> None:
     """Architecture equal to the reference (by weight copy), padding excluded, padding-invariant logits."""

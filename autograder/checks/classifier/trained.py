@@ -21,7 +21,7 @@ from autograder.checks.kit.toolkit import expected_got, fail, fetch, kind_of, st
 from autograder.checks.kit.compare import describe
 from autograder.checks.kit.draws import current_salt, seed_for
 from autograder.checks.kit.inputs import reference
-from autograder.checks.kit.remote import RemoteObject, probed
+from autograder.checks.kit.remote import RemoteObject, hidden_check
 from autograder.checks.kit.trained_weights import count_layers, heads_of, load_into, size_of, trained_state
 
 # The notebook's grading-mode run of the reference (bench/yelp.py budget "grading": all 8,000 synthetic training
@@ -111,7 +111,7 @@ def trained_accuracy(model: RemoteObject, vocab: dict[str, int], max_len: int | 
     return correct / total
 
 
-@probed
+@hidden_check
 def check_trained_classifier(model, vocab, max_len=None) -> None:
     """The notebook's trained model must beat the bar on new synthetic reviews (see the module docstring)."""
     start_check()

@@ -21,7 +21,7 @@ from autograder.checks.kit import remote as _remote
 from autograder.checks.kit.compare import from_table, values_close
 from autograder.checks.kit.draws import generator as seeded_generator, pick
 from autograder.checks.kit.inputs import reference
-from autograder.checks.kit.remote import ProbeBroken, RemoteObject, StudentError, probed
+from autograder.checks.kit.remote import ProbeBroken, RemoteObject, StudentError, hidden_check
 from autograder.checks.kit.toolkit import (
     call, expect_callable, grader_step, lend_model, seeded, start_check, type_name,
 )
@@ -172,7 +172,7 @@ def _training_mistake(losses, weights, loss_ok: bool, params_ok: bool, fresh, ba
     return None
 
 
-@probed
+@hidden_check
 def check_train_one_epoch(train_one_epoch) -> None:
     """One epoch on fixed batches from identical weights and optimizer: same loss and weights as the reference."""
     device = start_check()
@@ -261,7 +261,7 @@ def _evaluation_inputs(model, sizes, attempt: int, device):
     return relabelled, counts
 
 
-@probed
+@hidden_check
 def check_evaluate(evaluate) -> None:
     """The fraction of all examples whose argmax logit equals the label, in eval mode, without gradients."""
     device = start_check()

@@ -28,7 +28,7 @@ from autograder.checks.kit.compare import (
 from autograder.checks.kit.criteria import argument
 from autograder.checks.kit.draws import current_salt, generator, pick, rng, seed_for
 from autograder.checks.kit import inputs
-from autograder.checks.kit.remote import new, probed
+from autograder.checks.kit.remote import new, hidden_check
 from autograder.checks.kit.toolkit import call, construct, expect_callable, fail, seeded, start_check
 from coursekit.tolerance import INIT_MEAN_RTOL, INIT_STD_RTOL
 
@@ -75,7 +75,7 @@ def _diagnose_vocab(got: dict, texts, kwargs) -> str | None:
     return next((mistake_id for mistake_id, produce in candidates if got == produce()), None)
 
 
-@probed
+@hidden_check
 def check_build_vocab(build_vocab) -> None:
     """build_vocab(tokenized_texts, min_freq=1, specials=...) -> dict[str, int]."""
     start_check()
@@ -129,7 +129,7 @@ def _check_vocab_case(build_vocab, reference, tested: str, texts, kwargs: dict) 
 
 
 # ------------------------------------------------------------------------------------------------------ encode
-@probed
+@hidden_check
 def check_encode(encode) -> None:
     """encode(tokens, vocab) -> list[int]; unknown tokens map to vocab['<unk>']."""
     start_check()
@@ -170,7 +170,7 @@ def check_encode(encode) -> None:
 
 
 # --------------------------------------------------------------------------------------------------- pad_batch
-@probed
+@hidden_check
 def check_pad_batch(pad_batch) -> None:
     """pad_batch(sequences, pad_id=0, max_len=None) -> LongTensor (B, T), post-padding, post-truncation."""
     start_check()
@@ -224,7 +224,7 @@ def _check_pad_batch_case(pad_batch, reference, sequences, tested: str, kwargs: 
 
 
 # ---------------------------------------------------------------------------------------------- TokenEmbedding
-@probed
+@hidden_check
 def check_token_embedding(TokenEmbedding) -> None:
     """TokenEmbedding(vocab_size, d_model, padding_idx=None): weight (V, d) ~ N(0, d_model^-1/2), row padding_idx
     zero."""
@@ -306,7 +306,7 @@ def _keyed_vectors(words, size: int, seed: int, channel=None):
     return kv
 
 
-@probed
+@hidden_check
 def check_embedding_matrix_from_word2vec(embedding_matrix_from_word2vec) -> None:
     """embedding_matrix_from_word2vec(vocab, keyed_vectors) -> FloatTensor (len(vocab), vector_size)."""
     start_check()
@@ -351,7 +351,7 @@ def check_embedding_matrix_from_word2vec(embedding_matrix_from_word2vec) -> None
 
 
 # ---------------------------------------------------------------------------------------- attention_over_words
-@probed
+@hidden_check
 def check_attention_over_words(attention_over_words) -> None:
     """attention_over_words(query, keys, keyed_vectors) -> (weights (n,), value (vector_size,)) numpy arrays."""
     start_check()

@@ -15,7 +15,7 @@ from autograder.checks.kit.criteria import argument
 from autograder.checks.kit.draws import pick
 from autograder.checks.kit.inputs import padded_ids, reference, reference_module, short_length
 from autograder.checks.kit.parts import given_working_parts
-from autograder.checks.kit.remote import probed
+from autograder.checks.kit.remote import hidden_check
 from autograder.checks.kit.toolkit import call, construct, fail, randn, shape_of, start_check
 
 # The probes' sizes are this submission's (`probe_inputs.pick`, the first option with no salt: B=2, T=6, H=3,
@@ -38,7 +38,7 @@ def sizes(prefix: str = "encoder") -> SimpleNamespace:
         max_len=pick(f"{prefix}.max_len", [32, 20, 24, 40]))
 
 
-@probed
+@hidden_check
 def check_positionwise_feed_forward(PositionwiseFeedForward) -> None:
     """PositionwiseFeedForward(d_model, d_ff, dropout=0.0): linear2(dropout(relu(linear1(x)))); dropout > 0 is an
     argument with teeth."""
@@ -75,7 +75,7 @@ def block_mistakes(ref, x, mask):
                               M.block_ids(mask is not None))
 
 
-@probed
+@hidden_check
 @given_working_parts("encoder_block")
 def check_encoder_block(EncoderBlock) -> None:
     """EncoderBlock(d_model, num_heads, d_ff, dropout=0.0, norm_first=False): self_attn, ffn, norm1, norm2."""
@@ -149,7 +149,7 @@ def stack_mistakes(ref, ids, mask):
                               M.stack_ids(mask is not None))
 
 
-@probed
+@hidden_check
 @given_working_parts("encoder")
 def check_encoder(Encoder) -> None:
     """Encoder(vocab_size, d_model, num_heads, d_ff, num_layers, max_len=512, dropout=0.0, norm_first=False)."""

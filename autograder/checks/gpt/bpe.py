@@ -17,7 +17,7 @@ from autograder.checks.kit.compare import candidates, from_table, is_integer
 from autograder.checks.kit.criteria import edge_case
 from autograder.checks.kit.draws import pick, rng, sample
 from autograder.checks.kit.inputs import reference
-from autograder.checks.kit.remote import probed
+from autograder.checks.kit.remote import hidden_check
 from autograder.checks.kit.toolkit import call, expected_got, fail, start_check
 
 # Every input below is drawn for the submission (autograder/checks/kit/draws.py): each space lists today's value first
@@ -149,7 +149,7 @@ def train_bpe_cases() -> list[tuple[str, int]]:
     return _covering("gpt.train_bpe.cases", chosen, pool, behaviours)
 
 
-@probed
+@hidden_check
 def check_train_bpe(train_bpe) -> None:
     """train_bpe(text, num_merges) -> the merges byte-level BPE learns, in order."""
     start_check()
@@ -235,7 +235,7 @@ def encode_order_cases() -> list[tuple[str, list]]:
     return [(text.translate(table), merges) for text in texts]
 
 
-@probed
+@hidden_check
 def check_bpe_encode(bpe_encode) -> None:
     """bpe_encode(text, merges): UTF-8 bytes, then every merge in the order learned."""
     start_check()
@@ -276,7 +276,7 @@ def bpe_decode_cases() -> list[tuple[list, list]]:
     return cases
 
 
-@probed
+@hidden_check
 def check_bpe_decode(bpe_decode) -> None:
     """bpe_decode(ids, merges): every id expanded to its bytes, then one UTF-8 decode with errors="replace"."""
     start_check()

@@ -20,7 +20,7 @@ from autograder.checks.kit.tolerance import tolerance
 from autograder.checks.kit.toolkit import (
     call, expect_raises, expected_got, fail, randint, randn, seeded, shape_of, start_check,
 )
-from autograder.checks.kit.remote import probed
+from autograder.checks.kit.remote import hidden_check
 from coursekit.tolerance import DISTINCT_LOSS_RTOL
 
 
@@ -50,7 +50,7 @@ def _revealing_seed(seed: int, n: int, block_size: int, batch_size: int, source=
     return seed
 
 
-@probed
+@hidden_check
 def check_get_batch(get_batch) -> None:
     """get_batch(data, block_size, batch_size, generator=None): windows at torch.randint(N - block_size, ...)."""
     device = start_check()
@@ -120,7 +120,7 @@ def _judge_batch(x, y, starts, n, offset, block_size, batch_size, seed, tested, 
 
 
 # ------------------------------------------------------------------------------------------------------ lm_loss
-@probed
+@hidden_check
 def check_lm_loss(lm_loss) -> None:
     """lm_loss(logits (B, T, V), targets (B, T)) -> mean cross-entropy over all B * T positions."""
     device = start_check()
@@ -164,7 +164,7 @@ def _estimate_data(state: dict, n: int, block_size: int, device) -> torch.Tensor
     return data
 
 
-@probed
+@hidden_check
 def check_estimate_loss(estimate_loss) -> None:
     """estimate_loss(model, data, block_size, device): non-overlapping windows, eval mode, mode restored."""
     device = start_check()

@@ -10,7 +10,7 @@ from autograder.checks.kit.compare import describe, expect_dropout_acts, expect_
 from autograder.checks.kit.criteria import argument
 from autograder.checks.kit.draws import draw_sizes, pick
 from autograder.checks.kit.inputs import reference
-from autograder.checks.kit.remote import RemoteObject, probed
+from autograder.checks.kit.remote import RemoteObject, hidden_check
 from autograder.checks.kit.toolkit import (
     call, construct, expect_raises, expected_got, fail, fetch, grader_step, randint, seeded, shape_of, start_check,
 )
@@ -55,7 +55,7 @@ def _parameter_names(module: RemoteObject, name: str) -> dict[str, tuple]:
     return {n: tuple(shape) for n, shape, _dtype in describe(module, name).get("parameters", [])}
 
 
-@probed
+@hidden_check
 def check_gpt(GPT) -> None:
     """GPT(vocab_size, d_model, num_heads, d_ff, num_layers, max_len, dropout): tied head, causal pre-norm blocks."""
     device = start_check()

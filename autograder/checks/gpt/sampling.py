@@ -21,7 +21,7 @@ from autograder.checks.kit.criteria import argument, edge_case
 from autograder.checks.kit.draws import pick, rng
 from autograder.checks.kit.inputs import reference
 from autograder.checks.kit.parts import given_working_parts
-from autograder.checks.kit.remote import probed
+from autograder.checks.kit.remote import hidden_check
 from autograder.checks.kit.toolkit import call, fail, randint, randn, seeded, shape_of, start_check
 from coursekit.tolerance import SAME_DISTRIBUTION, SAMPLING_CHI2_LIMIT as CHI2_LIMIT
 
@@ -108,7 +108,7 @@ def _frequency_plan(logits: torch.Tensor) -> list[tuple[float, int | None]]:
     return plan
 
 
-@probed
+@hidden_check
 def check_sample_next_token(sample_next_token) -> None:
     """sample_next_token(logits (B, V), temperature=1.0, top_k=None, generator=None) -> (B,) token ids."""
     start_check()
@@ -268,7 +268,7 @@ def generate_setup(shape, steps: int, long_shape, more: int):
     return fallback
 
 
-@probed
+@hidden_check
 @given_working_parts("generate")
 def check_generate(generate) -> None:
     """generate(model, ids, max_new_tokens, temperature=1.0, top_k=None, generator=None) -> prompt + new tokens."""

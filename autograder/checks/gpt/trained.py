@@ -14,7 +14,7 @@ import torch.nn.functional as F
 
 from autograder.checks.kit.toolkit import expected_got, fail, fetch, kind_of, start_check, type_name
 from autograder.checks.kit.compare import is_integer
-from autograder.checks.kit.remote import probed
+from autograder.checks.kit.remote import hidden_check
 from autograder.checks.kit.trained_weights import count_layers, heads_of, load_into, size_of, trained_state
 from autograder.course.heldout import HELDOUT_CHARS, heldout_text
 
@@ -89,7 +89,7 @@ def trained_loss(model, chars: list[str], block_size: int) -> float:
     return total / count
 
 
-@probed
+@hidden_check
 def check_trained_gpt(model, chars, block_size) -> None:
     """The notebook's trained character GPT must clearly beat the bigram baseline on the validation text."""
     start_check()

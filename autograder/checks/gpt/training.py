@@ -17,7 +17,7 @@ from autograder.checks.kit.compare import describe, from_table, values_close
 from autograder.checks.kit.criteria import argument
 from autograder.checks.kit.draws import pick
 from autograder.checks.kit.inputs import reference
-from autograder.checks.kit.remote import RemoteObject, probed
+from autograder.checks.kit.remote import RemoteObject, hidden_check
 from autograder.checks.kit.parts import given_working_parts
 from autograder.checks.kit.tolerance import tolerance
 from autograder.checks.kit.toolkit import (
@@ -29,7 +29,7 @@ from coursekit.tolerance import LR_SCHEDULE, TRAINING_RUN_LOOSER
 # ------------------------------------------------------------------------------------------------------- lr_at
 
 
-@probed
+@hidden_check
 def check_lr_at(lr_at) -> None:
     """lr_at(step, max_lr, warmup_steps, max_steps, min_lr=0.0): linear warm-up, cosine decay, then min_lr."""
     start_check()
@@ -174,7 +174,7 @@ def _same_run(got: dict, expected: dict, device, what=("returns", "weights")) ->
     return True
 
 
-@probed
+@hidden_check
 @given_working_parts("train_step")
 def check_train_step(train_step) -> None:
     """train_step(model, optimizer, x, y, lr, grad_clip=1.0) -> the loss before the step, after one step."""

@@ -1,7 +1,7 @@
 """The checking framework of the hidden checks, readable on its own: what every topic folder's checks are made of.
 
 - `remote.py`          the grader's side of the kernel protocol: `RemoteObject`, the channel to the kernel, strict
-                       decoding, the `@probed` decorator every check wears (local objects handed in, criteria applied).
+                       decoding, the `@hidden_check` decorator every check wears (local objects handed in, criteria applied).
 - `toolkit.py`         set-up (`start_check`, seeded draws of tensors), calling student code, `fail(..., mistake=id)`.
 - `compare.py`         weights copied by contract names, tensors compared at the course's tolerance, known mistakes
                        tried on a mismatch (`diagnose`, a topic's table through `from_table`), dropout, max_len.

@@ -125,7 +125,7 @@ def lending(check: str, objects: tuple):
 
 
 def given_working_parts(check: str):
-    """Decorator of a hidden check (under `@probed`): judge it with `lending(check, ...)`."""
+    """Decorator of a hidden check (under `@hidden_check`): judge it with `lending(check, ...)`."""
     def decorate(function):
         @functools.wraps(function)
         def wrapper(*objects, **named):

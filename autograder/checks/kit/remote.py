@@ -16,7 +16,7 @@ Errors raised by the student's code come back as `StudentError` (type name, mess
 frames); a channel that fails (timeout, dead kernel, a malformed reply) raises `ProbeBroken`. Replies are decoded
 with limits: they are hostile input.
 
-`@probed` lets a check be called with ordinary Python objects too (tests, the reference itself): they are handed
+`@hidden_check` lets a check be called with ordinary Python objects too (tests, the reference itself): they are handed
 in to an in-process kernel side (`LoopbackChannel`), so the same JSON round trip is exercised.
 """
 from __future__ import annotations
@@ -196,8 +196,10 @@ def hand_in_locally(objects: tuple, named: dict, check: str = "check") -> tuple[
     return remote, remote_named
 
 
-def probed(check):
-    """A check called with ordinary objects hands them in locally; RemoteObjects pass straight through."""
+def hidden_check(check):
+    """The decorator every hidden check wears: the check's criteria give partial credit (`criteria.py`), and a check
+    called with ordinary objects (tests, the reference itself) hands them in locally; RemoteObjects pass straight
+    through."""
     check = judged_by_criteria(check)
 
     @functools.wraps(check)

@@ -29,7 +29,7 @@ from autograder.checks.kit.toolkit import (
 from autograder.checks.kit.compare import as_tensor, describe, expect_tensor, prepare
 from autograder.checks.kit.compare import candidates as table_candidates
 from autograder.checks.kit.parts import given_working_parts
-from autograder.checks.kit.remote import probed
+from autograder.checks.kit.remote import hidden_check
 from coursekit.tolerance import ROTARY_LOOSER
 
 # the spaces the checks draw from (first option: the input of salt 0)
@@ -80,7 +80,7 @@ def candidates(table, run, ids=None) -> list:
 
 
 # --------------------------------------------------------------------------------------------------------- RMSNorm
-@probed
+@hidden_check
 def check_rmsnorm(RMSNorm) -> None:
     """RMSNorm(d_model, eps=1e-6): weight (d_model,) of ones; x * rsqrt(mean(x**2, -1) + eps) * weight."""
     device = start_check()
@@ -130,7 +130,7 @@ def _pair(got, label: str, tested: str):
     return got
 
 
-@probed
+@hidden_check
 def check_rotary_cos_sin(rotary_cos_sin) -> None:
     """rotary_cos_sin(max_len, d_head, base=10000.0) -> (cos, sin), each (max_len, d_head // 2) float32."""
     start_check()
@@ -171,7 +171,7 @@ def check_rotary_cos_sin(rotary_cos_sin) -> None:
                   criterion="rotary_cos_sin.odd_d_head")
 
 
-@probed
+@hidden_check
 def check_apply_rotary(apply_rotary) -> None:
     """apply_rotary(x (..., T, d_head), cos, sin (T, d_head // 2)) -> x with each pair (2i, 2i+1) rotated."""
     device = start_check()
@@ -199,7 +199,7 @@ def check_apply_rotary(apply_rotary) -> None:
 
 
 # ---------------------------------------------------------------------------------------------------------- SwiGLU
-@probed
+@hidden_check
 def check_swi_glu(SwiGLU) -> None:
     """SwiGLU(d_model, d_ff): w_gate, w_up, w_down without bias; w_down(silu(w_gate(x)) * w_up(x))."""
     device = start_check()
@@ -241,7 +241,7 @@ def _gqa_structure(module, ref, name: str) -> None:
              mistake="gqa.tables_in_state_dict")
 
 
-@probed
+@hidden_check
 @given_working_parts("grouped_query_attention")
 def check_grouped_query_attention(GroupedQueryAttention) -> None:
     """GroupedQueryAttention(d_model, num_heads, num_kv_heads, max_len=512, rope_base=10000.0): forward(x, mask)."""

@@ -23,7 +23,7 @@ from autograder.checks.kit.toolkit import (
 )
 from autograder.checks.kit.compare import describe, expect_tensor, prepare
 from autograder.checks.kit.parts import given_working_parts
-from autograder.checks.kit.remote import probed
+from autograder.checks.kit.remote import hidden_check
 from coursekit.tolerance import ROTARY_LOOSER
 
 DEFAULTS_NOTE = "keep the defaults d_model=128, num_heads=4, num_kv_heads=2, d_ff=344, num_layers=4"
@@ -38,7 +38,7 @@ def block_mistakes(block, x, mask):
     return variants
 
 
-@probed
+@hidden_check
 @given_working_parts("llama_block")
 def check_llama_block(LlamaBlock) -> None:
     """LlamaBlock(d_model, num_heads, num_kv_heads, d_ff, max_len=512): norm1, attn, norm2, ffn; pre-norm."""
@@ -111,7 +111,7 @@ def _model_defaults(ModernGPT, name: str, vocab: int, solution, device) -> None:
     expect_tensor(got, expected, f"{name} logits", device, tested=tested, looser=ROTARY_LOOSER, note=DEFAULTS_NOTE)
 
 
-@probed
+@hidden_check
 @given_working_parts("modern_gpt")
 def check_modern_gpt(ModernGPT) -> None:
     """ModernGPT(vocab_size, d_model=128, num_heads=4, num_kv_heads=2, d_ff=344, num_layers=4, max_len=256)."""

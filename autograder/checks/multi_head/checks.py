@@ -18,7 +18,7 @@ from autograder.checks.kit.criteria import argument
 from autograder.checks.kit.draws import draw_sizes, pick, rng
 from autograder.checks.kit.inputs import padded_ids
 from autograder.checks.kit.parts import given_working_parts
-from autograder.checks.kit.remote import probed
+from autograder.checks.kit.remote import hidden_check
 from autograder.checks.kit.toolkit import (
     call, construct, expect_callable, expect_raises, fail, randn, seeded, shape_of, start_check,
 )
@@ -39,7 +39,7 @@ def _heads_mistakes(variant, *args):
     return lambda: from_table(M.HEADS_TABLE, lambda variant, switches: variant(*args, **switches), ids)
 
 
-@probed
+@hidden_check
 def check_split_heads(split_heads) -> None:
     """split_heads(x (B, T, d_model), num_heads) -> (B, H, T, d_head)."""
     device = start_check()
@@ -56,7 +56,7 @@ def check_split_heads(split_heads) -> None:
                       mistakes=_heads_mistakes(M.split, x, num_heads))
 
 
-@probed
+@hidden_check
 def check_merge_heads(merge_heads) -> None:
     """merge_heads(x (B, H, T, d_head)) -> (B, T, H * d_head), the inverse of split_heads."""
     device = start_check()
@@ -144,7 +144,7 @@ def _compare(module, ref, cases, name: str, device) -> None:
                       shape_hint="weights are (B, num_heads, T_q, T_k): one map per head, not averaged")
 
 
-@probed
+@hidden_check
 @given_working_parts("multi_head_attention")
 def check_multi_head_attention(MultiHeadAttention) -> None:
     """MultiHeadAttention(d_model, num_heads, dropout=0.0, bias=True): w_q, w_k, w_v, w_o; forward -> (out, weights).

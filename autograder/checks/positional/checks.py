@@ -20,7 +20,7 @@ from autograder.checks.kit.compare import (
 from autograder.checks.kit.criteria import argument
 from autograder.checks.kit.draws import draw_sizes, pick
 from autograder.checks.kit.parts import given_working_parts
-from autograder.checks.kit.remote import probed
+from autograder.checks.kit.remote import hidden_check
 from autograder.checks.kit.tolerance import tolerance
 from autograder.checks.kit.toolkit import (
     call, construct, expect_callable, expect_raises, fail, randn, seeded, start_check,
@@ -46,7 +46,7 @@ def _added_mistakes(x, table):
     return _candidates(M.add_positions, lambda variant, switches: variant(x, table, **switches))
 
 
-@probed
+@hidden_check
 def check_sinusoidal_positional_encoding(sinusoidal_positional_encoding) -> None:
     """sinusoidal_positional_encoding(max_len, d_model) -> FloatTensor (max_len, d_model); odd d_model: ValueError."""
     start_check()
@@ -75,7 +75,7 @@ def check_sinusoidal_positional_encoding(sinusoidal_positional_encoding) -> None
                   why="for an odd d_model", criterion="sinusoidal_positional_encoding.odd_d_model")
 
 
-@probed
+@hidden_check
 @given_working_parts("positional_encoding")
 def check_positional_encoding(PositionalEncoding) -> None:
     """PositionalEncoding(d_model, max_len=512, dropout=0.0): buffer pe, forward(x) = x + pe[:T]."""
@@ -164,7 +164,7 @@ def _dropped_before_adding(got, x, expected, p: float, device) -> bool:
     return bool(dropped.any()) and values_close(got, x / (1 - p) + pe, device, where=~dropped)
 
 
-@probed
+@hidden_check
 def check_learned_positional_embedding(LearnedPositionalEmbedding) -> None:
     """LearnedPositionalEmbedding(max_len, d_model): submodule `embedding`; forward(x) = x + embedding(arange(T))."""
     device = start_check()

@@ -13,7 +13,7 @@ from autograder.checks.kit.criteria import argument
 from autograder.checks.kit.draws import pick
 from autograder.checks.kit.inputs import padded_ids, reference, reference_module, short_length
 from autograder.checks.kit.parts import given_working_parts
-from autograder.checks.kit.remote import probed
+from autograder.checks.kit.remote import hidden_check
 from autograder.checks.kit.toolkit import call, construct, expect_callable, fail, randn, shape_of, start_check
 from autograder.checks.transformer import mistakes as M
 from autograder.checks.transformer.decoding import decoding_model, greedy_cases, in_kernel
@@ -91,7 +91,7 @@ def expect_dropout(build, ref, name: str, forward, expected: torch.Tensor, devic
                             where=where)
 
 
-@probed
+@hidden_check
 def check_decoder_block(DecoderBlock) -> None:
     """DecoderBlock(d_model, num_heads, d_ff, dropout=0.0, norm_first=False).
 
@@ -145,7 +145,7 @@ def check_decoder_block(DecoderBlock) -> None:
                             "sublayer's output) instead of a fixed value")
 
 
-@probed
+@hidden_check
 @given_working_parts("decoder")
 def check_decoder(Decoder) -> None:
     """Decoder(vocab_size, d_model, num_heads, d_ff, num_layers, max_len=512, dropout=0.0, norm_first=False).
@@ -287,7 +287,7 @@ def _try_transformer(Transformer, z, device, norm_first: bool, pad_id: int):
     return module, ref, name, src_short, src_ids, tgt_ids
 
 
-@probed
+@hidden_check
 @given_working_parts("transformer")
 def check_transformer(Transformer) -> None:
     """Transformer(src_vocab_size, tgt_vocab_size, ...): encoder, decoder, generator; encode/decode/forward.
@@ -320,7 +320,7 @@ def check_transformer(Transformer) -> None:
 
 
 # -------------------------------------------------------------------------------------------------- greedy decode
-@probed
+@hidden_check
 def check_greedy_decode(greedy_decode) -> None:
     """greedy_decode(model, src_ids, max_len, bos_id=2, eos_id=3) -> LongTensor (B, <= max_len). The core calls it
     with the default ids; bos_id and eos_id are each tried with another id in their own block."""

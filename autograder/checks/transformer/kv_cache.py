@@ -25,7 +25,7 @@ import torch
 from autograder.checks.kit.compare import as_tensor, prepare
 from autograder.checks.kit.criteria import argument
 from autograder.checks.kit.parts import given_working_parts
-from autograder.checks.kit.remote import ProbeBroken, RemoteObject, StudentError, new, probed
+from autograder.checks.kit.remote import ProbeBroken, RemoteObject, StudentError, new, hidden_check
 from autograder.checks.kit.toolkit import call, construct, expect_callable, fail, shape_of, start_check
 from autograder.checks.transformer.kv_cases import (
     D_MODEL, H, NUM_LAYERS, SCALE, SRC_VOCAB, TGT_VOCAB, argument_cases, cases, find_case, transformer_kwargs,
@@ -126,7 +126,7 @@ def _count_problem(counts, steps: int, S: int) -> tuple[str, list[str]] | None:
     return None
 
 
-@probed
+@hidden_check
 @given_working_parts("cached_greedy_decode")
 def check_cached_greedy_decode(cached_greedy_decode, Transformer) -> None:
     """cached_greedy_decode(model, src_ids, max_len, bos_id=2, eos_id=3) -> LongTensor (B, <= max_len), checked on

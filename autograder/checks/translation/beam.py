@@ -20,7 +20,7 @@ import torch.nn.functional as F
 from autograder.checks.kit.compare import describe, is_integer
 from autograder.checks.kit.criteria import argument
 from autograder.checks.kit.inputs import reference
-from autograder.checks.kit.remote import probed
+from autograder.checks.kit.remote import hidden_check
 from autograder.checks.kit.tolerance import tolerance
 from autograder.checks.kit.toolkit import call, expect_callable, expected_got, fail, lend_model, shape_of, start_check
 from autograder.checks.translation import mistakes as M
@@ -173,7 +173,7 @@ def _beam_tested(case: BeamCase, probe: BeamProbe, kwargs: dict) -> str:
             f"beam_size={case.beam_size}, max_len={case.max_len}{shown})")
 
 
-@probed
+@hidden_check
 def check_beam_search(beam_search) -> None:
     """beam_search(model, src_ids (1, S), beam_size, max_len, bos_id=2, eos_id=3, length_penalty=0.6) -> list[int]."""
     device = start_check()

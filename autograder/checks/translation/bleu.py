@@ -16,7 +16,7 @@ import random
 from autograder.checks.kit.criteria import argument
 from autograder.checks.kit.draws import pick, sample, seed_for
 from autograder.checks.kit.inputs import reference
-from autograder.checks.kit.remote import probed
+from autograder.checks.kit.remote import hidden_check
 from autograder.checks.kit.toolkit import call, expect_callable, expect_raises, expected_got, fail, start_check
 from autograder.checks.translation.common import as_float, close64, first, known_mistakes
 
@@ -85,7 +85,7 @@ def _sacrebleu(hypotheses, references) -> float:
                                  tokenize="none", smooth_method="none", force=True).score
 
 
-@probed
+@hidden_check
 def check_corpus_bleu(corpus_bleu) -> None:
     """corpus_bleu(hypotheses, references, max_n=4) -> corpus BLEU in [0, 100], equal to sacrebleu's."""
     start_check()

@@ -28,7 +28,7 @@ from autograder.checks.kit.compare import as_tensor, expect_tensor
 from autograder.checks.kit.criteria import argument
 from autograder.checks.kit.draws import generator, pick, seed_for
 from autograder.checks.kit.inputs import reference
-from autograder.checks.kit.remote import ProbeBroken, RemoteObject, StudentError, probed
+from autograder.checks.kit.remote import ProbeBroken, RemoteObject, StudentError, hidden_check
 from autograder.checks.kit.toolkit import (
     call, expect_callable, expect_raises, expected_got, fail, randint, randn, shape_of, start_check,
 )
@@ -118,7 +118,7 @@ def _described(kwargs: dict) -> str:
     return "".join(f", {k}={v}" for k, v in kwargs.items())
 
 
-@probed
+@hidden_check
 def check_label_smoothed_cross_entropy(label_smoothed_cross_entropy) -> None:
     """label_smoothed_cross_entropy(logits (N, V), targets (N,), smoothing=0.1, ignore_index=0) -> scalar tensor."""
     device = start_check()
@@ -223,7 +223,7 @@ def _noam_call(noam_lr, step, d_model, warmup, factor, tested):
     return call("noam_lr", noam_lr, step, d_model, warmup, *extra, tested=tested)   # the usual message
 
 
-@probed
+@hidden_check
 def check_noam_lr(noam_lr) -> None:
     """noam_lr(step, d_model, warmup_steps, factor=1.0) -> factor * d_model**-0.5 * min(s**-0.5, s * w**-1.5)."""
     start_check()

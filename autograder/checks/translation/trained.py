@@ -14,7 +14,7 @@ import functools
 
 import torch
 
-from autograder.checks.kit.remote import probed
+from autograder.checks.kit.remote import hidden_check
 from autograder.checks.kit.toolkit import expected_got, fail, fetch, kind_of, start_check, type_name
 from autograder.checks.kit.trained_weights import count_layers, heads_of, load_into, size_of, trained_state
 from autograder.course.heldout_translation import HELDOUT_PAIRS, HELDOUT_SPLIT, heldout_pairs
@@ -142,7 +142,7 @@ def _same_vocabulary(value, expected: dict[str, int], name: str) -> None:
                   "does.")
 
 
-@probed
+@hidden_check
 def check_trained_translator(model, de_vocab=None, en_vocab=None) -> None:
     """The notebook's trained translator must reach the BLEU bar on held-out captions (see the module docstring)."""
     start_check()

@@ -2,7 +2,7 @@
 written correct answers pass; every diagnosed mistake fails with its diagnosis named; the known-mistake variants with
 every switch off are the reference.
 
-The checks run on `RemoteObject`s: called with ordinary objects here, `@probed` hands them in to the in-process
+The checks run on `RemoteObject`s: called with ordinary objects here, `@hidden_check` hands them in to the in-process
 kernel side, so every call goes through the same JSON round trip as in grading. (train_one_epoch and evaluate:
 `test_training.py`; the trained model: `test_trained.py`.)
 """

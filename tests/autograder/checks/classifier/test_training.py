@@ -2,7 +2,7 @@
 answers pass; every diagnosed mistake fails with its diagnosis named; forged forward-call records never make a check
 pass; only public objects are lent to the kernel.
 
-The checks run on `RemoteObject`s: called with ordinary objects here, `@probed` hands them in to the in-process
+The checks run on `RemoteObject`s: called with ordinary objects here, `@hidden_check` hands them in to the in-process
 kernel side, so every call goes through the same JSON round trip as in grading.
 """
 from __future__ import annotations
