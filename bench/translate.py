@@ -96,9 +96,9 @@ _progress.start = time.perf_counter()
 
 
 def _test_loss(model, data, budget, device) -> float:
-    from coursekit.translation_training import _validation_loss
+    from coursekit.translation_training import validation_loss
 
-    return _validation_loss(model, data.pairs[TEST][:budget.test_sentences], budget.max_tokens, device)
+    return validation_loss(model, data.pairs[TEST][:budget.test_sentences], budget.max_tokens, device)
 
 
 def main(argv=None) -> int:

@@ -47,7 +47,7 @@ c.SandboxLimits.interrupt_grace = 5.0           # seconds a timed-out cell has t
 c.SandboxLimits.cpus = 1.0                      # CPU cores of the whole submission (cgroup CPU quota); 0: no cap
 # `autograder grade --cell-timeout/--notebook-timeout/--memory-gb` override these for one run.
 
-# The grading workers (autograder.sandbox.limits.GradingWorkers): one local Dask worker may use this much memory;
+# The grading workers (autograder.grade.cluster.GradingWorkers): one local Dask worker may use this much memory;
 # above it the worker is restarted and its submission graded once more, then marked failed.
 c.GradingWorkers.memory_bytes = 4 * 1024**3
 

@@ -157,9 +157,9 @@ def model_family_map(ax=None):
     if ax is None:
         from matplotlib.figure import Figure
 
-        from .plots import _show_figures_in_jupyter
+        from .plots import show_figures_in_jupyter
 
-        _show_figures_in_jupyter()
+        show_figures_in_jupyter()
         figure = Figure(figsize=(8.4, 9.6), layout="constrained")
         ax = figure.add_subplot()
     elif not isinstance(ax, Axes):

@@ -32,7 +32,7 @@ def _to_numpy(values) -> np.ndarray:
     return np.asarray(values)
 
 
-def _show_figures_in_jupyter() -> None:
+def show_figures_in_jupyter() -> None:
     """Make a Figure that ends a Jupyter cell display as a picture.
 
     A Figure made without pyplot has no rich display of its own: IPython shows it as a picture only once matplotlib's
@@ -62,7 +62,7 @@ def _new_axes(ax, figsize):
         return ax.figure, ax
     from matplotlib.figure import Figure
 
-    _show_figures_in_jupyter()
+    show_figures_in_jupyter()
     figure = Figure(figsize=figsize, layout="constrained")
     return figure, figure.add_subplot()
 
@@ -176,7 +176,7 @@ def training_curves(history: dict[str, Sequence[float]], ax=None):
     else:
         from matplotlib.figure import Figure
 
-        _show_figures_in_jupyter()
+        show_figures_in_jupyter()
         figure = Figure(figsize=(4.2 * len(kinds), 3.4), layout="constrained")
         axes = dict(zip(kinds, figure.subplots(1, len(kinds), squeeze=False)[0]))
     colors = iter(f"C{i}" for i in range(len(curves)))

@@ -42,8 +42,9 @@ from .bundled_data import BUNDLED_DATA, find_data
 from .multi30k import SPLITS, tokenized_multi30k
 
 __all__ = ["Budget", "BUDGETS", "budget_for", "model_config", "TranslationData", "prepare_translation_data",
-           "token_batches", "train_translator", "translate_corpus", "bleu_of", "sacrebleu_bleu",
-           "cross_attention_weights", "RUNS_FILE", "translation_runs_path", "load_translation_runs", "PAD_ID", "UNK_ID", "BOS_ID", "EOS_ID"]
+           "token_batches", "train_translator", "translate_corpus", "bleu_of", "validation_loss", "sacrebleu_bleu",
+           "cross_attention_weights", "RUNS_FILE", "translation_runs_path", "load_translation_runs", "PAD_ID",
+           "UNK_ID", "BOS_ID", "EOS_ID"]
 
 PAD_ID, UNK_ID, BOS_ID, EOS_ID = 0, 1, 2, 3
 TEST_SPLIT = "test_2016_flickr"
@@ -260,7 +261,7 @@ def bleu_of(model, data: TranslationData, split: str, decode, bleu_fn, n_sentenc
 
 
 @torch.no_grad()
-def _validation_loss(model, pairs, max_tokens: int, device) -> float:
+def validation_loss(model, pairs, max_tokens: int, device) -> float:
     """Plain cross-entropy (no smoothing) per target token over `pairs`, teacher-forced: log of the perplexity."""
     was_training = model.training
     model.eval()
@@ -306,7 +307,7 @@ def train_translator(model, data: TranslationData, budget: Budget, loss_fn, lr_f
     bleu_fn = sacrebleu_bleu if bleu_fn is None else bleu_fn
     optimizer = torch.optim.AdamW(model.parameters(), lr=0.0, betas=tuple(budget.betas), eps=budget.eps,
                                   weight_decay=budget.weight_decay)
-    train_pairs, val_pairs = data.pairs["train"], data.pairs["val"]
+    train_pairs = data.pairs["train"]
     history = {"step": [], "train loss": [], "lr": [], "val step": [], "val loss": [], "val bleu": [],
                "seconds": 0.0, "eval seconds": 0.0, "cpu seconds": 0.0, "eval cpu seconds": 0.0, "tokens": 0}
     batches: list = []
@@ -332,19 +333,27 @@ def train_translator(model, data: TranslationData, budget: Budget, loss_fn, lr_f
         history["lr"].append(lr)
         history["tokens"] += int((targets != PAD_ID).sum())
         if step % budget.eval_every == 0 or step == steps:
-            eval_start, eval_cpu_start = time.perf_counter(), time.process_time()
-            history["val step"].append(step)
-            history["val loss"].append(_validation_loss(model, val_pairs, budget.max_tokens, device))
-            if decode_fn is not None:
-                history["val bleu"].append(bleu_of(model, data, "val", decode_fn, bleu_fn,
-                                                   budget.val_bleu_sentences, budget.max_decode_len, device=device))
-            history["eval seconds"] += time.perf_counter() - eval_start
-            history["eval cpu seconds"] += time.process_time() - eval_cpu_start
+            _evaluate(model, data, budget, step, history, decode_fn, bleu_fn, device)
             if on_eval is not None:
                 on_eval(step, history)
     history["seconds"] = time.perf_counter() - start
     history["cpu seconds"] = time.process_time() - cpu_start
     return history
+
+
+def _evaluate(model, data: TranslationData, budget: Budget, step: int, history: dict, decode_fn, bleu_fn,
+              device) -> None:
+    """One evaluation of `train_translator` at `step`, into `history`: the validation loss on the whole `val` split
+    and, with `decode_fn`, the greedy BLEU on its first `budget.val_bleu_sentences`; the time it took is counted as
+    evaluating (wall and CPU)."""
+    eval_start, eval_cpu_start = time.perf_counter(), time.process_time()
+    history["val step"].append(step)
+    history["val loss"].append(validation_loss(model, data.pairs["val"], budget.max_tokens, device))
+    if decode_fn is not None:
+        history["val bleu"].append(bleu_of(model, data, "val", decode_fn, bleu_fn,
+                                           budget.val_bleu_sentences, budget.max_decode_len, device=device))
+    history["eval seconds"] += time.perf_counter() - eval_start
+    history["eval cpu seconds"] += time.process_time() - eval_cpu_start
 
 
 def with_steps(budget: Budget, steps: int) -> Budget:

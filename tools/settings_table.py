@@ -1,6 +1,6 @@
 """The tables of docs/grading-config.md, printed from the one declaration of each setting: the traits of
-`SandboxLimits`, `GradingWorkers` (autograder/sandbox/limits.py) and `SubmissionLimits`
-(autograder/submissions/files.py), with their defaults and help texts, and nbgrader's `Execute` times.
+`SandboxLimits` (autograder/sandbox/limits.py), `GradingWorkers` (autograder/grade/cluster.py) and
+`SubmissionLimits` (autograder/submissions/files.py), with their defaults and help texts, and nbgrader's `Execute` times.
 
     python -m tools.settings_table     # rewrites the generated blocks of docs/grading-config.md
 
@@ -14,7 +14,8 @@ from pathlib import Path
 from nbgrader.preprocessors import Execute
 
 from autograder.course.coursedir import REPO_ROOT
-from autograder.sandbox.limits import EXECUTE_TIMES, GradingWorkers, SandboxLimits
+from autograder.grade.cluster import GradingWorkers
+from autograder.sandbox.limits import EXECUTE_TIMES, SandboxLimits
 from autograder.submissions.files import SubmissionLimits
 
 PAGE = REPO_ROOT / "docs" / "grading-config.md"

@@ -52,7 +52,6 @@ def run_demo(assignments=None, students: int = 6, output: Path | None = None, wo
     from autograder.publish.report import write_report
     from autograder.checks import stand_ins
     from autograder.publish.similarity import write_similarity
-    from autograder.demo.students import demo_class
 
     started = time.monotonic()
     available = assignments_in_source(default_course_dir())
@@ -68,16 +67,7 @@ def run_demo(assignments=None, students: int = 6, output: Path | None = None, wo
 
     print(f"[2/6] build a class of {max(6, students)} students")
     inbox = output / "inbox"
-    what_they_did: dict[tuple[str, str], str] = {}
-    for assignment in assignments:
-        source_nb = nbformat.read(course / "source" / assignment / f"{assignment}.ipynb", as_version=4)
-        release_nb = nbformat.read(course / "release" / assignment / f"{assignment}.ipynb", as_version=4)
-        built = demo_class(source_nb, release_nb, students)
-        for student, (text, note) in built.items():
-            target = inbox / student / assignment / f"{assignment}.ipynb"
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_text(text)
-            what_they_did[(student, assignment)] = note
+    what_they_did = build_class(course, assignments, students, inbox)
 
     print("[3/6] collect")
     collected = collect(course, inbox)
@@ -109,6 +99,25 @@ def run_demo(assignments=None, students: int = 6, output: Path | None = None, wo
     print(f"  per assignment: {', '.join(str(p) for p in pages)}")
     print(f"  report:   {course_page}")
     return 0
+
+
+def build_class(course: Path, assignments, students: int, inbox: Path) -> dict[tuple[str, str], str]:
+    """The demo class (`autograder.demo.students.demo_class`, built from each assignment's source and release)
+    written into `inbox` as a class hands it in, `<student>/<assignment>/<assignment>.ipynb`; returns (student,
+    assignment) -> what that student did."""
+    from autograder.demo.students import demo_class
+
+    what_they_did: dict[tuple[str, str], str] = {}
+    for assignment in assignments:
+        source_nb = nbformat.read(course / "source" / assignment / f"{assignment}.ipynb", as_version=4)
+        release_nb = nbformat.read(course / "release" / assignment / f"{assignment}.ipynb", as_version=4)
+        built = demo_class(source_nb, release_nb, students)
+        for student, (text, note) in built.items():
+            target = inbox / student / assignment / f"{assignment}.ipynb"
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text(text)
+            what_they_did[(student, assignment)] = note
+    return what_they_did
 
 
 def copied_work(course: Path, assignments) -> str:

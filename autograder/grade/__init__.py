@@ -3,10 +3,11 @@
 - `engine.py`      the coordinator: one grading run (`GradingRun`) of one or more assignments, its results into
                    the gradebook.
 - `plan.py`        which submissions are graded with what: admission, jobs, unchanged notebooks, late penalties.
-- `cluster.py`     the Dask side: the client on local workers or a scheduler, what a dead worker means.
+- `cluster.py`     the Dask side: the client on local workers or a scheduler, the local workers' memory
+                   (GradingWorkers), what a dead worker means.
 - `jobs.py`        what travels between coordinator and workers: `GradingJob` in, `GradingResult` out.
 - `worker.py`      what a Dask worker runs for one job: sanitize, execute in the sandbox, judge, score.
 - `judge.py`       the trusted step that runs the hidden checks (autograder/checks) against a kernel.
 - `tamper_scan.py` static scan of a submission for tampering (before it runs).
-- `sanitize_outputs.py` the graded notebook made inert before nbgrader stores it (the formgrader renders it).
+- `inert_notebook.py` the graded notebook made inert before nbgrader stores it (the formgrader renders it).
 """

@@ -1,9 +1,9 @@
 """The Dask side of grading: the cluster the jobs run on, and what a failed worker means for a submission.
 
 One code path for both set-ups: `Client(LocalCluster(...))` (worker processes on this machine, one thread each,
-default one per core) or `Client(address)` (an existing cluster, --scheduler). A worker that dies (over its
-memory limit, killed) is replaced by its nanny; the submission it held is tried once more, then fails alone
-(`worker_failure`).
+default one per core, each with the memory of `GradingWorkers`) or `Client(address)` (an existing cluster,
+--scheduler). A worker that dies (over its memory limit, killed) is replaced by its nanny; the submission it held
+is tried once more, then fails alone (`worker_failure`).
 
 Whoever can talk to the scheduler can run code in a worker, as the grader, next to the gradebook and solutions/
 (issue #32, door 2). So no cluster speaks plain TCP: a local cluster uses TLS with a certificate made for this
@@ -17,9 +17,10 @@ import contextlib
 import os
 import sys
 
-from traitlets import Unicode
+from traitlets import Integer, Unicode
 from traitlets.config import Config, LoggingConfigurable
 
+from autograder.course.units import GiB
 from autograder.errors import GradingError
 
 WORKER_DEATHS_ALLOWED = 1  # a submission whose worker died is graded once more; a second death fails it
@@ -38,6 +39,26 @@ class GradingCluster(LoggingConfigurable):
         "on the grader's machine only: whoever holds it can run code on the workers.")).tag(config=True)
     tls_key = Unicode("", help=(
         "PEM file of the private key of `tls_cert` (or empty when `tls_cert` holds the key too).")).tag(config=True)
+
+
+class GradingWorkers(LoggingConfigurable):
+    """The grading cluster's local workers, as nbgrader configuration: `c.GradingWorkers.<name>`.
+
+    Not part of `Limits` (not a limit of one submission, and not in the content hash). On an existing cluster
+    (`--scheduler`) the admin sets the same with `dask worker --memory-limit` and the scheduler's
+    `distributed.scheduler.allowed-failures: 1`."""
+
+    memory_bytes = Integer(4 * GiB, help=(
+        "Bytes of memory one local grading worker process may use of its own (Dask's memory limit: a worker "
+        "above it is restarted, and the submission it held is graded once more, then marked failed). A worker "
+        "forked from the grading command also counts that command's memory, shared with it; that share is added "
+        "to the limit. 0: no limit."
+    )).tag(config=True)
+
+
+def worker_memory_bytes(config=None) -> int:
+    """GradingWorkers.memory_bytes of a course's nbgrader configuration (default 4 GiB)."""
+    return int(GradingWorkers(config=config if config is not None else Config()).memory_bytes)
 
 
 def scheduler_tls(config, scheduler: str | None) -> tuple[str, str, str]:
@@ -83,7 +104,7 @@ def dask_client(workers: int | None = None, scheduler: str | None = None, memory
                 tls: tuple[str, str, str] = ("", "", "")):
     """A Dask client on an existing scheduler (`scheduler` address, reached with the `tls` credentials of
     `scheduler_tls`) or on a LocalCluster of worker processes, each with at most `memory_bytes` of memory (0: no
-    limit; see sandbox.GradingWorkers), over TLS with a certificate of this run only."""
+    limit; see GradingWorkers), over TLS with a certificate of this run only."""
     from distributed import Client, LocalCluster
     from distributed.security import Security
 

@@ -26,11 +26,11 @@ from pathlib import Path
 from autograder.course.coursedir import default_db_url
 from autograder.errors import GradingError  # noqa: F401  (raised by plan.py; callers import it from here)
 from autograder.gradebook.store import RunsTable, open_gradebook, record_result
-from autograder.grade.cluster import dask_client, scheduler_tls, worker_failure
+from autograder.grade.cluster import dask_client, scheduler_tls, worker_failure, worker_memory_bytes
 from autograder.grade.jobs import GradingJob, GradingResult
 from autograder.grade.plan import Plan, assign_late_penalties, build_jobs
 from autograder.sandbox import scratch
-from autograder.sandbox.limits import course_limits, Limits, worker_memory_bytes
+from autograder.sandbox.limits import course_limits, Limits
 from autograder.submissions.admission import SubmissionRules
 
 
@@ -48,7 +48,7 @@ class GradingRun:
     limits: Limits | None = None  # the whole sandbox limits (tests, benchmarks); default: the course config's
     limit_overrides: dict | None = None  # the course config's limits with these changed (the CLI's --cell-timeout)
     progress: bool = True  # a progress bar on stderr
-    memory_bytes: int = 0  # each local worker's memory (sandbox.worker_memory_bytes of the course config)
+    memory_bytes: int = 0  # each local worker's memory (cluster.worker_memory_bytes of the course config)
     tls: tuple[str, str, str] = ("", "", "")  # the scheduler's CA, the grader's certificate and key (GradingCluster)
 
     def resolved(self, rules: SubmissionRules) -> GradingRun:

@@ -39,7 +39,8 @@ from nbclient.exceptions import CellTimeoutError, DeadKernelError
 from autograder.checks.kit.criteria import PartialCredit
 from autograder.checks.kit.remote import Channel, ProbeBroken, RemoteObject
 from autograder.course.cells import grade_id, is_grade, is_tests, points
-from autograder.sandbox.execute import DROPPED_KEY, OUTPUT_TYPES, SandboxedExecute, _size, error_output
+from autograder.sandbox.execute import (DROPPED_KEY, OUTPUT_TYPES, SandboxedExecute, error_output,
+                                       message_size)
 from coursekit.probe import MIME
 
 log = logging.getLogger(__name__)
@@ -239,7 +240,7 @@ class JudgedExecute(SandboxedExecute):
         if not self._probing:
             return super().process_message(msg, cell, cell_index)
         if msg.get("msg_type") in ("stream", "display_data", "execute_result", "update_display_data", "error"):
-            self._probe_bytes += _size(msg)
+            self._probe_bytes += message_size(msg)
         if DROPPED_KEY in msg:
             if msg.get("msg_type") in ("display_data", "execute_result"):
                 self._probe_refused = (f"{msg[DROPPED_KEY]}" if self._probe_bytes <= MAX_PROBE_OUTPUT_BYTES else

@@ -4,9 +4,9 @@ Two kinds of findings (`Flag.severity`):
 - "tamper": code that could change what the checks see -- monkeypatching a module (torch, torch.testing,
   numpy, builtins, the checks...), importing `solutions`/`autograder`/`nbgrader`, editing `sys.modules` or
   `sys.meta_path`, redefining a `check_*` name, touching the parts the grader lends (the `course_stand_ins`
-  module, its `LENT` switch, the probe's `_State`: see autograder/checks/stand_ins.py). The engine holds such a submission: its grades get a manual
-  score of 0 and "needs manual grade" in nbgrader, so an instructor reviews it (and can lift the hold in
-  formgrader); the automatic score is kept.
+  module, its `LENT` switch, the probe's `ProbeState`: see autograder/checks/stand_ins.py). The engine holds such
+  a submission: its grades get a manual score of 0 and "needs manual grade" in nbgrader, so an instructor reviews
+  it (and can lift the hold in formgrader); the automatic score is kept.
 - "review": worth a look, harmless for the grade -- a locked/grade cell edited or deleted (nbgrader restores
   them before running), nbgrader metadata changed, reading files outside the submission folder, `sys.path`
   edits, `ctypes`, `os._exit`.
@@ -28,7 +28,7 @@ WATCHED_CALL_PATHS = {"open", "io.open", "os.open", "os.listdir", "os.scandir", 
 ALLOWED_SETTINGS = ("torch.backends.", "pandas.options.", "matplotlib.", "seaborn.", "warnings.", "logging.",
                     "os.environ", "numpy.random.seed", "tqdm.")
 # What the grader lends a composite's check (autograder/checks/stand_ins.py, coursekit.probe): a submission never needs them.
-STAND_IN_NAMES = {"course_stand_ins", "LENT", "_State"}
+STAND_IN_NAMES = {"course_stand_ins", "LENT", "ProbeState"}
 HIDDEN_BLOCK = re.compile(r"^[ \t]*### BEGIN HIDDEN TESTS.*?^[ \t]*### END HIDDEN TESTS[ \t]*\n?", re.S | re.M)
 
 

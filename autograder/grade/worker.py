@@ -35,7 +35,7 @@ from autograder.sandbox.execute import error_output
 from autograder.grade.jobs import SANITIZE, SCORE, GradingJob, GradingResult
 from autograder.gradebook.store import open_gradebook
 from autograder.grade.judge import PARTIAL_METADATA, JudgedExecute, handed_in
-from autograder.grade.sanitize_outputs import make_inert
+from autograder.grade.inert_notebook import make_inert
 from autograder.sandbox import scratch
 from autograder.sandbox.scrub import scrub_notebook
 from autograder.sandbox.kernel import kernel_manager_class, kernel_spec

@@ -2,7 +2,7 @@
 
 - `release.py`     the student version of assignments: nbgrader generate_assignment, provided.py's gate (due dates
                    in the gradebook), and the refresh of exercises/.
-- `feedback.py`    the students' feedback pages (nbgrader generate_feedback, sanitised).
+- `feedback.py`    the students' feedback pages (nbgrader generate_feedback, made inert).
 - `export.py`      grades as CSV, and the Canvas and Moodle gradebook imports.
 - `report.py`      the assignment and course pages: scores per grade cell, common mistakes, late, held, waiting.
 - `similarity.py`  copied work: ranked pairs side by side, heat map, CSV.

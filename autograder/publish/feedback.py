@@ -3,10 +3,11 @@
 Feedback restores the hidden-test cells, which by the course's design hold only `check_x(obj)` calls, so it shows
 each check's message but never test logic nor reference code.
 
-Everything a student wrote reaches the page only through an allow-list sanitiser (bleach, as nbconvert's
-`SanitizeHTML` uses it): written answers and other markdown cells (after markdown is rendered: a
-`[link](javascript:...)` is markdown, not HTML) and every output (HTML and markdown outputs sanitised;
-JavaScript, SVG, widget and unknown types dropped by `SanitizeHTML`). What stays: text formatting, headings,
+Everything a student wrote reaches the page only made inert, through the course's allow-list
+(`autograder.sandbox.inert.inert_html`: bleach, as nbconvert's `SanitizeHTML` uses it): written answers and other
+markdown cells (after markdown is rendered: a `[link](javascript:...)` is markdown, not HTML) and every output
+(HTML and markdown outputs through the allow-list; JavaScript, SVG, widget and unknown types dropped by
+`SanitizeHTML`). What stays: text formatting, headings,
 lists, tables, code, links to http(s)/mailto/#anchors, and images that are `data:image/png|jpeg|gif` (a student's
 own figures are PNG outputs, kept as nbconvert renders them). An image output's metadata is cut down to a
 numeric width/height (nbconvert writes them unquoted into the `<img>` tag). On top, each page starts with a
@@ -31,21 +32,21 @@ from pathlib import Path
 
 from autograder.course import cells
 from autograder.course.coursedir import nbgrader_api
-from autograder.sandbox.inert import clean_html, image_metadata
+from autograder.sandbox.inert import inert_html, image_metadata
 
 CONTENT_SECURITY_POLICY = ("default-src 'none'; script-src 'none'; object-src 'none'; base-uri 'none'; "
                            "form-action 'none'; img-src data:; style-src 'unsafe-inline'; font-src 'self' data: file:")
 
 
-def _sanitizer_class():
+def _inert_html_class():
     from nbconvert.preprocessors.sanitize import SanitizeHTML
 
-    class SanitizeStudentHTML(SanitizeHTML):
+    class InertStudentHTML(SanitizeHTML):
         """nbconvert's SanitizeHTML (markdown and raw cells, HTML/markdown outputs; JavaScript and other active
         output types removed) with the course's allow-list."""
 
         def sanitize_html_tags(self, html_str):
-            return clean_html(html_str)
+            return inert_html(html_str)
 
         def preprocess_cell(self, cell, resources, cell_index):
             # A markdown cell is cleaned AFTER it is rendered (markdown2html below ends with the same allow-list):
@@ -60,7 +61,7 @@ def _sanitizer_class():
                     output["metadata"] = image_metadata(output.get("metadata") or {})
             return super().sanitize_code_outputs(outputs)
 
-    return SanitizeStudentHTML
+    return InertStudentHTML
 
 
 # ------------------------------------------------------------------------------------ answers not graded yet
@@ -184,7 +185,7 @@ def _markdown2html():
         cell = context.get("cell", {})
         renderer = renderer_class(escape=False, attachments=cell.get("attachments", {}), embed_images=False,
                                   path="", anchor_link_text="¶", exclude_anchor_links=False)
-        return clean_html(MarkdownWithMath(renderer=renderer).render(source))
+        return inert_html(MarkdownWithMath(renderer=renderer).render(source))
 
     return markdown2html
 
@@ -193,7 +194,7 @@ def configure(config) -> None:
     """Make nbgrader's GenerateFeedback (through the API's `config`) write safe pages."""
     from nbconvert.preprocessors import CSSHTMLHeaderPreprocessor
 
-    config.GenerateFeedback.preprocessors = [_grades_class(), CSSHTMLHeaderPreprocessor, _sanitizer_class()]
+    config.GenerateFeedback.preprocessors = [_grades_class(), CSSHTMLHeaderPreprocessor, _inert_html_class()]
     config.SanitizeHTML.enabled = True  # nbconvert's preprocessors are off unless enabled (its subclass too)
     config.HTMLExporter.filters = {"markdown2html": _markdown2html(), "float": _float_filter}
     config.HTMLExporter.mathjax_url = ""

@@ -35,8 +35,8 @@ from autograder.gradebook.queries import (grade_rows, held_notebooks, roster, ru
                                           waits_for_grader)
 from autograder.gradebook.store import open_gradebook
 from autograder.publish.html import img, page_end, page_head
-from autograder.publish.similarity import read_submitted
 from autograder.submissions.files import submission_limits
+from autograder.submissions.submitted import read_submitted
 from coursekit.api import INTENDED_CASCADES, check_of, tested_name
 from coursekit.mistakes import shown_text
 
@@ -215,7 +215,7 @@ def anonymise(text: str, student: str) -> str:
 
 def mistake_examples(course_dir: Path, runs: list[dict], mistakes) -> dict:
     """(cell, mistake id) -> {"message", "code"} from one submission with that mistake (the first by student id);
-    its notebook is read as submissions are read (`similarity.read_submitted`)."""
+    its notebook is read as submissions are read (`submissions.submitted.read_submitted`)."""
     examples = {}
     limit = submission_limits(nbgrader_config(course_dir)).notebook_bytes
     for (cell, mistake), _ in mistakes:

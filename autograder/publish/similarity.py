@@ -39,7 +39,6 @@ import json
 import logging
 import multiprocessing
 import os
-import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -47,9 +46,8 @@ import nbformat
 import numpy as np
 
 from autograder.course.cells import is_solution_code
-from autograder.course.coursedir import nbgrader_config
-from autograder.submissions import files as submission_files
 from autograder.publish.html import img, page_end, page_head
+from autograder.submissions.submitted import submitted_notebooks
 
 NOISE = 25  # copydetect's noise threshold: shortest match (filtered characters) that counts
 GUARANTEE = 30  # every match this long is found (window = GUARANTEE - NOISE + 1)
@@ -280,43 +278,11 @@ def _read(path: Path):
         return None
 
 
-def read_submitted(path: Path, limit: int):
-    """A student's notebook, read as `autograder.submissions.files` reads submissions (a plain file, never through
-    a link, at most `limit` bytes); None when it is refused or does not parse (it has no code to compare)."""
-    try:
-        return nbformat.reads(submission_files.read_regular(path, limit, "notebook").decode("utf-8", "replace"),
-                              as_version=4)
-    except Exception:  # refused, or broken: no code to compare
-        return None
-
-
-def _is_folder(path: Path) -> bool:
-    """A folder itself, not a link to one."""
-    try:
-        return stat.S_ISDIR(os.lstat(path).st_mode)
-    except OSError:
-        return False
-
-
-def _plain_folders(folder: Path):
-    """The sub-folders of `folder` (links are never followed), sorted by name."""
-    return sorted(p for p in folder.iterdir() if _is_folder(p)) if _is_folder(folder) else []
-
-
 def student_documents(course_dir: Path, assignment: str) -> dict[str, str]:
     """student -> their solution code (every notebook of the assignment) from submitted/ (what they handed in),
-    each notebook read through `read_submitted`."""
-    documents = {}
-    course_dir = Path(course_dir)
-    limit = submission_files.submission_limits(nbgrader_config(course_dir)).notebook_bytes
-    for student in _plain_folders(course_dir / "submitted"):
-        folder = student / assignment
-        if not _is_folder(folder):
-            continue
-        notebooks = sorted(p for p in folder.iterdir() if p.suffix == ".ipynb")
-        texts = [solution_code(nb) for nb in (read_submitted(p, limit) for p in notebooks) if nb is not None]
-        documents[student.name] = "\n\n".join(t for t in texts if t)
-    return documents
+    each notebook read as submissions are read (`autograder.submissions.submitted`)."""
+    return {student: "\n\n".join(t for t in (solution_code(nb) for nb in notebooks) if t)
+            for student, notebooks in submitted_notebooks(course_dir, assignment).items()}
 
 
 def starter_code(course_dir: Path, assignment: str, include_reference: bool = False) -> list[str]:

@@ -1,10 +1,11 @@
 """The sandbox room: one untrusted kernel, and everything that confines it.
 
-- `limits.py`      what one submission may use (SandboxLimits, Limits) and the local workers' memory (GradingWorkers).
+- `limits.py`      what one submission may use (SandboxLimits, Limits), as nbgrader configuration.
 - `kernel.py`      the kernel spec and kernel manager that start each kernel in its own jail and cgroup.
 - `jail.py`        the bubblewrap jail: what a kernel sees (no solutions/autograder, no network, own PIDs).
 - `cgroup.py`      one cgroup per submission: caps on its TOTAL memory, process count and CPU (or the fallback).
 - `scratch.py`     every temporary folder of a run (socket folder on a tmpfs): removed after, swept if its owner died.
+- `ownership.py`   whose a scratch folder or cgroup is (`<pid>.<start time>` in its name), and if its owner runs.
 - `launcher.py`    the process a kernel starts as, outside the jail: joins the cgroup, sets rlimits, execs bwrap.
 - `execute.py`     nbgrader's Execute with the limits: deadlines, SIGKILL after an ignored interrupt, output caps.
 - `scrub.py`       takes the grader's paths out of what a kernel printed.

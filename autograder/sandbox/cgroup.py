@@ -34,6 +34,8 @@ import signal
 import time
 import uuid
 
+from autograder.sandbox.ownership import OWNED, owner, owner_alive
+
 log = logging.getLogger("autograder.grade")
 ROOT = "/sys/fs/cgroup"
 ENV = "AUTOGRADER_CGROUPS"
@@ -171,66 +173,16 @@ def create(memory_bytes: int, max_processes: int, cpus: float = 0.0, root: str =
     if not enabled():
         _fallback(f"{ENV}=0")
         return None
-    from autograder.sandbox import scratch
-
-    name = name or f"autograder-{scratch.owner()}-{uuid.uuid4().hex[:12]}"
+    name = name or f"autograder-{owner()}-{uuid.uuid4().hex[:12]}"
     groups = _own_groups(proc_cgroup)
-    made: list[str] = []
+    made: list[str] = []  # the folders made so far, removed again if a later step fails
     try:
         if "memory" in groups and "pids" in groups and os.path.isdir(os.path.join(root, "memory")):
             version = 1
-            for controller in ("memory", "pids"):
-                folder = os.path.join(root, controller, groups[controller].lstrip("/"), name)
-                os.mkdir(folder)
-                made.append(folder)
-            memory_dir, pids_dir = made
-            if memory_bytes > 0:
-                _write(os.path.join(memory_dir, "memory.limit_in_bytes"), str(memory_bytes))
-                memsw = os.path.join(memory_dir, "memory.memsw.limit_in_bytes")
-                if os.path.exists(memsw):  # swap counts too: a submission cannot push its excess to swap
-                    _write(memsw, str(memory_bytes))
-            if max_processes > 0:
-                _write(os.path.join(pids_dir, "pids.max"), str(max_processes))
-            if cpus > 0:
-                if "cpu" in groups and os.path.isdir(os.path.join(root, "cpu")):
-                    folder = os.path.join(root, "cpu", groups["cpu"].lstrip("/"), name)
-                    try:
-                        os.mkdir(folder)
-                        made.append(folder)
-                        _write_cpu_v1(folder, cpus)
-                    except OSError as exc:
-                        if made[-1] == folder:
-                            made.pop()
-                            _rmdir_quietly(folder)
-                        _no_cpu(f"the cpu cgroup controller is not writable here: {exc}")
-                else:
-                    _no_cpu("no cpu cgroup controller found")
+            _make_v1(root, groups, name, made, memory_bytes, max_processes, cpus)
         elif "" in groups and os.path.exists(os.path.join(root, "cgroup.controllers")):
             version = 2
-            parent = os.path.join(root, groups[""].lstrip("/"))
-            available = _read(os.path.join(parent, "cgroup.controllers")).split()
-            if not {"memory", "pids"} <= set(available):
-                raise OSError(f"the memory and pids controllers are not available in {parent}")
-            wanted = ["memory", "pids"]
-            if cpus > 0:
-                if "cpu" in available:
-                    wanted.append("cpu")
-                else:
-                    _no_cpu(f"the cpu controller is not available in {parent}")
-            enabled_here = _read(os.path.join(parent, "cgroup.subtree_control")).split()
-            if not set(wanted) <= set(enabled_here):
-                _write(os.path.join(parent, "cgroup.subtree_control"), " ".join(f"+{c}" for c in wanted))
-            folder = os.path.join(parent, name)
-            os.mkdir(folder)
-            made.append(folder)
-            if memory_bytes > 0:
-                _write(os.path.join(folder, "memory.max"), str(memory_bytes))
-                if os.path.exists(os.path.join(folder, "memory.swap.max")):
-                    _write(os.path.join(folder, "memory.swap.max"), "0")
-            if max_processes > 0:
-                _write(os.path.join(folder, "pids.max"), str(max_processes))
-            if "cpu" in wanted:
-                _write_cpu_v2(folder, cpus)
+            _make_v2(os.path.join(root, groups[""].lstrip("/")), name, made, memory_bytes, max_processes, cpus)
         else:
             _fallback("no memory and pids cgroup controllers found")
             return None
@@ -240,6 +192,71 @@ def create(memory_bytes: int, max_processes: int, cpus: float = 0.0, root: str =
         _fallback(f"cgroups are not writable here: {exc}")
         return None
     return Cgroup(made, version)
+
+
+def _make_v1(root: str, groups: dict[str, str], name: str, made: list[str], memory_bytes: int, max_processes: int,
+             cpus: float) -> None:
+    """The v1 group `name` in the memory and pids controllers (and cpu, when asked and writable), its folders
+    appended to `made`."""
+    for controller in ("memory", "pids"):
+        folder = os.path.join(root, controller, groups[controller].lstrip("/"), name)
+        os.mkdir(folder)
+        made.append(folder)
+    memory_dir, pids_dir = made
+    if memory_bytes > 0:
+        _write(os.path.join(memory_dir, "memory.limit_in_bytes"), str(memory_bytes))
+        memsw = os.path.join(memory_dir, "memory.memsw.limit_in_bytes")
+        if os.path.exists(memsw):  # swap counts too: a submission cannot push its excess to swap
+            _write(memsw, str(memory_bytes))
+    if max_processes > 0:
+        _write(os.path.join(pids_dir, "pids.max"), str(max_processes))
+    if cpus > 0:
+        _add_cpu_v1(root, groups, name, made, cpus)
+
+
+def _add_cpu_v1(root: str, groups: dict[str, str], name: str, made: list[str], cpus: float) -> None:
+    """The v1 cpu controller's part of the group (appended to `made`); without it (none, or not writable) the group
+    stays without a CPU cap, said once in the log."""
+    if not ("cpu" in groups and os.path.isdir(os.path.join(root, "cpu"))):
+        _no_cpu("no cpu cgroup controller found")
+        return
+    folder = os.path.join(root, "cpu", groups["cpu"].lstrip("/"), name)
+    try:
+        os.mkdir(folder)
+        made.append(folder)
+        _write_cpu_v1(folder, cpus)
+    except OSError as exc:
+        if made[-1] == folder:
+            made.pop()
+            _rmdir_quietly(folder)
+        _no_cpu(f"the cpu cgroup controller is not writable here: {exc}")
+
+
+def _make_v2(parent: str, name: str, made: list[str], memory_bytes: int, max_processes: int, cpus: float) -> None:
+    """The v2 group `name` under `parent` (its controllers enabled there first), its folder appended to `made`."""
+    available = _read(os.path.join(parent, "cgroup.controllers")).split()
+    if not {"memory", "pids"} <= set(available):
+        raise OSError(f"the memory and pids controllers are not available in {parent}")
+    wanted = ["memory", "pids"]
+    if cpus > 0:
+        if "cpu" in available:
+            wanted.append("cpu")
+        else:
+            _no_cpu(f"the cpu controller is not available in {parent}")
+    enabled_here = _read(os.path.join(parent, "cgroup.subtree_control")).split()
+    if not set(wanted) <= set(enabled_here):
+        _write(os.path.join(parent, "cgroup.subtree_control"), " ".join(f"+{c}" for c in wanted))
+    folder = os.path.join(parent, name)
+    os.mkdir(folder)
+    made.append(folder)
+    if memory_bytes > 0:
+        _write(os.path.join(folder, "memory.max"), str(memory_bytes))
+        if os.path.exists(os.path.join(folder, "memory.swap.max")):
+            _write(os.path.join(folder, "memory.swap.max"), "0")
+    if max_processes > 0:
+        _write(os.path.join(folder, "pids.max"), str(max_processes))
+    if "cpu" in wanted:
+        _write_cpu_v2(folder, cpus)
 
 
 def _rmdir_quietly(folder: str) -> None:
@@ -261,12 +278,10 @@ def _parents(root: str, proc_cgroup: str) -> list[str]:
 
 
 def sweep(root: str = ROOT, proc_cgroup: str = "/proc/self/cgroup") -> list[str]:
-    """Kill and remove the groups whose owner (named in the group, scratch.owner) is gone: a worker killed
+    """Kill and remove the groups whose owner (named in the group, ownership.owner) is gone: a worker killed
     mid-run. Returns the folders removed."""
     if not enabled():
         return []
-    from autograder.sandbox import scratch
-
     by_name: dict[str, list[str]] = {}
     for parent in _parents(root, proc_cgroup):
         try:
@@ -274,7 +289,7 @@ def sweep(root: str = ROOT, proc_cgroup: str = "/proc/self/cgroup") -> list[str]
         except OSError:
             continue
         for entry in names:
-            if entry.startswith("autograder-") and scratch.OWNED.match(entry) and not scratch.owner_alive(entry):
+            if entry.startswith("autograder-") and OWNED.match(entry) and not owner_alive(entry):
                 by_name.setdefault(entry, []).append(os.path.join(parent, entry))
     removed = []
     for dirs in by_name.values():

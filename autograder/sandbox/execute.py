@@ -10,7 +10,7 @@
   by its error output), but past the notebook's cap they are shrunk to their name and a short message;
   display updates count too. What counts is the size of the message AS IT ARRIVED: the bytes of every frame
   (header, parent header, metadata, content, binary buffers) of every output message, whatever its type and
-  whatever fields it carries (`_size`);
+  whatever fields it carries (`message_size`);
 - a message is measured BEFORE it is decoded (the kernel client's `Session.deserialize` is wrapped,
   `bounded_deserialize`): one larger than the cell's cap (an error or a reply: than MAX_ERROR_BYTES; while the
   judge probes: than `judge.MAX_PROBE_REPLY_BYTES`), or whose content holds more JSON containers than
@@ -51,7 +51,7 @@ class SubmissionKilled(AutograderError, CellTimeoutError):
     """A timed-out cell did not stop when interrupted: the submission was killed."""
 
 
-def _size(msg: dict) -> int:
+def message_size(msg: dict) -> int:
     """Bytes of a message: as it arrived (every frame) when the wrapped deserializer measured it, else the JSON of
     every field of the message (a message we built)."""
     if SIZE_KEY in msg:
@@ -237,7 +237,7 @@ class SandboxedExecute(Execute):
 
     def output(self, outs, msg, display_id, cell_index):
         content = msg.get("content", {})
-        size = _size(msg)
+        size = message_size(msg)
         if msg.get("msg_type") not in OUTPUT_TYPES:  # nbclient would log its (student-chosen) type name
             self._drop(cell_index, size)
             return None
@@ -259,7 +259,7 @@ class SandboxedExecute(Execute):
         return super().output(outs, msg, display_id, cell_index)
 
     def _update_display_id(self, display_id, msg):
-        size = _size(msg)
+        size = message_size(msg)
         index = self.current_index if self.current_index is not None else -1
         if self._total_bytes + size > self.limits.notebook_output_bytes or size > self.limits.output_bytes:
             self._drop(index, size)

@@ -1,15 +1,15 @@
 """What a kernel printed and what a student wrote, made inert: nothing in it runs in a page an instructor or a
 student opens (issue #32, doors 1 and 7).
 
-- the allow-list of student HTML (`clean_html`: bleach, as nbconvert's `SanitizeHTML` uses it): text formatting,
+- the allow-list of student HTML (`inert_html`: bleach, as nbconvert's `SanitizeHTML` uses it): text formatting,
   headings, lists, tables, code, links to http(s)/mailto/#anchors, images that are `data:image/png|jpeg|gif|svg+xml`;
-- `active_parts`: what in a rendered page would run, load, embed or take input (see grade/sanitize_outputs.py);
+- `active_parts`: what in a rendered page would run, load, embed or take input (see grade/inert_notebook.py);
 - `inert_markdown`, `as_text_block`: an active markdown or raw cell rewritten so that it shows, and runs nothing;
 - `image_metadata`: an output's metadata cut down to a numeric width/height per image type (nbconvert writes those
   two unquoted into the `<img>` tag);
-- `clean_output`: one output made inert in place.
+- `inert_output`: one output made inert in place.
 
-Used by the grading worker (grade/sanitize_outputs.py, before nbgrader stores the graded notebook that the
+Used by the grading worker (grade/inert_notebook.py, before nbgrader stores the graded notebook that the
 formgrader renders) and by the feedback pages (publish/feedback.py): one allow-list for every page.
 """
 from __future__ import annotations
@@ -51,7 +51,7 @@ def _cleaner():
                    strip=False, strip_comments=True, css_sanitizer=CSSSanitizer(allowed_css_properties=CSS_PROPERTIES))
 
 
-def clean_html(text: str) -> str:
+def inert_html(text: str) -> str:
     """`text` with every tag and attribute outside the allow-list escaped (shown as text, never run)."""
     return _cleaner().clean(text)
 
@@ -185,7 +185,7 @@ def inert_markdown(source: str) -> str:
     """An active markdown cell made inert, its formatting kept where possible: raw HTML through the allow-list
     (escaped as text), link targets with another scheme removed; when its rendering is still active after that,
     its own text, escaped, in a `<pre>` block."""
-    candidate = _defang_links(clean_html(source))
+    candidate = _defang_links(inert_html(source))
     return candidate if not active_parts(render_markdown(candidate)) else as_text_block(source)
 
 
@@ -206,7 +206,7 @@ def image_metadata(metadata) -> dict:
     return kept
 
 
-def clean_output(output) -> list[str]:
+def inert_output(output) -> list[str]:
     """Make one output inert in place; returns what was active in it."""
     if output.get("output_type") not in ("display_data", "execute_result", "update_display_data"):
         return []  # stream and error outputs are text, escaped by every template
@@ -221,7 +221,7 @@ def clean_output(output) -> list[str]:
         if mime == "text/html":
             text = STYLE_BLOCKS.sub("", text)  # a DataFrame's own <style scoped>: dropped, not worth a flag
             found += [f"HTML output: {r}" for r in active_parts(text)]
-            data[mime] = clean_html(text)
+            data[mime] = inert_html(text)
         elif mime == "text/markdown":
             reasons = active_parts(render_markdown(text))
             if reasons:

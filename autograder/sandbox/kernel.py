@@ -61,78 +61,92 @@ def kernel_spec(limits: Limits, gpu: str | None = None, extra_env: dict | None =
                       interrupt_mode="message")
 
 
+class SandboxKernelManager(AsyncKernelManager):
+    """An AsyncKernelManager that launches `sandbox_spec` whatever kernel name the notebook asks for, each kernel in
+    its own cgroup (capped by `sandbox_limits`) and, when `sandbox_jailed`, its own jail. `kernel_manager_class`
+    makes one for a run."""
+
+    sandbox_spec: KernelSpec | None = None
+    sandbox_limits: Limits = Limits()
+    sandbox_jailed: bool = True
+    submission_cgroup: cgroup.Cgroup | None = None
+    ipc_dir: str | None = None
+    connection_dir: str | None = None
+
+    @property
+    def kernel_spec(self):  # noqa: D401 - property of jupyter_client's API
+        return self.sandbox_spec
+
+    async def _async_pre_start_kernel(self, **kw):
+        if self.sandbox_jailed and self.ipc_dir is None:
+            # sockets in a folder bound writable into the jail (no network there), on a tmpfs whose pages the
+            # submission's cgroup pays for; the connection file apart, bound read-only (scratch.py)
+            self.ipc_dir = scratch.mkdtemp("ipc", scratch.socket_root())
+            self.connection_dir = scratch.mkdtemp("conn")
+            self.transport = "ipc"
+            self.connection_file = os.path.join(self.connection_dir, "kernel.json")
+            self.ip = os.path.join(self.ipc_dir, "k")
+        if self.submission_cgroup is None:
+            limits = self.sandbox_limits
+            self.submission_cgroup = cgroup.create(int(limits.memory_bytes), int(limits.processes),
+                                                   float(limits.cpus))
+        return await super()._async_pre_start_kernel(**kw)
+
+    def format_kernel_cmd(self, extra_arguments=None):
+        cmd = super().format_kernel_cmd(extra_arguments)
+        per_kernel = []
+        for folder in (self.submission_cgroup.dirs if self.submission_cgroup else []):
+            per_kernel += ["--cgroup", folder]
+        if self.ipc_dir:
+            per_kernel += ["--ipc-dir", self.ipc_dir, "--connection-dir", self.connection_dir]
+        at = cmd.index("--")
+        return cmd[:at] + per_kernel + cmd[at:]
+
+    def kill_submission(self) -> None:
+        """Every process of the submission ends now (the jail's namespace goes with its first process)."""
+        if self.provisioner is not None and getattr(self.provisioner, "process", None) is not None:
+            try:
+                self.provisioner.process.kill()
+            except OSError:
+                pass
+        if self.submission_cgroup is not None:
+            self.submission_cgroup.kill_all()
+
+    async def _async_kill_kernel(self, restart: bool = False) -> None:
+        self.kill_submission()
+        await super()._async_kill_kernel(restart=restart)
+
+    async def _async_cleanup_resources(self, restart: bool = False) -> None:
+        try:
+            await super()._async_cleanup_resources(restart=restart)
+        finally:
+            if self.submission_cgroup is not None:  # after the notebook: nothing of it survives
+                self.submission_cgroup.kill_all()
+            for name in ("ipc_dir", "connection_dir"):  # even a `chmod 0` folder the submission left; before
+                if getattr(self, name) is not None:  # the cgroup goes, which pays for the tmpfs pages
+                    scratch.remove(getattr(self, name))
+                    setattr(self, name, None)
+            if self.submission_cgroup is not None:
+                self.submission_cgroup.remove()
+                self.submission_cgroup = None
+
+    cleanup_resources = _async_cleanup_resources  # nbclient calls this name
+
+
 def kernel_manager_class(spec: KernelSpec, limits: Limits, jailed: bool | None = None) -> type:
-    """An AsyncKernelManager class that launches `spec` whatever kernel name the notebook asks for, each kernel in
+    """A SandboxKernelManager class that launches `spec` whatever kernel name the notebook asks for, each kernel in
     its own jail and cgroup. `jailed` defaults to: unless AUTOGRADER_UNSAFE_NO_JAIL=1; a jail that cannot be made
     raises jail.JailUnavailable here, before any student code runs."""
     jailed = not jail.unsafe() if jailed is None else jailed
     if jailed:
         jail.bwrap_path()  # raises JailUnavailable (bwrap missing or unusable)
 
-    class SandboxKernelManager(AsyncKernelManager):
-        submission_cgroup: cgroup.Cgroup | None = None
-        ipc_dir: str | None = None
-        connection_dir: str | None = None
+    class ForThisRun(SandboxKernelManager):
+        """SandboxKernelManager with this run's kernel spec, limits and jail."""
 
-        @property
-        def kernel_spec(self):  # noqa: D401 - property of jupyter_client's API
-            return spec
+        sandbox_spec, sandbox_limits, sandbox_jailed = spec, limits, jailed
 
-        async def _async_pre_start_kernel(self, **kw):
-            if jailed and self.ipc_dir is None:
-                # sockets in a folder bound writable into the jail (no network there), on a tmpfs whose pages the
-                # submission's cgroup pays for; the connection file apart, bound read-only (scratch.py)
-                self.ipc_dir = scratch.mkdtemp("ipc", scratch.socket_root())
-                self.connection_dir = scratch.mkdtemp("conn")
-                self.transport = "ipc"
-                self.connection_file = os.path.join(self.connection_dir, "kernel.json")
-                self.ip = os.path.join(self.ipc_dir, "k")
-            if self.submission_cgroup is None:
-                self.submission_cgroup = cgroup.create(int(limits.memory_bytes), int(limits.processes),
-                                                       float(limits.cpus))
-            return await super()._async_pre_start_kernel(**kw)
-
-        def format_kernel_cmd(self, extra_arguments=None):
-            cmd = super().format_kernel_cmd(extra_arguments)
-            per_kernel = []
-            for folder in (self.submission_cgroup.dirs if self.submission_cgroup else []):
-                per_kernel += ["--cgroup", folder]
-            if self.ipc_dir:
-                per_kernel += ["--ipc-dir", self.ipc_dir, "--connection-dir", self.connection_dir]
-            at = cmd.index("--")
-            return cmd[:at] + per_kernel + cmd[at:]
-
-        def kill_submission(self) -> None:
-            """Every process of the submission ends now (the jail's namespace goes with its first process)."""
-            if self.provisioner is not None and getattr(self.provisioner, "process", None) is not None:
-                try:
-                    self.provisioner.process.kill()
-                except OSError:
-                    pass
-            if self.submission_cgroup is not None:
-                self.submission_cgroup.kill_all()
-
-        async def _async_kill_kernel(self, restart: bool = False) -> None:
-            self.kill_submission()
-            await super()._async_kill_kernel(restart=restart)
-
-        async def _async_cleanup_resources(self, restart: bool = False) -> None:
-            try:
-                await super()._async_cleanup_resources(restart=restart)
-            finally:
-                if self.submission_cgroup is not None:  # after the notebook: nothing of it survives
-                    self.submission_cgroup.kill_all()
-                for name in ("ipc_dir", "connection_dir"):  # even a `chmod 0` folder the submission left; before
-                    if getattr(self, name) is not None:  # the cgroup goes, which pays for the tmpfs pages
-                        scratch.remove(getattr(self, name))
-                        setattr(self, name, None)
-                if self.submission_cgroup is not None:
-                    self.submission_cgroup.remove()
-                    self.submission_cgroup = None
-
-        cleanup_resources = _async_cleanup_resources  # nbclient calls this name
-
-    return SandboxKernelManager
+    return ForThisRun
 
 
 def visible_gpus() -> list[str]:

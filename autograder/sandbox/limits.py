@@ -3,8 +3,8 @@
 The per-cell time limit and the kernel start-up time are nbgrader's own `Execute.timeout` and
 `Execute.startup_timeout` (one value for `nbgrader autograde` and for this grader), the rest are the traits of
 `SandboxLimits` (`c.SandboxLimits.memory_bytes = ...`). `course_limits(config)` reads them into a `Limits`, the
-plain value that travels with every grading job (and into its content hash). `GradingWorkers` sizes the local
-grading workers (not a limit of one submission).
+plain value that travels with every grading job (and into its content hash). The local grading workers' memory
+is not a limit of one submission: `GradingWorkers`, beside the cluster (autograder/grade/cluster.py).
 """
 from __future__ import annotations
 
@@ -86,26 +86,6 @@ class Limits:
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
-
-
-class GradingWorkers(LoggingConfigurable):
-    """The grading cluster's local workers, as nbgrader configuration: `c.GradingWorkers.<name>`.
-
-    Not part of `Limits` (not a limit of one submission, and not in the content hash). On an existing cluster
-    (`--scheduler`) the admin sets the same with `dask worker --memory-limit` and the scheduler's
-    `distributed.scheduler.allowed-failures: 1`."""
-
-    memory_bytes = Integer(4 * GiB, help=(
-        "Bytes of memory one local grading worker process may use of its own (Dask's memory limit: a worker "
-        "above it is restarted, and the submission it held is graded once more, then marked failed). A worker "
-        "forked from the grading command also counts that command's memory, shared with it; that share is added "
-        "to the limit. 0: no limit."
-    )).tag(config=True)
-
-
-def worker_memory_bytes(config=None) -> int:
-    """GradingWorkers.memory_bytes of a course's nbgrader configuration (default 4 GiB)."""
-    return int(GradingWorkers(config=config if config is not None else Config()).memory_bytes)
 
 
 def course_limits(config=None, **overrides) -> Limits:

@@ -3,7 +3,7 @@
 A run makes a few folders: the kernel's socket folder (`ag-ipc-`, the only one bound writable into the jail),
 its connection file's folder (`ag-conn-`, bound read-only), the private gradebook (`ag-db-`) and the copy of the
 submission folder (`ag-run-`). Each name carries its owner, `ag-<kind>-<pid>.<start time>-<random>` (the start
-time tells a live process from a later one that got the same pid), so that:
+time tells a live process from a later one that got the same pid; ownership.py), so that:
 
 - `remove(path)` deletes a folder even where the submission left a `chmod 0` folder in it (as a non-root grader
   could not otherwise);
@@ -20,43 +20,20 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import re
 import shutil
 import stat
 import tempfile
 import time
 
+from autograder.sandbox import cgroup
+from autograder.sandbox.ownership import OWNED, owner, owner_alive
+
 log = logging.getLogger("autograder.grade")
 SOCKET_ROOT_ENV = "AUTOGRADER_IPC_ROOT"
-OWNED = re.compile(r"^(?:ag-[a-z]+|autograder)-(\d+)\.(\d+)-")  # scratch folders and cgroups (cgroup.py)
 LEGACY_TEMPLATE_AGE = 3600.0  # `ag-template-*` folders of earlier versions (one per worker, never removed)
 SWEEP_EVERY = 30.0  # seconds between two sweeps of one process
 _warned: set[str] = set()
 _last_sweep: dict[int, float] = {}
-
-
-def start_time(pid: int) -> str | None:
-    """The start time of process `pid` (clock ticks since boot, /proc/PID/stat field 22); None when it is gone."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as fh:
-            fields = fh.read().rsplit(b")", 1)[1].split()
-    except (OSError, IndexError):
-        return None
-    return fields[19].decode() if len(fields) > 19 else None
-
-
-def owner() -> str:
-    """This process as an owner: `<pid>.<start time>`."""
-    pid = os.getpid()
-    return f"{pid}.{start_time(pid) or 0}"
-
-
-def owner_alive(name: str) -> bool:
-    """Whether the owner named in a scratch folder's or cgroup's name still runs (True for other names)."""
-    match = OWNED.match(name)
-    if match is None:
-        return True
-    return start_time(int(match.group(1))) == match.group(2)
 
 
 def mkdtemp(kind: str, root: str | None = None) -> str:
@@ -180,8 +157,6 @@ def sweep(force: bool = False) -> list[str]:
             legacy = entry.name.startswith("ag-template-") and time.time() - info.st_mtime > LEGACY_TEMPLATE_AGE
             if (dead or legacy) and remove(entry.path):
                 removed.append(entry.path)
-    from autograder.sandbox import cgroup
-
     removed += cgroup.sweep()
     if removed:
         log.info("removed %d temporary folders and cgroups of grading runs that ended without cleaning up",

@@ -247,30 +247,7 @@ def collect(course_dir, source, db_url: str | None = None, add_students: bool = 
     unzipped = UnzippedSource(source, limits, needed=lambda rel: _needed(rel, notebooks))
     with unzipped as root:
         report.problems.extend(unzipped.problems)
-        placed: dict[tuple[str, str], list[tuple[Path, str, str]]] = {}
-        folders: dict[tuple[str, str], Path] = {}
-        for path in _walk(root, report.problems):
-            rel = path.relative_to(root).as_posix()
-            parts = path.relative_to(root).parts
-            if path.suffix != ".ipynb":
-                if len(parts) >= 3 and parts[-2] in notebooks:  # a non-notebook file in a nbgrader folder
-                    folders.setdefault((parts[-3], parts[-2]), path.parent)
-                continue
-            where = _place(parts, notebooks)
-            if where is None:
-                continue
-            if isinstance(where, str):
-                report.problems.append(Problem(rel, where))
-                continue
-            student, assignment, file, note = where
-            if not STUDENT_ID.fullmatch(student):
-                report.problems.append(Problem(rel, f"unusable student id {student!r}"))
-                continue
-            placed.setdefault((student, assignment), []).append((path, file, note))
-            if len(parts) >= 3 and parts[-2] == assignment:
-                folders.setdefault((student, assignment), path.parent)
-        for key in folders:
-            placed.setdefault(key, [])
+        placed, folders = _submissions_in(root, notebooks, report.problems)
         alembic_on_path()  # the gradebook may be new
         with open_gradebook(course_dir, db_url=db_url) as gb:
             known = {s.id for s in gb.students}
@@ -292,12 +269,46 @@ def collect(course_dir, source, db_url: str | None = None, add_students: bool = 
     return report
 
 
+def _submissions_in(root: Path, notebooks: dict[str, list[str]], problems: list[Problem]):
+    """(placed, folders) of the input folder `root`: (student, assignment) -> its notebooks as (path, notebook name,
+    note), and -> its nbgrader folder (whose other files come along); a folder without a notebook is a submission
+    too (graded as missing). What cannot be placed is reported in `problems`."""
+    placed: dict[tuple[str, str], list[tuple[Path, str, str]]] = {}
+    folders: dict[tuple[str, str], Path] = {}
+    for path in _walk(root, problems):
+        rel = path.relative_to(root).as_posix()
+        parts = path.relative_to(root).parts
+        if path.suffix != ".ipynb":
+            if len(parts) >= 3 and parts[-2] in notebooks:  # a non-notebook file in a nbgrader folder
+                folders.setdefault((parts[-3], parts[-2]), path.parent)
+            continue
+        where = _place(parts, notebooks)
+        if where is None:
+            continue
+        if isinstance(where, str):
+            problems.append(Problem(rel, where))
+            continue
+        student, assignment, file, note = where
+        if not STUDENT_ID.fullmatch(student):
+            problems.append(Problem(rel, f"unusable student id {student!r}"))
+            continue
+        placed.setdefault((student, assignment), []).append((path, file, note))
+        if len(parts) >= 3 and parts[-2] == assignment:
+            folders.setdefault((student, assignment), path.parent)
+    for key in folders:
+        placed.setdefault(key, [])
+    return placed, folders
+
+
 def _join(*notes: str) -> str:
     return "; ".join(n for n in notes if n)
 
 
 def _store(course_dir: Path, student: str, assignment: str, files, folder, expected: list[str],
            report: CollectReport, root: Path, limits=None) -> None:
+    """One student's submission of one assignment into submitted/<student>/<assignment>/, replacing what was there:
+    its notebooks under the assignment's names, then the other files of its nbgrader `folder`, within the
+    submission's limit. Nothing is written when two files claim one notebook, or when nothing usable is left."""
     limits = limits or submission_limits()
     target = course_dir / "submitted" / student / assignment
     for folder_of_student in (target.parent, target):
@@ -305,6 +316,27 @@ def _store(course_dir: Path, student: str, assignment: str, files, folder, expec
             report.problems.append(Problem(f"{student}/{assignment}", f"{folder_of_student} is a symbolic link: "
                                                                       "refused (nothing is written through it)"))
             return
+    staged = _staged_notebooks(files, assignment, expected, report, root, limits)
+    if _clashes_reported(staged, student, assignment, report):
+        return  # never one silently replacing the other: the whole submission waits for the instructor
+    if not staged and (folder is None or files):
+        return  # nothing usable: the bad files are in the report, the gradebook stays as it was
+    extras = _other_files(folder, report, root) if folder is not None else []
+    if target.exists():
+        shutil.rmtree(target)
+    target.mkdir(parents=True)
+    stored = _write_submission(target, student, assignment, staged, extras, report, root, limits)
+    if not stored:
+        report.problems.append(Problem(f"{student}/{assignment}", "no notebook submitted (graded as missing)"))
+    if not (target / "timestamp.txt").exists():
+        stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f %Z")
+        (target / "timestamp.txt").write_text(stamp)
+
+
+def _staged_notebooks(files, assignment: str, expected: list[str], report: CollectReport, root: Path,
+                      limits) -> list[tuple[str, str, str, str]]:
+    """(notebook name, v4 text, note, input path) of each of `files` that is a notebook of the assignment (a copy's
+    name, or the only notebook of a one-notebook assignment, renamed); the others are reported."""
     staged = []
     for path, file, placed_note in files:
         text, note = check_notebook(path, limits.notebook_bytes)
@@ -325,35 +357,45 @@ def _store(course_dir: Path, student: str, assignment: str, files, folder, expec
                                                     f"{', '.join(e + '.ipynb' for e in expected)})"))
                 continue
         staged.append((name, text, note, rel))
+    return staged
+
+
+def _clashes_reported(staged, student: str, assignment: str, report: CollectReport) -> bool:
+    """Whether two staged files claim the same notebook; each of them is then reported."""
     claims: dict[str, list[str]] = {}
     for name, _, _, rel in staged:
         claims.setdefault(name, []).append(rel)
     clashes = {name: rels for name, rels in claims.items() if len(rels) > 1}
-    if clashes:  # never one silently replacing the other: the whole submission waits for the instructor
-        for name, rels in clashes.items():
-            for rel in rels:
-                others = ", ".join(r for r in rels if r != rel)
-                report.problems.append(Problem(rel, (
-                    f"two files claim {student}'s {assignment}/{name}.ipynb (this one and {others}): both kept aside "
-                    f"in the input, neither collected, submitted/{student}/{assignment} unchanged; remove one and "
-                    "collect again")))
-        return
-    if not staged and (folder is None or files):
-        return  # nothing usable: the bad files are in the report, the gradebook stays as it was
+    for name, rels in clashes.items():
+        for rel in rels:
+            others = ", ".join(r for r in rels if r != rel)
+            report.problems.append(Problem(rel, (
+                f"two files claim {student}'s {assignment}/{name}.ipynb (this one and {others}): both kept aside "
+                f"in the input, neither collected, submitted/{student}/{assignment} unchanged; remove one and "
+                "collect again")))
+    return bool(clashes)
+
+
+def _other_files(folder: Path, report: CollectReport, root: Path) -> list[Path]:
+    """The plain files of a student's nbgrader folder that come along (never the notebooks' originals)."""
     extras = []
-    if folder is not None:  # nbgrader layout: the student's other files come along (never the notebooks' originals)
-        for extra in sorted(folder.iterdir()):
-            if extra.suffix == ".ipynb" or extra.name in {"__MACOSX", ".ipynb_checkpoints"}:
-                continue
-            try:
-                if stat.S_ISREG(os.lstat(extra).st_mode):  # folders are not copied; links and special files are
-                    extras.append(extra)                   # already in the report
-            except OSError as exc:
-                report.problems.append(Problem(extra.relative_to(root).as_posix(), str(exc)))
-    if target.exists():
-        shutil.rmtree(target)
-    target.mkdir(parents=True)
-    total, stored = 0, 0  # SubmissionLimits.submission_bytes: the notebooks first, then the others by name
+    for extra in sorted(folder.iterdir()):
+        if extra.suffix == ".ipynb" or extra.name in {"__MACOSX", ".ipynb_checkpoints"}:
+            continue
+        try:
+            if stat.S_ISREG(os.lstat(extra).st_mode):  # folders are not copied; links and special files are
+                extras.append(extra)                   # already in the report
+        except OSError as exc:
+            report.problems.append(Problem(extra.relative_to(root).as_posix(), str(exc)))
+    return extras
+
+
+def _write_submission(target: Path, student: str, assignment: str, staged, extras: list[Path],
+                      report: CollectReport, root: Path, limits) -> int:
+    """Write the staged notebooks, then stream the other files, into `target` within
+    SubmissionLimits.submission_bytes (the notebooks first, then the others by name); returns the notebooks
+    stored."""
+    total, stored = 0, 0
     for name, text, note, rel in staged:
         data = text.encode("utf-8")
         if total + len(data) > limits.submission_bytes:
@@ -371,11 +413,7 @@ def _store(course_dir: Path, student: str, assignment: str, files, folder, expec
             total += copy_regular(extra, target / extra.name, min(limits.file_bytes, limits.submission_bytes - total))
         except (OSError, RefusedFile) as exc:
             report.problems.append(Problem(extra.relative_to(root).as_posix(), str(exc)))
-    if not stored:
-        report.problems.append(Problem(f"{student}/{assignment}", "no notebook submitted (graded as missing)"))
-    if not (target / "timestamp.txt").exists():
-        stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f %Z")
-        (target / "timestamp.txt").write_text(stamp)
+    return stored
 
 
 def over_submission(used: int, size: int, limits) -> str:
@@ -454,62 +492,71 @@ class UnzippedSource:
             raise ValueError(f"{self.source} is neither a folder nor a zip file")
         self._tmp = tempfile.TemporaryDirectory(prefix="ag-collect-")
         root = Path(self._tmp.name)
-        base = root.resolve()
         with zipfile.ZipFile(self.source) as archive:
             members = archive.infolist()
             refused = archive_refusal(members, self.limits)
             if refused:
                 self.problems.append(Problem(self.source.name, refused))
                 return root
-            extracted = 0
-            used: dict = {}  # submission -> bytes extracted for it
-            for member in sorted(members, key=lambda m: not m.filename.endswith(".ipynb")):  # notebooks first
-                if member.is_dir():
-                    continue
-                reason = name_refusal(member.filename, base)
-                if reason:
-                    self.problems.append(Problem(member.filename, reason))
-                    continue
-                target = (root / member.filename).resolve()
-                if base not in target.parents:
-                    self.problems.append(Problem(member.filename, "unsafe path in the zip refused (absolute or ../)"))
-                    continue
-                owner = self.needed(target.relative_to(base).parts)
-                if owner is None:
-                    continue
-                reason = _zip_refusal(member, self.limits)
-                if reason is None and used.get(owner, 0) + member.file_size > self.limits.submission_bytes:
-                    reason = over_submission(used.get(owner, 0), member.file_size, self.limits)
-                if reason is None and os.path.lexists(target):
-                    reason = "duplicate entry in the zip refused (the first one is kept)"
-                if reason:
-                    self.problems.append(Problem(member.filename, reason))
-                    continue
-                limit = min(_zip_limit(member, self.limits), self.limits.submission_bytes - used.get(owner, 0))
-                copied = 0
-                try:
-                    target.parent.mkdir(parents=True, exist_ok=True)
-                    with archive.open(member) as src, open(target, "xb") as dst:
-                        while chunk := src.read(1024 * 1024):
-                            copied += len(chunk)
-                            extracted += len(chunk)
-                            if copied > limit:
-                                raise RefusedFile(submission_files.too_large(copied, limit))
-                            if extracted > self.limits.archive_bytes:  # its directory lied about the sizes
-                                raise RefusedFile(f"the zip expands to more than its limit of "
-                                                  f"{submission_files.size_text(self.limits.archive_bytes)}")
-                            dst.write(chunk)
-                    used[owner] = used.get(owner, 0) + copied
-                except (OSError, RefusedFile, zipfile.BadZipFile, RuntimeError, NotImplementedError) as exc:
-                    try:
-                        if target.is_file() and not target.is_symlink():
-                            target.unlink()
-                    except OSError:
-                        pass
-                    self.problems.append(Problem(member.filename, f"not extracted ({exc})"))
-                    if extracted > self.limits.archive_bytes:
-                        break
+            self._extract(archive, members, root)
         return root
+
+    def _extract(self, archive: zipfile.ZipFile, members: list[zipfile.ZipInfo], root: Path) -> None:
+        """Every needed entry into `root`, the notebooks first; what is refused or fails is in `problems`."""
+        base = root.resolve()
+        self._extracted = 0  # bytes extracted from the whole zip
+        used: dict = {}  # submission -> bytes extracted for it
+        for member in sorted(members, key=lambda m: not m.filename.endswith(".ipynb")):  # notebooks first
+            if member.is_dir():
+                continue
+            reason = name_refusal(member.filename, base)
+            if reason:
+                self.problems.append(Problem(member.filename, reason))
+                continue
+            target = (root / member.filename).resolve()
+            if base not in target.parents:
+                self.problems.append(Problem(member.filename, "unsafe path in the zip refused (absolute or ../)"))
+                continue
+            owner = self.needed(target.relative_to(base).parts)
+            if owner is None:
+                continue
+            reason = _zip_refusal(member, self.limits)
+            if reason is None and used.get(owner, 0) + member.file_size > self.limits.submission_bytes:
+                reason = over_submission(used.get(owner, 0), member.file_size, self.limits)
+            if reason is None and os.path.lexists(target):
+                reason = "duplicate entry in the zip refused (the first one is kept)"
+            if reason:
+                self.problems.append(Problem(member.filename, reason))
+                continue
+            limit = min(_zip_limit(member, self.limits), self.limits.submission_bytes - used.get(owner, 0))
+            try:
+                used[owner] = used.get(owner, 0) + self._copy(archive, member, target, limit)
+            except (OSError, RefusedFile, zipfile.BadZipFile, RuntimeError, NotImplementedError) as exc:
+                try:
+                    if target.is_file() and not target.is_symlink():
+                        target.unlink()
+                except OSError:
+                    pass
+                self.problems.append(Problem(member.filename, f"not extracted ({exc})"))
+                if self._extracted > self.limits.archive_bytes:
+                    break
+
+    def _copy(self, archive: zipfile.ZipFile, member: zipfile.ZipInfo, target: Path, limit: int) -> int:
+        """Stream one entry into the new file `target` (never held in memory); returns its bytes. Raises
+        RefusedFile past `limit` or past the zip's `archive_bytes` in all (its directory lied about the sizes)."""
+        copied = 0
+        target.parent.mkdir(parents=True, exist_ok=True)
+        with archive.open(member) as src, open(target, "xb") as dst:
+            while chunk := src.read(1024 * 1024):
+                copied += len(chunk)
+                self._extracted += len(chunk)
+                if copied > limit:
+                    raise RefusedFile(submission_files.too_large(copied, limit))
+                if self._extracted > self.limits.archive_bytes:  # its directory lied about the sizes
+                    raise RefusedFile(f"the zip expands to more than its limit of "
+                                      f"{submission_files.size_text(self.limits.archive_bytes)}")
+                dst.write(chunk)
+        return copied
 
     def __exit__(self, *exc):
         if self._tmp is not None:

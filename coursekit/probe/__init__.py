@@ -55,7 +55,11 @@ class NotHandedIn(LookupError):
     """The grader asked for a subject that the hidden cell did not hand in (the cell failed before it)."""
 
 
-class _State:
+class ProbeState:
+    """What the kernel side keeps between the grader's requests: the subjects handed in, the handles of the objects
+    the grader holds, and what the grader lent (to take back). A check called in-process (with ordinary objects,
+    not through a kernel) hands its objects in and forgets them here too."""
+
     subjects: dict[str, tuple[tuple, dict]] = {}
     handles: dict[int, Any] = {}
     next_handle = 1
@@ -74,7 +78,7 @@ def hand_in(check: str, *objects, **named) -> None:
     nothing could judge them, so the cell fails there: such a run never gives points without a check. Anywhere
     else (an instructor running the source notebook) it says where the check will happen.
     """
-    _State.subjects[check] = (objects, named)
+    ProbeState.subjects[check] = (objects, named)
     if os.environ.get(JUDGE_ENV) == "1":
         return
     if os.environ.get("NBGRADER_EXECUTION") == "autograde":
@@ -249,9 +253,9 @@ def _decode_tensor(body, device_map, limits):
 
 # ------------------------------------------------------------------------------------------------ the kernel side
 def _keep(obj) -> dict:
-    handle = _State.next_handle
-    _State.next_handle += 1
-    _State.handles[handle] = obj
+    handle = ProbeState.next_handle
+    ProbeState.next_handle += 1
+    ProbeState.handles[handle] = obj
     return {"handle": handle, **_describe_kind(obj)}
 
 
@@ -268,9 +272,9 @@ def _describe_kind(obj) -> dict:
 def _target(spec: dict):
     if "subject" in spec:
         name = spec["subject"]
-        if name not in _State.subjects:
+        if name not in ProbeState.subjects:
             raise NotHandedIn(f"nothing was handed in for {name!r}")
-        objects, named = _State.subjects[name]
+        objects, named = ProbeState.subjects[name]
         if "key" in spec:
             if spec["key"] not in named:
                 raise NotHandedIn(f"{spec['key']!r} was not handed in for {name!r}")
@@ -281,7 +285,7 @@ def _target(spec: dict):
                 raise NotHandedIn(f"argument {index} was not handed in for {name!r}")
             obj = objects[index]
     elif "handle" in spec:
-        obj = _State.handles[int(spec["handle"])]
+        obj = ProbeState.handles[int(spec["handle"])]
     elif "new" in spec:
         path = str(spec["new"])
         if not path.startswith(NEW_ALLOWED) or path.startswith("builtins.iter") and path != "builtins.iter":
@@ -349,7 +353,7 @@ def _define(source: str):
 
     module = types.ModuleType("course_stand_ins")
     exec(compile(str(source), "<course stand-ins>", "exec"), module.__dict__)  # noqa: S102 -- the grader's text
-    _State.defined.append(module)
+    ProbeState.defined.append(module)
     return module
 
 
@@ -358,26 +362,26 @@ def _lend(target, names: dict) -> list[str]:
     if namespace is None:
         return []
     for name, value in names.items():
-        _State.lent.append((namespace, str(name), namespace.get(str(name), _UNBOUND)))
+        ProbeState.lent.append((namespace, str(name), namespace.get(str(name), _UNBOUND)))
         namespace[str(name)] = value
     return sorted(names)
 
 
 def _unlend() -> None:
-    while _State.lent:
-        namespace, name, before = _State.lent.pop()
+    while ProbeState.lent:
+        namespace, name, before = ProbeState.lent.pop()
         if before is _UNBOUND:
             namespace.pop(name, None)
         else:
             namespace[name] = before
-    while _State.defined:
-        _State.defined.pop().__dict__["LENT"] = False
+    while ProbeState.defined:
+        ProbeState.defined.pop().__dict__["LENT"] = False
 
 
 def _execute(request: dict):
     op = request.get("op")
     if op == "drop":
-        _State.handles.clear()
+        ProbeState.handles.clear()
         return None
     if op == "define":
         return _define(request.get("source", ""))

@@ -164,6 +164,7 @@ def test_the_demo_declares_its_class_in_students_py_only():
     student_functions = {n.name for n in ast.walk(_tree(AUTOGRADER / "demo" / "students.py"))
                          if isinstance(n, ast.FunctionDef)}
     assert not run_functions & student_functions
-    assert "demo_class" in inspect.getsource(run.run_demo)
+    assert "build_class" in inspect.getsource(run.run_demo)
+    assert "demo_class" in inspect.getsource(run.build_class)
     assert not any(name in vars(run) for name in ("COPIED_PAIR", "PHRASING", "STUDENT_MISTAKES"))
     assert callable(students.demo_class)

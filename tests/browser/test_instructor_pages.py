@@ -137,7 +137,7 @@ def _open(page, path, screenshot_dir, name):
     page.goto(path.as_uri(), wait_until="load")
     page.wait_for_load_state("networkidle")
     page.screenshot(path=str(screenshot_dir / f"{name}.png"), full_page=True)
-    # an <img> without a source is one whose source the sanitiser removed (eve's `<img src=x onerror=...>`)
+    # an <img> without a source is one whose source the allow-list removed (eve's `<img src=x onerror=...>`)
     images = page.evaluate("Array.from(document.images).filter(i => i.hasAttribute('src'))"
                            ".map(i => [i.alt, i.complete, i.naturalWidth])")
     broken = [alt for alt, complete, width in images if not complete or width == 0]

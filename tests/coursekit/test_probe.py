@@ -64,7 +64,7 @@ def test_hand_in_records_and_fails_only_under_plain_nbgrader(monkeypatch, capsys
         probe.hand_in("demo_check", len)
     monkeypatch.setenv(probe.JUDGE_ENV, "1")
     probe.hand_in("demo_check", len, key=3)
-    assert probe._State.subjects["demo_check"] == ((len,), {"key": 3})
+    assert probe.ProbeState.subjects["demo_check"] == ((len,), {"key": 3})
     monkeypatch.delenv(probe.JUDGE_ENV)
     monkeypatch.delenv("NBGRADER_EXECUTION")
     probe.hand_in("demo_check", len)

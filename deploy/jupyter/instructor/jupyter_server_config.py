@@ -11,7 +11,7 @@ script allowed (next paragraph) it gives a script that got into a page nothing m
 It cannot forbid inline script: nbgrader's own formgrader pages are built on inline scripts (each submission page
 writes its ids into one) and `onclick=` handlers, and stop working without 'unsafe-inline'. That part is done
 before nbgrader stores a notebook: the grading worker makes the autograded notebook inert
-(autograder/grade/sanitize_outputs.py), and the formgrader's exporter does the same again as it renders a page
+(autograder/grade/inert_notebook.py), and the formgrader's exporter does the same again as it renders a page
 (`HTMLExporter.preprocessors` below: so a notebook autograded elsewhere, by plain `nbgrader autograde`, is shown
 inert too), with nbconvert's `sanitize_html` on top for HTML and markdown outputs (see docs/threat-model.md).
 
@@ -62,5 +62,5 @@ CONTENT_SECURITY_POLICY = "; ".join([
 c.ServerApp.tornado_settings = {"headers": {"Content-Security-Policy": CONTENT_SECURITY_POLICY}}
 # The formgrader's exporter: every notebook made inert as it is rendered (a second time for the worker's, the first
 # for one autograded elsewhere), and HTML/markdown outputs through nbconvert's own bleach on top.
-c.HTMLExporter.preprocessors = ["autograder.grade.sanitize_outputs.MakeInert"]
+c.HTMLExporter.preprocessors = ["autograder.grade.inert_notebook.MakeInert"]
 c.HTMLExporter.sanitize_html = True

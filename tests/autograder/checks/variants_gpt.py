@@ -4,7 +4,7 @@ CORRECT answers are written differently from the reference (dict counting, the l
 table built recursively, stacked slices, nll_loss on log-softmax, one window at a time, torch.topk, ...) and must
 pass. WRONG answers each contain one known mistake, written the way a student would; `WRONG` maps each to the
 catalogue id its check must name. Each part of the checks (bpe, model, data, training, sampling) has its test files in
-both layers; `apis_of(part)`, `correct` and `for_apis` pick its exercises' answers.
+both layers; `correct(apis)` and `wrong(apis)` pick its exercises' answers.
 """
 from __future__ import annotations
 
@@ -397,18 +397,6 @@ WRONG = [
 # Each part of the checks (`coursekit.api.PART_MODULES`: gpt.bpe, gpt.model, ...) has its test file in both layers
 # (tests/autograder/checks/gpt/test_<part>.py, tests/coursekit/checks/gpt/test_<part>.py); they read the answers of
 # their part's exercises from here.
-# the catalogue ids each part's checks name (the prefixes of `coursekit.mistakes`)
-PART_PREFIXES = {"bpe": ("bpe.",), "model": ("gpt.",), "data": ("get_batch.", "lm_loss.", "estimate_loss."),
-                 "training": ("lr_at.", "train_step."), "sampling": ("sample.", "generate.")}
-
-
-def apis_of(part: str) -> tuple[str, ...]:
-    """The API names whose checks live in the part `part` (`gpt.<part>`), in the course API's order."""
-    from coursekit.api import PART_MODULES
-
-    return tuple(name for name, module in PART_MODULES.items() if module == f"gpt.{part}")
-
-
 def correct(apis) -> list[tuple[str, object]]:
     """(API name, answer): the reference and the CORRECT answers of the exercises `apis`."""
     return [(name, answer) for name, answers in CORRECT.items() if name in apis

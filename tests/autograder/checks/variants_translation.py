@@ -14,6 +14,8 @@ from collections import Counter
 import torch
 import torch.nn.functional as F
 
+import solutions
+
 
 # ================================================================================================ label smoothing
 def make_smoothing(mistake=None):
@@ -281,9 +283,23 @@ UNNAMED = [
 ]
 
 
+def correct(api_names) -> list[tuple[str, object]]:
+    """(API name, answer): the reference and the CORRECT answers of the exercises `api_names` (one part's tests)."""
+    return [(name, answer) for name, answers in CORRECT.items() if name in api_names
+            for answer in [getattr(solutions, name), *answers]]
+
+
 def of(api_names, rows):
     """The rows of CORRECT's items, WRONG or UNNAMED whose API name is one of `api_names` (one part's tests)."""
     return [row for row in rows if row[0] in api_names]
+
+
+def variant(function, mistake):
+    """`function` (an answer with a `mistake=` switch) with `mistake` switched on."""
+    def wrong(*args, **kwargs):
+        return function(*args, **kwargs, mistake=mistake)
+    wrong.__name__ = f"{function.__name__}_{mistake}"
+    return wrong
 
 
 def ignoring(function, **fixed):

@@ -84,7 +84,7 @@ def _blank_09():
 
 
 def _judge(channel, check: str, obj):
-    probe._State.subjects[check] = ((obj,), {})
+    probe.ProbeState.subjects[check] = ((obj,), {})
     return judge.verdict(channel, [(check, [0], [])])[:2]
 
 

@@ -27,7 +27,7 @@ def _verdict(check: str, obj):
 
 
 def _verdict_and_mistake(check: str, obj):
-    probe._State.subjects[check] = ((obj,), {})
+    probe.ProbeState.subjects[check] = ((obj,), {})
     return judge.verdict(LoopbackChannel(), [(check, [0], [])])[:2]
 
 
@@ -46,7 +46,7 @@ def test_a_correct_answer_passes_and_a_wrong_one_gets_the_checks_message():
 
 
 def test_nothing_handed_in_unknown_checks_and_our_own_bugs_are_told_apart(monkeypatch):
-    probe._State.subjects.pop("make_padding_mask", None)
+    probe.ProbeState.subjects.pop("make_padding_mask", None)
     message, mistake, fraction = judge.verdict(LoopbackChannel(), [("make_padding_mask", [0], [])])
     assert fraction == 0.0
     assert "was not defined when the grade cell ran" in message and mistake is None
@@ -68,7 +68,7 @@ def test_a_kernel_death_while_probing_reaches_the_worker(monkeypatch):
         def request(self, request):
             raise DeadKernelError("Kernel died")
 
-    probe._State.subjects["make_causal_mask"] = ((solutions.make_causal_mask,), {})
+    probe.ProbeState.subjects["make_causal_mask"] = ((solutions.make_causal_mask,), {})
     with pytest.raises(DeadKernelError):
         judge.verdict(DyingChannel(), [("make_causal_mask", [0], [])])
 
@@ -176,7 +176,7 @@ def test_partial_credit_is_a_numeric_result_nbgrader_scores_and_the_feedback_lis
 
 
 def _verdict_with_fraction(check: str, obj):
-    probe._State.subjects[check] = ((obj,), {})
+    probe.ProbeState.subjects[check] = ((obj,), {})
     return judge.verdict(LoopbackChannel(), [(check, [0], [])])
 
 
@@ -198,7 +198,7 @@ def test_an_answer_whose_argument_failed_keeps_its_share_but_is_no_working_part(
         monkeypatch.setattr(judge, "check_function", lambda name, check=check: check)
         channel = LoopbackChannel()
         channel.verdicts = {}
-        probe._State.subjects["part"] = ((len,), {})
+        probe.ProbeState.subjects["part"] = ((len,), {})
         message, _mistake, kept = judge.verdict(channel, [("part", [0], [])])
         assert kept == fraction and 0.5 < kept < 1 and message.startswith("The main behaviour works")
         assert channel.verdicts == {"part": works}, failed

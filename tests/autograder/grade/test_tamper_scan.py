@@ -36,7 +36,7 @@ def codes(source: str) -> set[str]:
     ("import solutions\nthis is not python", "imports-reference"),  # nor does a syntax error
     ("import sys\nsys.modules['course_stand_ins'].LENT = True", "stand-in"),  # a kept stand-in switched back on
     ("kept = masked_mean_pool.__globals__\nkept['LENT'] = True", "stand-in"),
-    ("import coursekit.probe as p\np._State.lent.clear()", "stand-in"),
+    ("import coursekit.probe as p\np.ProbeState.lent.clear()", "stand-in"),
 ])
 def test_flags_tampering(source, code):
     assert code in codes(source)

@@ -1,6 +1,6 @@
 """A grading worker that dies (over its memory limit) costs only the submission it held (issue #20, door 3).
 
-Each local Dask worker runs with a memory limit (sandbox.GradingWorkers.memory_bytes); its nanny restarts a
+Each local Dask worker runs with a memory limit (grade.cluster.GradingWorkers.memory_bytes); its nanny restarts a
 worker that goes over it. The submission it held is graded once more, then recorded as failed with the reason;
 every other submission of the batch is graded normally. The limit is what a worker may use of its own: a forked
 worker also counts the grading command's memory (a big test process, a notebook server), which must not make

@@ -1,5 +1,5 @@
-"""The feedback page's sanitiser and offline math (autograder.publish.feedback), without a browser (the browser test with
-a canary is tests/browser/test_instructor_pages.py)."""
+"""The feedback page made inert, and its offline math (autograder.publish.feedback), without a browser (the browser
+test with a canary is tests/browser/test_instructor_pages.py)."""
 from __future__ import annotations
 
 import re
@@ -12,7 +12,7 @@ from autograder.sandbox import inert
 
 
 def test_the_allow_list_escapes_scripts_handlers_and_javascript_links_and_keeps_formatting():
-    html = inert.clean_html(
+    html = inert.inert_html(
         "<script>alert(1)</script><img src=x onerror=alert(2)><a href='javascript:alert(3)'>x</a>"
         "<a href='JaVaScRiPt:alert(4)'>y</a><iframe src=//evil></iframe><svg onload=alert(5)></svg>"
         "<table><tr><td style='color: red; position: fixed'>cell</td></tr></table><b>bold</b>"
@@ -25,7 +25,7 @@ def test_the_allow_list_escapes_scripts_handlers_and_javascript_links_and_keeps_
     assert '<a href="https://example.org">ok</a>' in html
 
 
-def test_math_is_drawn_offline_and_markdown_links_are_sanitised_after_rendering():
+def test_math_is_drawn_offline_and_markdown_links_are_made_inert_after_rendering():
     image = feedback.math_image(r"\sqrt{d_k}")
     assert image.startswith('<img class="math" src="data:image/svg+xml;base64,') and 'alt="\\sqrt{d_k}"' in image
     assert feedback.math_image(r"\begin{bogus}") is None  # mathtext cannot: the TeX source stays
@@ -40,12 +40,12 @@ def test_outputs_go_through_nbconverts_sanitize_html_with_the_allow_list():
 
     config = Config()
     feedback.configure(config)
-    sanitizer = config.GenerateFeedback.preprocessors[-1](config=config)
+    preprocessor = config.GenerateFeedback.preprocessors[-1](config=config)
     nb = new_notebook(cells=[new_markdown_cell("<script>x()</script>"), new_code_cell("", outputs=[
         new_output("display_data", data={"text/html": "<table><tr><td>t</td></tr></table><script>x()</script>",
                                           "application/javascript": "x()", "image/svg+xml": "<svg onload=x()>",
                                           "image/png": "iVBORw0KGgo=", "text/plain": "p"})])])
-    nb, _ = sanitizer(nb, {})
+    nb, _ = preprocessor(nb, {})
     data = nb.cells[1].outputs[0].data
     assert set(data) == {"text/html", "image/png", "text/plain"}
     assert data["text/html"] == "<table><tbody><tr><td>t</td></tr></tbody></table>&lt;script&gt;x()&lt;/script&gt;"
@@ -61,8 +61,8 @@ def test_a_special_token_in_a_code_span_shows_as_written():
 
     config = Config()
     feedback.configure(config)
-    sanitizer = config.GenerateFeedback.preprocessors[-1](config=config)
-    nb, _ = sanitizer(new_notebook(cells=[new_markdown_cell("Every other word becomes `<unk>` (id 1).")]), {})
+    preprocessor = config.GenerateFeedback.preprocessors[-1](config=config)
+    nb, _ = preprocessor(new_notebook(cells=[new_markdown_cell("Every other word becomes `<unk>` (id 1).")]), {})
     html = feedback._markdown2html()({"cell": {}}, nb.cells[0].source)
     assert "<code>&lt;unk&gt;</code>" in html and "&amp;lt;" not in html
 
@@ -72,11 +72,11 @@ def test_image_metadata_reaches_the_page_as_numbers_only():
 
     config = Config()
     feedback.configure(config)
-    sanitizer = config.GenerateFeedback.preprocessors[-1](config=config)
+    preprocessor = config.GenerateFeedback.preprocessors[-1](config=config)
     nb = new_notebook(cells=[new_code_cell("", outputs=[new_output(
         "display_data", data={"image/png": "iVBORw0KGgo="},
         metadata={"image/png": {"width": "1 onload=alert(1) style=position:fixed", "height": 40}})])])
-    nb, _ = sanitizer(nb, {})
+    nb, _ = preprocessor(nb, {})
     assert nb.cells[0].outputs[0].metadata == {"image/png": {"height": 40}}
 
 

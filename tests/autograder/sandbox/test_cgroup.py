@@ -10,7 +10,7 @@ import sys
 import pytest
 
 from autograder.course.units import MiB
-from autograder.sandbox import cgroup, scratch
+from autograder.sandbox import cgroup, ownership
 
 
 def fake_v2(tmp_path, controllers="cpuset cpu io memory hugetlb pids rdma", enabled=""):
@@ -73,14 +73,14 @@ def test_the_fallback_says_what_it_cannot_enforce(tmp_path, monkeypatch, caplog)
 
 def test_sweep_removes_the_groups_of_a_dead_owner_only(tmp_path):
     root, parent, proc = fake_v2(tmp_path, enabled="memory pids cpu")
-    dead = subprocess.run([sys.executable, "-c", "from autograder.sandbox import scratch; print(scratch.owner())"],
+    dead = subprocess.run([sys.executable, "-c", "from autograder.sandbox import ownership; print(ownership.owner())"],
                           capture_output=True, text=True, check=True).stdout.strip()
-    for name in (f"autograder-{dead}-aaaa", f"autograder-{scratch.owner()}-bbbb", "autograder-unowned"):
+    for name in (f"autograder-{dead}-aaaa", f"autograder-{ownership.owner()}-bbbb", "autograder-unowned"):
         (parent / name).mkdir()
     removed = cgroup.sweep(root=str(root), proc_cgroup=str(proc))
     assert removed == [str(parent / f"autograder-{dead}-aaaa")]
     assert sorted(os.listdir(parent)) == sorted(["cgroup.controllers", "cgroup.subtree_control",
-                                                 f"autograder-{scratch.owner()}-bbbb", "autograder-unowned"])
+                                                 f"autograder-{ownership.owner()}-bbbb", "autograder-unowned"])
 
 
 def real_v1_cpu() -> bool:

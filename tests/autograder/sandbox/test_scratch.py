@@ -8,15 +8,15 @@ import subprocess
 import sys
 import tempfile
 
-from autograder.sandbox import scratch
+from autograder.sandbox import ownership, scratch
 
 MAKE_FOLDERS = """
 import os, sys
-from autograder.sandbox import scratch
+from autograder.sandbox import ownership, scratch
 for kind in ("ipc", "db", "run"):
     path = scratch.mkdtemp(kind, sys.argv[1])
     open(os.path.join(path, "left"), "w").write("x")
-print(scratch.owner())
+print(ownership.owner())
 """
 
 
@@ -54,8 +54,8 @@ def test_a_folder_locked_by_the_submission_is_still_removed():
 def test_names_carry_a_live_owner(tmp_path):
     path = scratch.mkdtemp("run", str(tmp_path))
     name = os.path.basename(path)
-    assert name.startswith(f"ag-run-{scratch.owner()}-")
-    assert scratch.owner_alive(name)
+    assert name.startswith(f"ag-run-{ownership.owner()}-")
+    assert ownership.owner_alive(name)
     assert os.stat(path).st_mode & 0o777 == 0o700
 
 
@@ -67,7 +67,7 @@ def test_the_next_run_sweeps_what_a_dead_worker_left(tmp_path, monkeypatch):
     other = tmp_path / "not-ours"
     other.mkdir()
     left = sorted(p for p in os.listdir(tmp_path) if dead in p)
-    assert len(left) == 3 and not scratch.owner_alive(left[0])
+    assert len(left) == 3 and not ownership.owner_alive(left[0])
     removed = scratch.sweep(force=True)
     assert sorted(os.path.basename(p) for p in removed if p.startswith(str(tmp_path))) == left
     assert sorted(os.listdir(tmp_path)) == sorted([os.path.basename(mine), "not-ours"])

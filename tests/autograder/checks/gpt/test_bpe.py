@@ -3,16 +3,14 @@ written answers pass; each known mistake fails with its catalogue id named; host
 readable message; an answer failing only the stated edge case keeps most points."""
 from __future__ import annotations
 
-import pytest
-import torch
-
 import solutions
 import variants as V
 import variants_gpt as G
 from autograder.checks.gpt import bpe as checks
-from coursekit.api import by_name
+from part_suite import hidden_suite
 
-APIS = G.apis_of("bpe")  # train_bpe, bpe_encode, bpe_decode
+APIS = ("train_bpe", "bpe_encode", "bpe_decode")
+MISTAKE_PREFIXES = ("bpe.",)  # its catalogue ids
 WRONG = G.wrong(APIS)
 
 
@@ -34,90 +32,15 @@ ARGUMENT_ONLY = []  # no argument of these exercises has teeth
 PARTIAL_MISTAKES = {}
 
 
-def check_of(api_name: str):
-    return getattr(checks, by_name(api_name).check_name)
+# the tests every part runs (tests/autograder/checks/part_suite.py), with this part's data
+globals().update(hidden_suite(checks, APIS, correct=G.correct(APIS), wrong=WRONG,
+                              mistake_prefixes=MISTAKE_PREFIXES, partial_mistakes=PARTIAL_MISTAKES,
+                              edge_only=EDGE_ONLY, argument_only=ARGUMENT_ONLY))
 
 
-@pytest.mark.parametrize("api_name, answer", G.correct(APIS))
-def test_correct_answers_pass(api_name, answer):
-    check_of(api_name)(answer)
-
-
-@pytest.mark.parametrize("api_name, answer, diagnosis", WRONG, ids=[diagnosis for _, _, diagnosis in WRONG])
-def test_each_known_mistake_is_named(api_name, answer, diagnosis):
-    V.fails_with(check_of(api_name), answer, diagnosis)
-
-
-def test_every_mistake_of_the_catalogue_is_made_by_a_wrong_answer():
-    from coursekit.mistakes import MISTAKES
-
-    named = {diagnosis for _, _, diagnosis in WRONG}
-    assert {m for m in MISTAKES if m.startswith(G.PART_PREFIXES["bpe"])} == named
-
-
-@pytest.mark.parametrize("api_name, answer, diagnosis", WRONG, ids=[diagnosis for _, _, diagnosis in WRONG])
-def test_a_mistake_in_an_argument_keeps_its_share_and_a_core_mistake_none(api_name, answer, diagnosis):
-    from autograder.checks.kit.criteria import PartialCredit
-
-    with pytest.raises(AssertionError) as info:
-        check_of(api_name)(answer)
-    assert info.value.mistake_id == diagnosis, str(info.value)
-    if diagnosis not in PARTIAL_MISTAKES:
-        assert not isinstance(info.value, PartialCredit), str(info.value)
-        return
-    failed, fraction = PARTIAL_MISTAKES[diagnosis]
-    assert isinstance(info.value, PartialCredit), str(info.value)
-    assert set(info.value.failed) == set(failed), str(info.value)
-    assert info.value.fraction == pytest.approx(fraction), str(info.value)
-
-
-def test_every_criterion_is_tried_by_a_test():
-    from coursekit.criteria import CRITERIA
-
-    assert {c.id for c in CRITERIA.values() if c.api in APIS} == {
-        criterion for _, _, criterion in EDGE_ONLY + ARGUMENT_ONLY}
-
-
-def test_stubs_and_broken_answers_fail_readably():
-    def stub(*args, **kwargs):
-        raise NotImplementedError()
-
-    for name in APIS:
-        V.fails_with(check_of(name), stub, "not implemented yet")
+def test_broken_answers_fail_readably():
     V.fails_with(checks.check_train_bpe, lambda text, n: "not merges", "list of (int, int) pairs")
     V.fails_with(checks.check_bpe_encode, lambda text, merges: text, "list of int token ids")
-
-
-# ------------------------------------------------------------------------------ stated edge cases: partial credit
-@pytest.mark.parametrize("api_name, answer, criterion", EDGE_ONLY, ids=[c for _, _, c in EDGE_ONLY])
-def test_an_answer_failing_only_a_stated_edge_case_keeps_most_points(api_name, answer, criterion):
-    from autograder.checks.kit.criteria import PartialCredit
-    from coursekit.criteria import CRITERIA
-
-    with pytest.raises(PartialCredit) as info:
-        check_of(api_name)(answer)
-    assert info.value.fraction >= 0.8
-    assert f"✗ {CRITERIA[criterion].text}" in str(info.value)
-
-
-@pytest.mark.parametrize("api_name", [name for name, _, _ in EDGE_ONLY])
-def test_a_stub_gets_no_partial_credit(api_name):
-    from autograder.checks.kit.criteria import PartialCredit
-
-    def stub(*args, **kwargs):
-        raise NotImplementedError()
-
-    class StubGPT(torch.nn.Module):
-        def __init__(self, *args, **kwargs):
-            raise NotImplementedError()
-
-    def always_value_error(*args, **kwargs):
-        raise ValueError("no")
-
-    for answer in ((StubGPT,) if api_name == "GPT" else (stub, always_value_error)):
-        with pytest.raises(AssertionError) as info:
-            check_of(api_name)(answer)
-        assert not isinstance(info.value, PartialCredit), str(info.value)
 
 
 def test_the_variants_with_their_switches_off_are_the_reference():

@@ -9,42 +9,32 @@ import solutions
 import variants as V
 import variants_translation as X
 from autograder.checks.translation import beam as checks
-from autograder.checks.kit.criteria import PartialCredit
-from coursekit.api import by_name
-from coursekit.criteria import CRITERIA
+from part_suite import hidden_suite
 
-NAMES = ("beam_search",)
+APIS = ("beam_search",)
+MISTAKE_PREFIXES = ("beam.",)  # its catalogue ids
+WRONG = X.of(APIS, X.WRONG)
 
+EDGE_ONLY = []  # beam_search states no edge case
+ARGUMENT_ONLY = [  # (api name, a correct answer that ignores only this argument, criterion)
+    ("beam_search", X.ignoring(X.make_beam_search(), length_penalty=0.6), "beam_search.length_penalty"),
+    ("beam_search", X.ignoring(X.make_beam_search(), bos_id=2), "beam_search.bos_id"),
+    ("beam_search", X.ignoring(X.make_beam_search(), eos_id=3), "beam_search.eos_id"),
+    ("beam_search", X.ignoring(X.beam_search_tensors, eos_id=3), "beam_search.eos_id"),
+]
+# No mistake of the catalogue keeps a share of the points: ranking by the raw score, counting <bos> in L or dividing
+# while walking (beam.no_length_penalty, beam.length_counts_bos, beam.penalty_on_unfinished) is wrong at the default
+# length penalty 0.6 as well: the searched sources show it in the core (not only with another length_penalty), so it
+# gets no partial credit on any submission.
+PARTIAL_MISTAKES = {}
 
-def check_of(api_name: str):
-    return getattr(checks, by_name(api_name).check_name)
-
-
-@pytest.mark.parametrize("api_name, answer", [(name, answer) for name, answers in X.CORRECT.items() if name in NAMES
-                                               for answer in [getattr(solutions, name), *answers]])
-def test_correct_answers_pass(api_name, answer):
-    check_of(api_name)(answer)
-
-
-WRONG = X.of(NAMES, X.WRONG)
-
-
-@pytest.mark.parametrize("api_name, answer, diagnosis", WRONG, ids=[diagnosis for _, _, diagnosis in WRONG])
-def test_each_known_mistake_is_named(api_name, answer, diagnosis):
-    V.fails_with(check_of(api_name), answer, diagnosis)
-
-
-def test_every_beam_mistake_of_the_catalogue_is_made_by_a_wrong_answer():
-    from coursekit.mistakes import MISTAKES
-
-    assert {m for m in MISTAKES if m.startswith("beam.")} == {diagnosis for _, _, diagnosis in WRONG}
+# the tests every part runs (tests/autograder/checks/part_suite.py), with this part's data
+globals().update(hidden_suite(checks, APIS, correct=X.correct(APIS), wrong=WRONG,
+                              mistake_prefixes=MISTAKE_PREFIXES, partial_mistakes=PARTIAL_MISTAKES,
+                              edge_only=EDGE_ONLY, argument_only=ARGUMENT_ONLY))
 
 
-def test_stubs_and_broken_answers_fail_readably():
-    def stub(*args, **kwargs):
-        raise NotImplementedError()
-
-    V.fails_with(check_of("beam_search"), stub, "not implemented yet")
+def test_broken_answers_fail_readably():
     V.fails_with(checks.check_beam_search, lambda *a, **k: "a dog", "list of int token ids")
 
 
@@ -100,67 +90,6 @@ def test_the_beam_probes_exercise_what_they_claim():
         if case.training:
             dropout_matters += beams.variant(case, eval_mode=False) != tokens
     assert len(lengths) >= 3 and unfinished and beam_beats_greedy and penalty_matters and dropout_matters
-
-
-# ------------------------------------------------------------------------------------------- partial credit
-POINTS = {"beam_search": 35}  # the notebook's
-
-
-@pytest.mark.parametrize("api_name", list(POINTS))
-def test_a_stub_gets_a_plain_failure(api_name):
-    def stub(*args, **kwargs):
-        raise NotImplementedError()
-
-    with pytest.raises(AssertionError) as info:
-        check_of(api_name)(stub)
-    assert not isinstance(info.value, PartialCredit), str(info.value)
-    assert "not implemented yet" in str(info.value)
-
-
-@pytest.mark.parametrize("api_name", list(POINTS))
-def test_an_answer_that_always_raises_value_error_gets_nothing(api_name):
-    """Edge cases count on top of a working core only: raising ValueError for everything earns no point."""
-    def always(*args, **kwargs):
-        raise ValueError("no")
-
-    with pytest.raises(AssertionError) as info:
-        check_of(api_name)(always)
-    assert not isinstance(info.value, PartialCredit), str(info.value)
-
-
-ONLY_ONE_ARGUMENT = [
-    ("beam_search.length_penalty", X.ignoring(X.make_beam_search(), length_penalty=0.6)),
-    ("beam_search.bos_id", X.ignoring(X.make_beam_search(), bos_id=2)),
-    ("beam_search.eos_id", X.ignoring(X.make_beam_search(), eos_id=3)),
-    ("beam_search.eos_id", X.ignoring(X.beam_search_tensors, eos_id=3)),
-]
-
-
-@pytest.mark.parametrize("criterion, answer", ONLY_ONE_ARGUMENT,
-                         ids=[f"{c}-{a.__name__}" for c, a in ONLY_ONE_ARGUMENT])
-def test_an_answer_that_ignores_one_argument_keeps_three_quarters_of_its_points(criterion, answer):
-    """Right with the argument at its default (the core), wrong with its other values: PartialCredit, the argument
-    listed with a cross. An exercise's arguments share a quarter of its points: one of n failing costs 25 / n %."""
-    api_name = CRITERIA[criterion].api
-    message = V.fails_partially(check_of(api_name), answer, criterion)
-    tried = [c for c in CRITERIA.values() if c.api == api_name and c.kind == "argument"]
-    with pytest.raises(PartialCredit) as info:
-        check_of(api_name)(answer)
-    assert info.value.fraction == pytest.approx(1 - 0.25 / len(tried)), message
-    assert POINTS[api_name] * (1 - info.value.fraction) <= POINTS[api_name] / 4
-
-
-WRONG_PENALTIES = ["no_length_penalty", "length_counts_bos", "penalty_on_unfinished"]
-
-
-@pytest.mark.parametrize("answer", [X.make_beam_search(m) for m in WRONG_PENALTIES], ids=WRONG_PENALTIES)
-def test_a_length_penalty_computed_wrongly_fails_at_the_default_penalty(answer):
-    """Ranking by the raw score, counting <bos> in L or dividing while walking is wrong at the default 0.6 as well:
-    the searched sources show it in the core (not only with another length_penalty), so it gets no partial credit
-    on any submission."""
-    with pytest.raises(AssertionError) as info:
-        check_of("beam_search")(answer)
-    assert not isinstance(info.value, PartialCredit), str(info.value)
 
 
 def test_each_beam_call_tries_one_argument_at_most():

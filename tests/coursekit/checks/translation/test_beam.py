@@ -3,32 +3,21 @@ likely mistake for wrong answers built here from the reference with one change e
 from __future__ import annotations
 
 import math
-import sys
-from pathlib import Path
 
-import pytest
 import torch
 
 import solutions
-from coursekit.api import by_name
-from coursekit.checks import CheckFailed
+import variants_translation as X
 from coursekit.checks.translation import beam as checks
-from coursekit.mistakes import mistakes_for, text_of
+from part_suite import public_suite
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from translation_public_answers import fixed, variant  # noqa: E402
-
-NAMES = ("beam_search",)
+APIS = ("beam_search",)
 
 # Catalogue mistakes no output of a public example can show (the hidden check names them where it can).
 NOT_NAMED_PUBLICLY = {
     "beam.penalty_on_unfinished": "every extension of one step has the same length L, so dividing the scores by "
                                   "((5 + L) / 6) ** alpha while pruning keeps their order: the walk is unchanged",
 }
-
-
-def check_of(api_name):
-    return getattr(checks, by_name(api_name).check_name)
 
 
 @torch.no_grad()
@@ -114,38 +103,24 @@ CORRECT = {
 
 # (api name, wrong answer, catalogue id named in the hint, or None where the failure names no catalogue mistake)
 WRONG = [
-    ("beam_search", variant(beam, "no_length_penalty"), "beam.no_length_penalty"),
-    ("beam_search", variant(beam, "continues_after_eos"), "beam.continues_after_eos"),
-    ("beam_search", variant(beam, "length_counts_bos"), "beam.length_counts_bos"),
-    ("beam_search", variant(beam, "returns_bos"), "beam.returns_bos"),
-    ("beam_search", variant(beam, "dropout_on"), "beam.dropout_on"),
-    ("beam_search", variant(beam, "mode_not_restored"), "beam.mode_not_restored"),
-    ("beam_search", variant(beam, "greedy_only"), None),
-    ("beam_search", variant(beam, "drops_unfinished"), None),
+    ("beam_search", X.variant(beam, "no_length_penalty"), "beam.no_length_penalty"),
+    ("beam_search", X.variant(beam, "continues_after_eos"), "beam.continues_after_eos"),
+    ("beam_search", X.variant(beam, "length_counts_bos"), "beam.length_counts_bos"),
+    ("beam_search", X.variant(beam, "returns_bos"), "beam.returns_bos"),
+    ("beam_search", X.variant(beam, "dropout_on"), "beam.dropout_on"),
+    ("beam_search", X.variant(beam, "mode_not_restored"), "beam.mode_not_restored"),
+    ("beam_search", X.variant(beam, "greedy_only"), None),
+    ("beam_search", X.variant(beam, "drops_unfinished"), None),
+]
+ARGUMENT_ONLY = [  # (api name, an answer that ignores only this argument, criterion)
+    ("beam_search", X.ignoring(beam, length_penalty=0.6), "beam_search.length_penalty"),
+    ("beam_search", X.ignoring(beam, bos_id=2), "beam_search.bos_id"),
+    ("beam_search", X.ignoring(beam, eos_id=3), "beam_search.eos_id"),
 ]
 
-
-@pytest.mark.parametrize("api_name, answer", [(name, answer) for name, answers in CORRECT.items()
-                                               for answer in answers],
-                         ids=lambda value: getattr(value, "__name__", value))
-def test_correct_answers_pass(api_name, answer, capsys):
-    check_of(api_name)(answer)
-    assert "all public checks passed" in capsys.readouterr().out
-
-
-@pytest.mark.parametrize("api_name, answer, diagnosis", WRONG, ids=[w.__name__ for _, w, _ in WRONG])
-def test_wrong_answers_fail_and_name_the_mistake(api_name, answer, diagnosis):
-    with pytest.raises(CheckFailed) as info:
-        check_of(api_name)(answer)
-    if diagnosis is not None:
-        assert f"HINT: {text_of(diagnosis)}" in str(info.value), str(info.value)
-
-
-def test_every_catalogue_mistake_of_beam_search_is_diagnosed_here_or_said_why_not():
-    named = {diagnosis for _, _, diagnosis in WRONG if diagnosis}
-    for name in NAMES:
-        for mistake in mistakes_for(name):
-            assert mistake.id in named or mistake.id in NOT_NAMED_PUBLICLY, mistake.id
+# the tests every part runs (tests/autograder/checks/part_suite.py), with this part's data
+globals().update(public_suite(checks, APIS, correct=CORRECT, wrong=WRONG,
+                              not_named=NOT_NAMED_PUBLICLY, argument_only=ARGUMENT_ONLY))
 
 
 def test_the_switches_off_are_the_reference():
@@ -154,15 +129,6 @@ def test_the_switches_off_are_the_reference():
             src = torch.tensor([[5, 6]])
             assert beam(make(), src, beam_size, max_len, length_penalty=alpha) == \
                 solutions.beam_search(make(), src, beam_size, max_len, length_penalty=alpha)
-
-
-def test_a_stub_says_it_is_not_implemented():
-    def stub(*args, **kwargs):
-        raise NotImplementedError()
-
-    for name in NAMES:
-        with pytest.raises(CheckFailed, match="not implemented yet"):
-            check_of(name)(stub)
 
 
 def test_the_translators_behave_as_their_docstrings_say():
@@ -187,26 +153,9 @@ def test_the_translators_behave_as_their_docstrings_say():
 def test_pruning_by_penalised_scores_changes_nothing():
     """Why beam.penalty_on_unfinished is not named publicly: under the contract's walk its answers are the
     reference's (the hidden check can only name it where a student's beam mixes lengths)."""
-    wrong = variant(beam, "penalty_on_unfinished")
+    wrong = X.variant(beam, "penalty_on_unfinished")
     for make in (checks.greedy_vs_beam_translator, checks.length_penalty_translator):
         for beam_size, max_len, alpha in ((1, 6, 0.6), (2, 8, 0.0), (2, 8, 1.0), (2, 8, 2.0), (3, 2, 0.6)):
             src = torch.tensor([[5, 6]])
             assert wrong(make(), src, beam_size, max_len, length_penalty=alpha) == \
                 solutions.beam_search(make(), src, beam_size, max_len, length_penalty=alpha)
-
-
-# ------------------------------------------------------------------------- arguments with teeth, publicly
-IGNORED_ARGUMENTS = [
-    ("beam_search", fixed(beam, length_penalty=0.6), "beam_search.length_penalty"),
-    ("beam_search", fixed(beam, bos_id=2), "beam_search.bos_id"),
-    ("beam_search", fixed(beam, eos_id=3), "beam_search.eos_id"),
-]
-
-
-@pytest.mark.parametrize("api_name, answer, criterion", IGNORED_ARGUMENTS, ids=[c for _, _, c in IGNORED_ARGUMENTS])
-def test_an_ignored_argument_is_named_as_the_argument_the_exercise_states(api_name, answer, criterion):
-    from coursekit.criteria import CRITERIA
-
-    with pytest.raises(CheckFailed) as info:
-        check_of(api_name)(answer)
-    assert f"(an argument the exercise states: {CRITERIA[criterion].text})" in str(info.value), str(info.value)

@@ -3,26 +3,14 @@ likely mistake for wrong answers built here from the reference with one change e
 from __future__ import annotations
 
 import math
-import sys
 from collections import Counter
-from pathlib import Path
-
-import pytest
 
 import solutions
-from coursekit.api import by_name
-from coursekit.checks import CheckFailed
+import variants_translation as X
 from coursekit.checks.translation import bleu as checks
-from coursekit.mistakes import mistakes_for, text_of
+from part_suite import public_suite
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from translation_public_answers import fixed, variant  # noqa: E402
-
-NAMES = ("corpus_bleu",)
-
-
-def check_of(api_name):
-    return getattr(checks, by_name(api_name).check_name)
+APIS = ("corpus_bleu",)
 
 
 def grams(tokens, n):
@@ -82,80 +70,30 @@ CORRECT = {
 
 # (api name, wrong answer, catalogue id named in the hint, or None where the failure names no catalogue mistake)
 WRONG = [
-    ("corpus_bleu", variant(bleu, "no_clipping"), "bleu.no_clipping"),
-    ("corpus_bleu", variant(bleu, "brevity_inverted"), "bleu.brevity_inverted"),
-    ("corpus_bleu", variant(bleu, "brevity_when_longer"), "bleu.brevity_inverted"),
-    ("corpus_bleu", variant(bleu, "no_brevity_penalty"), "bleu.no_brevity_penalty"),
-    ("corpus_bleu", variant(bleu, "arithmetic_mean"), "bleu.arithmetic_mean"),
-    ("corpus_bleu", variant(bleu, "sentence_average"), "bleu.sentence_average"),
-    ("corpus_bleu", variant(bleu, "fraction_not_percent"), "bleu.fraction_not_percent"),
-    ("corpus_bleu", variant(bleu, "max_n_ignored"), None),
-    ("corpus_bleu", variant(bleu, "no_value_error"), None),
+    ("corpus_bleu", X.variant(bleu, "no_clipping"), "bleu.no_clipping"),
+    ("corpus_bleu", X.variant(bleu, "brevity_inverted"), "bleu.brevity_inverted"),
+    ("corpus_bleu", X.variant(bleu, "brevity_when_longer"), "bleu.brevity_inverted"),
+    ("corpus_bleu", X.variant(bleu, "no_brevity_penalty"), "bleu.no_brevity_penalty"),
+    ("corpus_bleu", X.variant(bleu, "arithmetic_mean"), "bleu.arithmetic_mean"),
+    ("corpus_bleu", X.variant(bleu, "sentence_average"), "bleu.sentence_average"),
+    ("corpus_bleu", X.variant(bleu, "fraction_not_percent"), "bleu.fraction_not_percent"),
+    ("corpus_bleu", X.variant(bleu, "max_n_ignored"), None),
+    ("corpus_bleu", X.variant(bleu, "no_value_error"), None),
 ]
 
+EDGE_ONLY = [  # (api name, an answer right but for this stated edge case, criterion)
+    ("corpus_bleu", X.variant(bleu, "no_value_error"), "corpus_bleu.length_mismatch"),
+]
+ARGUMENT_ONLY = [  # (api name, an answer that ignores only this argument, criterion)
+    ("corpus_bleu", X.ignoring(bleu, max_n=4), "corpus_bleu.max_n"),
+]
 
-@pytest.mark.parametrize("api_name, answer", [(name, answer) for name, answers in CORRECT.items()
-                                               for answer in answers],
-                         ids=lambda value: getattr(value, "__name__", value))
-def test_correct_answers_pass(api_name, answer, capsys):
-    check_of(api_name)(answer)
-    assert "all public checks passed" in capsys.readouterr().out
-
-
-@pytest.mark.parametrize("api_name, answer, diagnosis", WRONG, ids=[w.__name__ for _, w, _ in WRONG])
-def test_wrong_answers_fail_and_name_the_mistake(api_name, answer, diagnosis):
-    with pytest.raises(CheckFailed) as info:
-        check_of(api_name)(answer)
-    if diagnosis is not None:
-        assert f"HINT: {text_of(diagnosis)}" in str(info.value), str(info.value)
-
-
-def test_every_catalogue_mistake_of_corpus_bleu_is_diagnosed_here():
-    named = {diagnosis for _, _, diagnosis in WRONG if diagnosis}
-    for name in NAMES:
-        for mistake in mistakes_for(name):
-            assert mistake.id in named, mistake.id
+# the tests every part runs (tests/autograder/checks/part_suite.py), with this part's data
+globals().update(public_suite(checks, APIS, correct=CORRECT, wrong=WRONG,
+                              edge_only=EDGE_ONLY, edge_says=("should raise ValueError",), argument_only=ARGUMENT_ONLY))
 
 
 def test_the_switches_off_are_the_reference():
     hyps = [["a", "b", "a", "c"], ["b", "b"], []]
     refs = [["a", "b", "c"], ["b", "a", "b", "c"], ["c"]]
     assert all(bleu(hyps, refs, n) == solutions.corpus_bleu(hyps, refs, n) for n in (1, 2, 3))
-
-
-def test_a_stub_says_it_is_not_implemented():
-    def stub(*args, **kwargs):
-        raise NotImplementedError()
-
-    for name in NAMES:
-        with pytest.raises(CheckFailed, match="not implemented yet"):
-            check_of(name)(stub)
-
-
-@pytest.mark.parametrize("api_name, answer, criterion", [
-    ("corpus_bleu", variant(bleu, "no_value_error"), "corpus_bleu.length_mismatch"),
-], ids=lambda value: value if isinstance(value, str) and "." in value else "")
-def test_a_missing_stated_edge_case_is_named(api_name, answer, criterion):
-    """An answer right but for one stated edge case fails the public check, which says which edge case it was."""
-    from coursekit.criteria import CRITERIA
-
-    with pytest.raises(CheckFailed) as info:
-        check_of(api_name)(answer)
-    message = str(info.value)
-    assert "should raise ValueError" in message, message
-    assert f"an edge case the exercise states: {CRITERIA[criterion].text}" in message, message
-
-
-# ------------------------------------------------------------------------- arguments with teeth, publicly
-IGNORED_ARGUMENTS = [
-    ("corpus_bleu", fixed(bleu, max_n=4), "corpus_bleu.max_n"),
-]
-
-
-@pytest.mark.parametrize("api_name, answer, criterion", IGNORED_ARGUMENTS, ids=[c for _, _, c in IGNORED_ARGUMENTS])
-def test_an_ignored_argument_is_named_as_the_argument_the_exercise_states(api_name, answer, criterion):
-    from coursekit.criteria import CRITERIA
-
-    with pytest.raises(CheckFailed) as info:
-        check_of(api_name)(answer)
-    assert f"(an argument the exercise states: {CRITERIA[criterion].text})" in str(info.value), str(info.value)

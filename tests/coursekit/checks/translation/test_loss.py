@@ -3,27 +3,16 @@ the likely mistake for wrong answers built here from the reference with one chan
 from __future__ import annotations
 
 import math
-import sys
-from pathlib import Path
 
-import pytest
 import torch
 import torch.nn.functional as F
 
 import solutions
-from coursekit.api import by_name
-from coursekit.checks import CheckFailed
+import variants_translation as X
 from coursekit.checks.translation import loss as checks
-from coursekit.mistakes import mistakes_for, text_of
+from part_suite import public_suite
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from translation_public_answers import fixed, variant  # noqa: E402
-
-NAMES = ("label_smoothed_cross_entropy", "noam_lr")
-
-
-def check_of(api_name):
-    return getattr(checks, by_name(api_name).check_name)
+APIS = ("label_smoothed_cross_entropy", "noam_lr")
 
 
 # ------------------------------------------------------------------------------------------------- the loss
@@ -106,44 +95,36 @@ CORRECT = {
 
 # (api name, wrong answer, catalogue id named in the hint, or None where the failure names no catalogue mistake)
 WRONG = [
-    ("label_smoothed_cross_entropy", variant(loss, "over_other_classes"), "smoothing.over_other_classes"),
-    ("label_smoothed_cross_entropy", variant(loss, "ignored_positions_counted"), "smoothing.ignored_positions_counted"),
-    ("label_smoothed_cross_entropy", variant(loss, "mean_over_all_positions"), "smoothing.mean_over_all_positions"),
-    ("label_smoothed_cross_entropy", variant(loss, "sum_not_mean"), "smoothing.sum_not_mean"),
-    ("label_smoothed_cross_entropy", variant(loss, "weights_swapped"), "smoothing.weights_swapped"),
-    ("label_smoothed_cross_entropy", variant(loss, "ignore_zero"), None),
-    ("label_smoothed_cross_entropy", variant(loss, "python_float"), "smoothing.python_float"),
-    ("label_smoothed_cross_entropy", variant(loss, "detached"), "smoothing.detached"),
-    ("label_smoothed_cross_entropy", variant(loss, "no_value_error"), None),
-    ("noam_lr", variant(noam, "step_zero"), "noam.step_zero"),
-    ("noam_lr", variant(noam, "min_max_swapped"), "noam.min_max_swapped"),
-    ("noam_lr", variant(noam, "no_d_model_scale"), "noam.no_d_model_scale"),
-    ("noam_lr", variant(noam, "factor_ignored"), "noam.factor_ignored"),
-    ("noam_lr", variant(noam, "no_value_error"), None),
+    ("label_smoothed_cross_entropy", X.variant(loss, "over_other_classes"), "smoothing.over_other_classes"),
+    ("label_smoothed_cross_entropy", X.variant(loss, "ignored_positions_counted"),
+     "smoothing.ignored_positions_counted"),
+    ("label_smoothed_cross_entropy", X.variant(loss, "mean_over_all_positions"), "smoothing.mean_over_all_positions"),
+    ("label_smoothed_cross_entropy", X.variant(loss, "sum_not_mean"), "smoothing.sum_not_mean"),
+    ("label_smoothed_cross_entropy", X.variant(loss, "weights_swapped"), "smoothing.weights_swapped"),
+    ("label_smoothed_cross_entropy", X.variant(loss, "ignore_zero"), None),
+    ("label_smoothed_cross_entropy", X.variant(loss, "python_float"), "smoothing.python_float"),
+    ("label_smoothed_cross_entropy", X.variant(loss, "detached"), "smoothing.detached"),
+    ("label_smoothed_cross_entropy", X.variant(loss, "no_value_error"), None),
+    ("noam_lr", X.variant(noam, "step_zero"), "noam.step_zero"),
+    ("noam_lr", X.variant(noam, "min_max_swapped"), "noam.min_max_swapped"),
+    ("noam_lr", X.variant(noam, "no_d_model_scale"), "noam.no_d_model_scale"),
+    ("noam_lr", X.variant(noam, "factor_ignored"), "noam.factor_ignored"),
+    ("noam_lr", X.variant(noam, "no_value_error"), None),
 ]
 
+EDGE_ONLY = [  # (api name, an answer right but for this stated edge case, criterion)
+    ("label_smoothed_cross_entropy", X.variant(loss, "no_value_error"), "label_smoothed_cross_entropy.bad_smoothing"),
+    ("noam_lr", X.variant(noam, "no_value_error"), "noam_lr.bad_warmup"),
+]
+ARGUMENT_ONLY = [  # (api name, an answer that ignores only this argument, criterion)
+    ("label_smoothed_cross_entropy", X.ignoring(loss, smoothing=0.1), "label_smoothed_cross_entropy.smoothing"),
+    ("label_smoothed_cross_entropy", X.ignoring(loss, ignore_index=0), "label_smoothed_cross_entropy.ignore_index"),
+    ("noam_lr", X.ignoring(noam, factor=1.0), "noam_lr.factor"),
+]
 
-@pytest.mark.parametrize("api_name, answer", [(name, answer) for name, answers in CORRECT.items()
-                                               for answer in answers],
-                         ids=lambda value: getattr(value, "__name__", value))
-def test_correct_answers_pass(api_name, answer, capsys):
-    check_of(api_name)(answer)
-    assert "all public checks passed" in capsys.readouterr().out
-
-
-@pytest.mark.parametrize("api_name, answer, diagnosis", WRONG, ids=[w.__name__ for _, w, _ in WRONG])
-def test_wrong_answers_fail_and_name_the_mistake(api_name, answer, diagnosis):
-    with pytest.raises(CheckFailed) as info:
-        check_of(api_name)(answer)
-    if diagnosis is not None:
-        assert f"HINT: {text_of(diagnosis)}" in str(info.value), str(info.value)
-
-
-def test_every_catalogue_mistake_of_the_loss_and_schedule_is_diagnosed_here():
-    named = {diagnosis for _, _, diagnosis in WRONG if diagnosis}
-    for name in NAMES:
-        for mistake in mistakes_for(name):
-            assert mistake.id in named, mistake.id
+# the tests every part runs (tests/autograder/checks/part_suite.py), with this part's data
+globals().update(public_suite(checks, APIS, correct=CORRECT, wrong=WRONG,
+                              edge_only=EDGE_ONLY, edge_says=("should raise ValueError",), argument_only=ARGUMENT_ONLY))
 
 
 def test_the_switches_off_are_the_reference():
@@ -152,44 +133,3 @@ def test_the_switches_off_are_the_reference():
     expected = solutions.label_smoothed_cross_entropy(logits, targets, 0.2, 5)
     assert torch.allclose(loss(logits, targets, 0.2, 5), expected)
     assert all(noam(s, 32, 7, 1.5) == solutions.noam_lr(s, 32, 7, 1.5) for s in range(40))
-
-
-def test_a_stub_says_it_is_not_implemented():
-    def stub(*args, **kwargs):
-        raise NotImplementedError()
-
-    for name in NAMES:
-        with pytest.raises(CheckFailed, match="not implemented yet"):
-            check_of(name)(stub)
-
-
-@pytest.mark.parametrize("api_name, answer, criterion", [
-    ("label_smoothed_cross_entropy", variant(loss, "no_value_error"), "label_smoothed_cross_entropy.bad_smoothing"),
-    ("noam_lr", variant(noam, "no_value_error"), "noam_lr.bad_warmup"),
-], ids=lambda value: value if isinstance(value, str) and "." in value else "")
-def test_a_missing_stated_edge_case_is_named(api_name, answer, criterion):
-    """An answer right but for one stated edge case fails the public check, which says which edge case it was."""
-    from coursekit.criteria import CRITERIA
-
-    with pytest.raises(CheckFailed) as info:
-        check_of(api_name)(answer)
-    message = str(info.value)
-    assert "should raise ValueError" in message, message
-    assert f"an edge case the exercise states: {CRITERIA[criterion].text}" in message, message
-
-
-# ------------------------------------------------------------------------- arguments with teeth, publicly
-IGNORED_ARGUMENTS = [
-    ("label_smoothed_cross_entropy", fixed(loss, smoothing=0.1), "label_smoothed_cross_entropy.smoothing"),
-    ("label_smoothed_cross_entropy", fixed(loss, ignore_index=0), "label_smoothed_cross_entropy.ignore_index"),
-    ("noam_lr", fixed(noam, factor=1.0), "noam_lr.factor"),
-]
-
-
-@pytest.mark.parametrize("api_name, answer, criterion", IGNORED_ARGUMENTS, ids=[c for _, _, c in IGNORED_ARGUMENTS])
-def test_an_ignored_argument_is_named_as_the_argument_the_exercise_states(api_name, answer, criterion):
-    from coursekit.criteria import CRITERIA
-
-    with pytest.raises(CheckFailed) as info:
-        check_of(api_name)(answer)
-    assert f"(an argument the exercise states: {CRITERIA[criterion].text})" in str(info.value), str(info.value)

@@ -1,4 +1,4 @@
-"""A graded notebook made inert before the formgrader shows it (autograder.grade.sanitize_outputs). The browser test
+"""A graded notebook made inert before the formgrader shows it (autograder.grade.inert_notebook). The browser test
 through nbgrader's formgrader, with a canary, is tests/browser/test_formgrader_inert.py."""
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import nbformat
 import pytest
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook, new_output, new_raw_cell
 
-from autograder.grade import sanitize_outputs as S
+from autograder.grade import inert_notebook as N
 from autograder.sandbox import inert as I
 
 PNG = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg=="
@@ -47,7 +47,7 @@ def test_script_outputs_go_html_is_cleaned_and_images_stay():
         _output({"image/png": PNG, "text/plain": "<Figure>"}),
         new_output("stream", name="stdout", text="<script>printed text stays text</script>\n"),
     ])])
-    flags = S.make_inert(nb)
+    flags = N.make_inert(nb)
     outputs = nb.cells[0].outputs
     assert set(outputs[0].data) == {"text/plain"}
     assert "<script" not in outputs[1].data["text/html"] and "<td>her table</td>" in outputs[1].data["text/html"]
@@ -63,7 +63,7 @@ def test_image_metadata_keeps_only_numeric_sizes():
                "image/jpeg": {"width": 10, "height": True},
                "isolated": True}
     nb = new_notebook(cells=[new_code_cell("", outputs=[_output({"image/png": PNG, "image/jpeg": PNG}, hostile)])])
-    S.make_inert(nb)
+    N.make_inert(nb)
     assert nb.cells[0].outputs[0].metadata == {"image/png": {"height": 80}, "image/jpeg": {"width": 10}}
     assert I.image_metadata({"image/png": {"width": -3, "height": 1e9}}) == {}
 
@@ -73,7 +73,7 @@ def test_svg_and_widget_outputs_are_removed_and_only_active_ones_flagged():
         _output({"image/svg+xml": "<svg><rect width='1'/></svg>"}),
         _output({"application/vnd.jupyter.widget-view+json": {"model_id": "x"}, "text/plain": "progress"}),
     ]), new_code_cell("", outputs=[_output({"image/svg+xml": "<svg onload='window.__pwned=1'></svg>"})])])
-    flags = S.make_inert(nb)
+    flags = N.make_inert(nb)
     first, second = nb.cells[0].outputs
     assert set(first.data) == {"text/plain"} and "removed by the grader" in first.data["text/plain"]
     assert second.data == {"text/plain": "progress"}
@@ -82,7 +82,7 @@ def test_svg_and_widget_outputs_are_removed_and_only_active_ones_flagged():
 
 def test_benign_markdown_stays_exactly_as_written():
     nb = new_notebook(cells=[new_markdown_cell(BENIGN_MARKDOWN)])
-    assert S.make_inert(nb) == []
+    assert N.make_inert(nb) == []
     assert nb.cells[0].source == BENIGN_MARKDOWN
 
 
@@ -92,7 +92,7 @@ def test_active_markdown_becomes_its_own_text_and_is_flagged(name):
     assert I.active_parts(I.render_markdown(source)), "the renderer the formgrader uses makes it active"
     nb = new_notebook(cells=[new_markdown_cell(source, metadata={"nbgrader": {"grade_id": "answer_1",
                                                                                "solution": True}})])
-    flags = S.make_inert(nb)
+    flags = N.make_inert(nb)
     assert len(flags) == 1 and flags[0].cell == "answer_1"
     rendered = I.render_markdown(nb.cells[0].source)
     assert I.active_parts(rendered) == []
@@ -106,7 +106,7 @@ def test_formatting_and_math_survive_where_only_html_and_links_were_active():
               "[a link](javascript:window.__pwned=3) and [ok](https://pytorch.org) and [e](&#106;avascript:x)\n\n"
               "[ref]: javascript:window.__pwned=4\n\n| kept | table |\n|---|---|\n| 1 | 2 |\n")
     nb = new_notebook(cells=[new_markdown_cell(source)])
-    assert len(S.make_inert(nb)) == 1
+    assert len(N.make_inert(nb)) == 1
     rendered = I.render_markdown(nb.cells[0].source)
     assert I.active_parts(rendered) == [] and not rendered.startswith("<pre>")
     assert "<strong>the logits</strong>" in rendered and "$\\sqrt{d_k}$" in rendered and "<th>kept</th>" in rendered
@@ -117,7 +117,7 @@ def test_formatting_and_math_survive_where_only_html_and_links_were_active():
 def test_the_instructors_locked_text_is_trusted_but_a_copy_elsewhere_changes_nothing():
     instructor = "Read this: <span style=\"position: fixed\">pinned by the instructor</span>"
     nb = new_notebook(cells=[new_markdown_cell(instructor), new_markdown_cell(instructor + " (copied)")])
-    flags = S.make_inert(nb, trusted_sources=[instructor])
+    flags = N.make_inert(nb, trusted_sources=[instructor])
     assert nb.cells[0].source == instructor
     assert "fixed" not in nb.cells[1].source and [f.cell for f in flags] == ["cell 1"]
 
@@ -125,7 +125,7 @@ def test_the_instructors_locked_text_is_trusted_but_a_copy_elsewhere_changes_not
 def test_raw_cells_lose_their_html_format_and_active_ones_are_escaped():
     nb = new_notebook(cells=[new_raw_cell("<script>window.__pwned=1</script>", metadata={"format": "text/html"}),
                              new_raw_cell("plain raw text", metadata={"raw_mimetype": "text/html"})])
-    flags = S.make_inert(nb)
+    flags = N.make_inert(nb)
     assert nb.cells[0].source == "<pre>&lt;script&gt;window.__pwned=1&lt;/script&gt;</pre>"
     assert nb.cells[1].source == "plain raw text"
     assert all("format" not in c.metadata and "raw_mimetype" not in c.metadata for c in nb.cells)
@@ -139,7 +139,7 @@ def test_markdown_and_latex_outputs_fall_back_to_text_when_active():
         _output({"text/latex": "$\\href{javascript:window.__pwned=1}{x}$"}),
         _output({"text/latex": "$\\frac{1}{2}$"}),
     ])])
-    flags = S.make_inert(nb)
+    flags = N.make_inert(nb)
     data = [o.data for o in nb.cells[0].outputs]
     assert data[0] == {"text/markdown": "**fine**"} and data[3] == {"text/latex": "$\\frac{1}{2}$"}
     assert data[1] == {"text/plain": "[x](javascript:window.__pwned=1)"}
@@ -152,7 +152,7 @@ def test_odd_grade_ids_and_widget_state_are_dropped():
     nb = new_notebook(cells=[new_code_cell("", metadata={"nbgrader": {"grade_id": bad, "grade": True}}),
                              new_code_cell("", metadata={"nbgrader": {"grade_id": "fine_id-2", "grade": True}})],
                       metadata={"widgets": {"application/vnd.jupyter.widget-state+json": {"</script>": 1}}})
-    flags = S.make_inert(nb)
+    flags = N.make_inert(nb)
     assert "nbgrader" not in nb.cells[0].metadata and nb.cells[1].metadata.nbgrader.grade_id == "fine_id-2"
     assert "widgets" not in nb.metadata and [f.cell for f in flags] == ["cell 0"]
 
@@ -161,10 +161,10 @@ def test_inert_is_a_fixed_point_and_the_notebook_stays_valid():
     nb = new_notebook(cells=[new_markdown_cell(s) for s in HOSTILE_MARKDOWN.values()] + [new_code_cell("", outputs=[
         _output({"text/html": "<b onclick='x()'>b</b>", "application/javascript": "x()"},
                 {"image/png": {"width": "1 onload=x()"}})])])
-    S.make_inert(nb)
+    N.make_inert(nb)
     nbformat.validate(nb)
     again = copy.deepcopy(nb)
-    assert S.make_inert(again) == [] and again == nb
+    assert N.make_inert(again) == [] and again == nb
 
 
 def test_a_dataframe_keeps_its_table_and_loses_its_style_block_without_a_flag():
@@ -173,7 +173,7 @@ def test_a_dataframe_keeps_its_table_and_loses_its_style_block_without_a_flag():
     nb = new_notebook(cells=[new_code_cell("", outputs=[_output({"text/html": frame._repr_html_(),
                                                                   "text/plain": repr(frame)})])])
     assert "<style" in frame._repr_html_()
-    assert S.make_inert(nb) == []
+    assert N.make_inert(nb) == []
     cleaned = nb.cells[0].outputs[0].data["text/html"]
     assert "<table" in cleaned and "<td>good</td>" in cleaned and "<style" not in cleaned and "scoped" not in cleaned
 
@@ -188,5 +188,24 @@ def test_the_courses_own_notebooks_are_inert_as_written():
     for path in paths:
         nb = nbformat.read(path, as_version=4)
         before = copy.deepcopy(nb)
-        assert S.make_inert(nb) == [], path.name
+        assert N.make_inert(nb) == [], path.name
         assert [c.source for c in nb.cells] == [c.source for c in before.cells], path.name
+
+
+def test_the_formgrader_s_exporter_names_the_preprocessor_that_makes_notebooks_inert(monkeypatch):
+    """deploy/jupyter/instructor/jupyter_server_config.py names `MakeInert` by its dotted path: that path imports."""
+    import importlib
+
+    from traitlets.config.loader import PyFileConfigLoader
+
+    from autograder.course.coursedir import REPO_ROOT
+
+    monkeypatch.setenv("JUPYTER_PATH", "")  # restored afterwards: the config prepends its template folder
+    folder = REPO_ROOT / "deploy" / "jupyter" / "instructor"
+    cfg = PyFileConfigLoader("jupyter_server_config.py", path=str(folder)).load_config()
+    (dotted,) = cfg.HTMLExporter.preprocessors
+    module, name = dotted.rsplit(".", 1)
+    preprocessor = getattr(importlib.import_module(module), name)
+    nb = new_notebook(cells=[new_code_cell("", outputs=[_output({"application/javascript": "1", "text/plain": "j"})])])
+    nb, _ = preprocessor()(nb, {})
+    assert set(nb.cells[0].outputs[0].data) == {"text/plain"}

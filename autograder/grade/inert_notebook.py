@@ -33,7 +33,7 @@ import re
 
 from autograder.course import cells
 from autograder.grade.tamper_scan import Flag
-from autograder.sandbox.inert import active_parts, as_text_block, clean_output, inert_markdown, render_markdown
+from autograder.sandbox.inert import active_parts, as_text_block, inert_output, inert_markdown, render_markdown
 
 FLAG_CODE = "active-content"
 SAFE_GRADE_ID = re.compile(r"^[A-Za-z0-9_.\-]{1,200}$")
@@ -56,7 +56,7 @@ def make_inert(nb, trusted_sources=()) -> list[Flag]:
         where = cells.grade_id(cell) or f"cell {index}"
         if cell.cell_type == "code":
             for output in cell.get("outputs", []):
-                found += clean_output(output)
+                found += inert_output(output)
         elif cell.cell_type in ("markdown", "raw") and cell.source.strip() not in trusted:
             rendered = render_markdown(cell.source, cell.get("attachments")) if cell.cell_type == "markdown" \
                 else cell.source
@@ -95,7 +95,7 @@ def _preprocessor_class():
     return MakeInert
 
 
-def __getattr__(name):  # `autograder.grade.sanitize_outputs.MakeInert` without importing nbconvert at import time
+def __getattr__(name):  # `autograder.grade.inert_notebook.MakeInert` without importing nbconvert at import time
     if name == "MakeInert":
         return _preprocessor_class()
     raise AttributeError(name)
