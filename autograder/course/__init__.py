@@ -7,6 +7,6 @@
 - `heldout.py`     the slice of Shakespeare that 08's trained-GPT check scores on, and the jail's copy without it.
 - `heldout_translation.py` the Multi30k caption pairs 10's trained-translator check scores on, and the jail's
                    copies of the test files without them.
-- `probe_secret.py` the course's probe secret (kept in the course root) and each submission's probe salt.
+- `draw_secret.py`  the course's draw secret (kept in the course root) and each submission's draw salt.
 - `provided.py`    the gated `provided.py` of notebooks 04-10 (earlier notebooks' reference, generated).
 """

@@ -34,7 +34,7 @@ class GradingJob:
     gpu: str | None = "auto"  # "auto": the worker's share of the GPUs; None: CPU only; else a GPU index
     alembic_version: str | None = None  # the course gradebook's schema version (no `alembic` run on workers)
     coordinator_flags: tuple = ()  # review flags the coordinator found (dicts, as Flag.to_dict())
-    probe_salt: str = ""  # this notebook's probe inputs (autograder/course/probe_secret.py); "" only in tests: fixed inputs
+    draw_salt: str = ""  # this notebook's draws (autograder/course/draw_secret.py); "" only in tests: fixed inputs
 
     @property
     def key(self) -> str:

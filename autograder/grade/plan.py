@@ -36,7 +36,7 @@ import sqlalchemy as sa
 from nbgrader.api import MissingEntry
 
 from autograder.course.coursedir import NOTEBOOK_IGNORE, course_id
-from autograder.course.probe_secret import course_secret, submission_salt
+from autograder.course.draw_secret import course_secret, submission_salt
 from autograder.course.provided import PROVIDED_FILENAME, build_provided_source, provided_topics
 from autograder.errors import GradingError
 from autograder.gradebook.store import RunsTable, notebook_cells, open_gradebook
@@ -165,7 +165,7 @@ def build_jobs(course_dir: Path, db_url: str, assignment: str, students=None, fo
                                  content_hash=content_hash(notebooks[notebook], nb_cells, files, limits, config),
                                  files=files, limits=limits, config=config, alembic_version=alembic_version,
                                  coordinator_flags=tuple(flags),
-                                 probe_salt=submission_salt(secret, cid, assignment, student, notebook,
+                                 draw_salt=submission_salt(secret, cid, assignment, student, notebook,
                                                             notebooks[notebook]))
                 if force or needs_grading(runs.get(assignment, notebook, student), job.content_hash):
                     plan.jobs.append(job)

@@ -289,7 +289,7 @@ def grade_job(job: GradingJob) -> GradingResult:
             if moved:
                 flags.append(tamper_scan.Flag("reordered-grade-cells", "review", moved[0],
                                               "grade cells were moved; they ran in the released notebook's order"))
-            with salted(job.probe_salt):  # this submission's probe inputs (checks/kit/draws.py)
+            with salted(job.draw_salt):  # this submission's draws (checks/kit/draws.py)
                 nb, notes, mistakes = run_notebook(nb, resources, limits, assigned_gpu(job.gpu), config=config)
             scrub_notebook(nb, {run_dir: "<submission>", db_dir: "<grader-tmp>"})
             nb, resources = run_steps(SCORE, nb, resources, config)

@@ -18,7 +18,7 @@ from autograder.checks.kit.parts import given_working_parts
 from autograder.checks.kit.remote import hidden_check
 from autograder.checks.kit.toolkit import call, construct, fail, randn, shape_of, start_check
 
-# The probes' sizes are this submission's (`probe_inputs.pick`, the first option with no salt: B=2, T=6, H=3,
+# The probes' sizes are this submission's (`draws.pick`, the first option with no salt: B=2, T=6, H=3,
 # d_head=4, d_model=12, d_ff=20, vocab 17, 2 layers, max_len=32). The space keeps what the cases need: an even
 # d_model (the positional encoding), H >= 2, and the constructor's sizes all distinct (a student who swaps two of
 # them fails), num_layers not the number of heads, max_len well below the default 512 and above T.

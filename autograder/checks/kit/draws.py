@@ -1,4 +1,4 @@
-"""Per-submission probe inputs: every hidden check draws what it probes with from this submission's salt.
+"""Per-submission draws: every hidden check draws what it probes with from this submission's salt.
 
 A check never uses a fixed seed, size or constant directly. It asks here:
 
@@ -9,7 +9,7 @@ A check never uses a fixed seed, size or constant directly. It asks here:
     draw_sizes("mha.sizes", {"H": [3, 2], "T": [5, 6]})  # one value of each space, drawn until they all differ
 
 The salt is set by the judge for the whole notebook (`salted(...)`); the coordinator derives it from the course's
-secret (`autograder/course/probe_secret.py`, never in the repository, the release or the jail) and the submission's
+secret (`autograder/course/draw_secret.py`, never in the repository, the release or the jail) and the submission's
 identity: course, assignment, student, notebook and the hash of the submitted notebook's bytes. So
 
 - regrading the same notebook probes it with the same inputs (reproducible scores);
@@ -33,7 +33,7 @@ import torch
 
 T = TypeVar("T")
 
-_SALT: contextvars.ContextVar[int] = contextvars.ContextVar("probe_salt", default=0)
+_SALT: contextvars.ContextVar[int] = contextvars.ContextVar("draw_salt", default=0)
 
 
 @contextlib.contextmanager

@@ -16,7 +16,7 @@ def reference(topic: str):
 
 def padded_ids(lengths, T: int, *, pad_id: int = 0, vocab: int = 20, seed: int = 0, device="cpu") -> torch.Tensor:
     """(B, T) random ids, never pad_id, post-padded with pad_id to the given lengths (each >= 1), drawn with this
-    submission's seed for `seed` (probe_inputs.generator).
+    submission's seed for `seed` (draws.generator).
 
     With pad_id != 0, every row has the ordinary token 0 at position 1, so code that hard-codes 0 as padding shows
     (position 1, not 0, so that no causal row becomes fully blocked).

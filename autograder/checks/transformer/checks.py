@@ -22,7 +22,7 @@ B = 2
 
 
 def sizes() -> SimpleNamespace:
-    """This submission's sizes (`probe_inputs.pick`; with no salt: T=5, S=7, H=3, d_head=4, d_model=12, d_ff=20,
+    """This submission's sizes (`draws.pick`; with no salt: T=5, S=7, H=3, d_head=4, d_model=12, d_ff=20,
     vocabularies 19 (source) and 13 (target), 2 layers, 4 in the Transformer, max_len=32).
 
     The space keeps what the cases need: T (target) != S (source), an even d_model, H >= 2, the constructor's sizes

@@ -25,7 +25,7 @@ def _other_ids() -> tuple[int, int, int]:
 
 def cases() -> tuple:
     """This submission's core cases, (norm_first, pad_id, bos_id, eos_id, max_len, want), all with the default
-    bos_id=2 and eos_id=3 (`probe_inputs.pick`; with no salt: (False, 0, 2, 3, 8, mixed), (True, 0, 2, 3, 12,
+    bos_id=2 and eos_id=3 (`draws.pick`; with no salt: (False, 0, 2, 3, 8, mixed), (True, 0, 2, 3, 12,
     all_early), (False, 5, 2, 3, 9, mixed)). The model's weights of each case come from a deterministic search over
     this submission's seeds (`find_case`)."""
     pad_id = _other_ids()[0]

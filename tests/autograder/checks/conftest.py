@@ -1,7 +1,7 @@
 """Shared set-up of the hidden-check tests.
 
 - `variants` (correct and wrong student answers) is importable under any pytest import mode.
-- every hidden check runs with per-submission probe inputs (autograder/checks/kit/draws.py): the salt
+- every hidden check runs with per-submission draws (autograder/checks/kit/draws.py): the salt
   TEST_SALT, or AUTOGRADER_TEST_SALT=<int> to try another submission's inputs (0: the fixed inputs the checks were
   written with). A test marked `fixed_inputs` runs without a salt.
 - torch runs single-threaded in these tests (restored afterwards): they run many tiny models, and on a shared

@@ -1,5 +1,5 @@
 """Door 2 of #31 at the level of the checks: a table recorded from one run answers another run's probes only when
-both runs have the same probe inputs (the same salt), i.e. only for the very same submission.
+both runs have the same draws (the same salt), i.e. only for the very same submission.
 
 The recorder and the replayer are the code a student would run (tests/fixtures/replay.py); here they run in this
 process on the reference of notebook 03, and the hidden checks judge them with per-submission inputs.

@@ -44,6 +44,19 @@ def fails_with(check, obj, *fragments):
     return message
 
 
+def fails_publicly(check, obj, *fragments):
+    """`check(obj)`, a public check (`coursekit.checks`), raises CheckFailed whose message contains every fragment;
+    returns the message."""
+    from coursekit.checks import CheckFailed
+
+    with pytest.raises(CheckFailed) as info:
+        check(obj)
+    message = str(info.value)
+    for fragment in fragments:
+        assert fragment in message, message
+    return message
+
+
 def mistake(cls, name: str):
     """A subclass of the configurable student class `cls` with one mistake switched on."""
     return type(cls.__name__, (cls,), {"MISTAKE": name})

@@ -370,8 +370,8 @@ def _reference_lines(release_text: str) -> set[str]:
     lines = set()
     for module in ("attention", "_common", "attention_checks"):
         path = {"attention": REPO / "solutions" / "attention.py",
-                "_common": REPO / "autograder" / "checks" / "toolkit.py",
-                "attention_checks": REPO / "autograder" / "checks" / "attention.py"}[module]
+                "_common": REPO / "autograder" / "checks" / "kit" / "toolkit.py",
+                "attention_checks": REPO / "autograder" / "checks" / "attention" / "checks.py"}[module]
         for line in path.read_text().splitlines():
             line = line.strip()
             if len(line) >= 30 and not line.startswith(("#", '"""')) and line not in release_text:

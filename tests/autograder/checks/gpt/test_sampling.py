@@ -87,17 +87,22 @@ def test_broken_answers_fail_readably():
                     "not drawn from the right distribution")
 
 
+def _scaled(logits, temperature, top_k):
+    """The logits a draw at `temperature` (not 0) samples from, those outside the top_k masked with -inf."""
+    scaled = logits / temperature
+    if top_k is not None:
+        kth = scaled.topk(min(top_k, scaled.size(-1)), -1).values[:, -1:]
+        scaled = scaled.masked_fill(scaled < kth, float("-inf"))
+    return scaled
+
+
 def test_sampling_from_the_right_distribution_without_the_generator_fails_on_the_draw_only():
     """torch.distributions.Categorical draws from the right distribution (the frequency test passes) but ignores
     the generator: the failure is about the contract's draw, not a wrong distribution."""
     def categorical(logits, temperature=1.0, top_k=None, generator=None):
         if temperature == 0:
             return logits.argmax(-1)
-        scaled = logits / temperature
-        if top_k is not None:
-            kth = scaled.topk(min(top_k, scaled.size(-1)), -1).values[:, -1:]
-            scaled = scaled.masked_fill(scaled < kth, float("-inf"))
-        return torch.distributions.Categorical(logits=scaled).sample()
+        return torch.distributions.Categorical(logits=_scaled(logits, temperature, top_k)).sample()
 
     message = V.fails_with(checks.check_sample_next_token, categorical, "torch.multinomial", "sample.generator_ignored")
     assert "right distribution" not in message
@@ -107,11 +112,8 @@ def test_one_multinomial_call_per_row_draws_the_same_tokens_and_passes():
     def per_row(logits, temperature=1.0, top_k=None, generator=None):
         if temperature == 0:
             return logits.argmax(-1)
-        scaled = logits / temperature
-        if top_k is not None:
-            kth = scaled.topk(min(top_k, scaled.size(-1)), -1).values[:, -1:]
-            scaled = scaled.masked_fill(scaled < kth, float("-inf"))
-        return torch.cat([torch.multinomial(row.softmax(-1), 1, generator=generator) for row in scaled])
+        return torch.cat([torch.multinomial(row.softmax(-1), 1, generator=generator)
+                          for row in _scaled(logits, temperature, top_k)])
 
     checks.check_sample_next_token(per_row)
 

@@ -1,4 +1,4 @@
-"""Per-submission probe inputs (autograder/checks/kit/draws.py) and the course secret behind them."""
+"""Per-submission draws (autograder/checks/kit/draws.py) and the course secret behind them."""
 from __future__ import annotations
 
 import os
@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from autograder.checks.kit import draws as P
-from autograder.course.probe_secret import course_secret, submission_salt
+from autograder.course.draw_secret import course_secret, submission_salt
 
 
 def test_without_a_salt_every_draw_is_the_value_the_check_wrote():

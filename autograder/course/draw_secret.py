@@ -1,4 +1,4 @@
-"""The course's probe secret, and the salt of one submission's probe inputs (door 2 of #31).
+"""The course's draw secret, and the salt of one submission's draws (door 2 of #31).
 
 Every hidden check draws its inputs from a salt (autograder/checks/kit/draws.py). The salt of a submission is
 HMAC-SHA256(secret, course / assignment / student / notebook / sha256 of the submitted notebook's bytes): the same
@@ -7,9 +7,10 @@ student's own resubmission with a table recorded from the last feedback -- gets 
 
 The secret is 32 random bytes kept in the course root, `.autograder/probe_secret` (folder 0700, file 0600, made
 on first use by the account that grades). It is not in the repository, not in any release, and the jail never
-binds the course root. Losing it only changes future probe inputs; replacing it (delete the file) makes the next
+binds the course root. Losing it only changes future draws; replacing it (delete the file) makes the next
 regrading draw new inputs for everyone. Set AUTOGRADER_PROBE_SECRET_FILE to keep it elsewhere (e.g. a Kubernetes
-secret mounted read-only).
+secret mounted read-only). The file and the variable keep their first names (`probe_secret`), so that a course's
+draws and a deployment's settings stay as they were.
 """
 from __future__ import annotations
 
@@ -51,7 +52,7 @@ def course_secret(course_dir) -> bytes:
 
 def submission_salt(secret: bytes, course: str, assignment: str, student: str, notebook: str,
                     nb_bytes: bytes | None) -> str:
-    """128-bit hex salt of one submitted notebook's probe inputs."""
+    """128-bit hex salt of one submitted notebook's draws."""
     digest = hashlib.sha256(nb_bytes if nb_bytes is not None else b"<missing>").hexdigest()
     identity = "\n".join((course, assignment, student, notebook, digest)).encode()
     return hmac.new(secret, identity, hashlib.sha256).hexdigest()[:32]
