@@ -13,7 +13,7 @@ from torch import nn
 
 from autograder.checks.kit.remote import ProbeBroken, RemoteObject, StudentError
 from autograder.checks.kit.tolerance import tolerance
-from autograder.checks.kit.toolkit import _short, call, expect_raises, fail, shape_of
+from autograder.checks.kit.toolkit import error_text, call, expect_raises, fail, shape_of
 
 
 # {mistake id: thunk} or [(mistake id, thunk), ...]: each thunk computes one known mistake's output.
@@ -54,7 +54,7 @@ def describe(module: RemoteObject, name: str, **what) -> dict:
     try:
         return module.describe(**what)
     except StudentError as error:
-        fail(f"{name} could not be inspected: {_short(error)}")
+        fail(f"{name} could not be inspected: {error_text(error)}")
     except ProbeBroken as error:
         fail(f"{name} could not be checked: {error}.")
 
@@ -82,7 +82,7 @@ def copy_parameters(student: RemoteObject, reference: nn.Module, name: str) -> N
     try:
         _missing, unexpected = student.load_state(state)
     except StudentError as error:
-        fail(f"{name}: could not load the grader's weights into your module.", details=[_short(error)])
+        fail(f"{name}: could not load the grader's weights into your module.", details=[error_text(error)])
     except ProbeBroken as error:
         fail(f"{name} could not be checked: {error}.")
     if unexpected:

@@ -114,7 +114,8 @@ def _error_hint(error: BaseException) -> str | None:
     return None
 
 
-def _short(error: BaseException) -> str:
+def error_text(error: BaseException) -> str:
+    """`TypeName: message` of an error from the student's code (as the kernel reported it) or from the grader's side."""
     if isinstance(error, StudentError):
         name, text = error.type_name, error.message
     else:
@@ -140,7 +141,7 @@ def call(label: str, fn: Callable, *args, tested: str | None = None, **kwargs):
         if error.is_a("NotImplementedError"):
             fail(f"{label} is not implemented yet: replace `raise NotImplementedError()` with your code.",
                  tested=tested)
-        fail(f"{label} raised an error.", tested=tested, details=[_short(error), *error.where()[-2:]],
+        fail(f"{label} raised an error.", tested=tested, details=[error_text(error), *error.where()[-2:]],
              hint=_error_hint(error))
     except ProbeBroken as error:
         fail(f"{label} could not be checked: {error}.", tested=tested)
@@ -204,7 +205,7 @@ def kind_of(obj, name: str) -> dict:
     except StudentError as error:
         if error.not_handed_in:
             not_handed_in(name, error)
-        fail(f"{name} could not be inspected: {_short(error)}")
+        fail(f"{name} could not be inspected: {error_text(error)}")
     except ProbeBroken as error:
         fail(f"{name} could not be checked: {error}.")
 
@@ -247,7 +248,7 @@ def _expect_raises(error_type, label: str, fn: Callable, *args, why: str, **kwar
             not_handed_in(label, error)
         if error.is_a("NotImplementedError"):
             fail(f"{label} is not implemented yet: replace `raise NotImplementedError()` with your code.")
-        fail(f"{label} should raise {error_type.__name__} {why}.", details=[f"got {_short(error)}"])
+        fail(f"{label} should raise {error_type.__name__} {why}.", details=[f"got {error_text(error)}"])
     except ProbeBroken as error:
         fail(f"{label} could not be checked: {error}.")
     fail(f"{label} should raise {error_type.__name__} {why}, but it raised nothing.")

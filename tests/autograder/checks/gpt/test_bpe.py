@@ -26,10 +26,7 @@ EDGE_ONLY = [  # (api name, a correct answer that fails only this stated edge ca
     ("train_bpe", _bpe_without_empty_guard, "train_bpe.empty_text"),
 ]
 ARGUMENT_ONLY = []  # no argument of these exercises has teeth
-
-# The catalogue's mistakes that lie in an argument's non-default values (or a stated edge case): the core passes,
-# so they keep a fraction of the points (the criteria they cross, and what they keep). The others get 0.
-PARTIAL_MISTAKES = {}
+PARTIAL_MISTAKES = {}  # no mistake of the catalogue keeps a share of the points
 
 
 # the tests every part runs (tests/autograder/checks/part_suite.py), with this part's data

@@ -34,10 +34,7 @@ EDGE_ONLY = [  # (api name, a correct answer that fails only this stated edge ca
 ARGUMENT_ONLY = [  # (api name, a correct answer that ignores only this argument, criterion)
     ("GPT", _GPTWithoutDropout, "GPT.dropout"),
 ]
-
-# The catalogue's mistakes that lie in an argument's non-default values (or a stated edge case): the core passes,
-# so they keep a fraction of the points (the criteria they cross, and what they keep). The others get 0.
-PARTIAL_MISTAKES = {}
+PARTIAL_MISTAKES = {}  # no mistake of the catalogue keeps a share of the points
 
 
 # the tests every part runs (tests/autograder/checks/part_suite.py), with this part's data
