@@ -276,3 +276,21 @@ def long_functions(folder: Path) -> dict[str, int]:
 @pytest.mark.parametrize("package", ["autograder", "coursekit", "solutions"])
 def test_no_function_is_over_60_lines(package):
     assert long_functions(REPO / package) == {}
+
+
+def private_imports(folder: Path) -> list[str]:
+    """`from module import _name`: a module reaching into another's private name (aliases `as _x` are fine)."""
+    import ast
+
+    found = []
+    for path in sorted(folder.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and node.module != "__future__":
+                found += [f"{path.relative_to(REPO)}:{node.lineno} {node.module}.{alias.name}" for alias in node.names
+                          if alias.name.startswith("_")]
+    return found
+
+
+@pytest.mark.parametrize("package", ["autograder", "coursekit", "solutions"])
+def test_no_module_imports_another_modules_private_name(package):
+    assert private_imports(REPO / package) == []
