@@ -30,9 +30,6 @@ DROPOUT_FRACTION_SLACK = 0.25
 # classifier: train_one_epoch's mean loss of an epoch, float32 batch losses added up in another order than the
 # reference's (both layers): |got - expected| <= atol + rtol * |expected|.
 EPOCH_LOSS = {"atol": 1e-4, "rtol": 1e-4}
-# classifier: the weights after two epochs of SGD with momentum, compared at the course's float32 tolerance times
-# this (every step adds its rounding to the next).
-TRAINED_WEIGHTS_LOOSER = 10.0
 # classifier: an accuracy is a ratio of small counts, so two different ones differ by far more than this.
 ACCURACY_ATOL = 1e-6
 # classifier: the same reviews with padding appended give the same logits up to this (the padded keys change the
@@ -58,8 +55,8 @@ DISTINCT_LOSS_RTOL = 1e-3
 # gpt: lr_at's schedule is computed in Python floats (float64): the same formula written in another order differs by
 # a few ulps only.
 LR_SCHEDULE = {"atol": 1e-12, "rtol": 1e-9}
-# gpt: the weights after a run of several optimizer steps (train_step) are compared at this many times the float32
-# tolerance: the rounding of each step compounds over the run.
+# gpt and classifier: the weights after a run of several optimizer steps (08's train_step, 07's epochs of SGD with
+# momentum) are compared at this many times the float32 tolerance: the rounding of each step compounds over the run.
 TRAINING_RUN_LOOSER = 10.0
 # gpt: after clipping, the gradients' total norm sits at the threshold up to this (clip_grad_norm_ scales by
 # max_norm / (norm + 1e-6), and the norm is summed in float32).

@@ -25,7 +25,7 @@ from autograder.checks.kit.remote import ProbeBroken, RemoteObject, StudentError
 from autograder.checks.kit.toolkit import (
     call, expect_callable, grader_step, lend_model, seeded, start_check, type_name,
 )
-from coursekit.tolerance import ACCURACY_ATOL, EPOCH_LOSS, FLOAT64, TRAINED_WEIGHTS_LOOSER
+from coursekit.tolerance import ACCURACY_ATOL, EPOCH_LOSS, FLOAT64, TRAINING_RUN_LOOSER
 
 # The model the grader lends to train_one_epoch / evaluate (a public class, built in the kernel and here).
 PROBE_MODEL = "coursekit.probe.models.BagOfEmbeddingsClassifier"
@@ -98,11 +98,11 @@ def _forward_calls(model: RemoteObject) -> list[tuple[bool, bool]]:
 
 # ---------------------------------------------------------------------------------------------------- training
 def _weights_close(a, b, device) -> bool:
-    """Weights after training: the course tolerance, TRAINED_WEIGHTS_LOOSER times looser (two epochs of SGD
+    """Weights after training: the course tolerance, TRAINING_RUN_LOOSER times looser (two epochs of SGD
     accumulate rounding)."""
     if not (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor)):
         return False
-    return values_close(a, b, device, looser=TRAINED_WEIGHTS_LOOSER)
+    return values_close(a, b, device, looser=TRAINING_RUN_LOOSER)
 
 
 def _same_weights(got, expected: dict[str, torch.Tensor], device) -> bool:
