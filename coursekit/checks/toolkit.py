@@ -124,12 +124,10 @@ def fail(problem: str, hint: str | None = None, cause: BaseException | None = No
     raise CheckFailed(message) from cause
 
 
-def mistake_hint(mistake_id: str, fix: str | None = None) -> str:
-    """The HINT of a known mistake: its text in the catalogue (`coursekit.mistakes`), then its fix (the catalogue's,
-    unless a check passes one for a case the catalogue's does not cover)."""
+def mistake_hint(mistake_id: str) -> str:
+    """The HINT of a known mistake: its text and its fix, both from the catalogue (`coursekit.mistakes`)."""
     mistake = MISTAKES[mistake_id]
-    fix = fix or mistake.fix
-    return f"{mistake.text}; {fix}" if fix else f"{mistake.text}."
+    return f"{mistake.text}; {mistake.fix}"
 
 
 def passed(name: str, detail: str = "") -> None:

@@ -13,7 +13,7 @@ import torch
 from torch import nn
 
 from autograder.checks.multi_head.mistakes import mha
-from autograder.checks.attention.mistakes import ATTENTION_MISTAKES  # noqa: F401 (the checks name them too)
+from autograder.checks.attention.mistakes import ATTENTION_MISTAKES
 
 
 def feed_forward(ffn, x, *, relu=True, relu_after=False, activation="relu"):

@@ -1,5 +1,5 @@
 """The public checks take the words of every known mistake from the catalogue (`coursekit.mistakes`), so a
-mistake's text lives in one place: the checks call `mistake_hint(<id>, <fix>)` and never write a catalogue text out."""
+mistake's text lives in one place: the checks call `mistake_hint(<id>)` and never write a catalogue text out."""
 from __future__ import annotations
 
 import ast
@@ -49,7 +49,7 @@ def test_there_are_public_check_modules():
 @pytest.mark.parametrize("path", MODULES, ids=lambda p: p.name)
 def test_no_public_check_writes_a_catalogue_text_inline(path):
     assert inline_catalogue_texts(path.read_text()) == [], (
-        f"{path.name} writes these catalogue texts out; use mistake_hint(<id>, <fix>) instead")
+        f"{path.name} writes these catalogue texts out; use mistake_hint(<id>) instead")
 
 
 @pytest.mark.parametrize("path", MODULES, ids=lambda p: p.name)
