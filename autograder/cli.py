@@ -93,6 +93,10 @@ def _add_intake_and_grading(sub, common) -> None:
                    help="seconds per notebook (default: the course config's SandboxLimits.notebook_timeout)")
     p.add_argument("--memory-gb", type=float, default=None,
                    help="memory cap of a submission in GiB (default: the course config's SandboxLimits.memory_bytes)")
+    p.add_argument("--allow-unenforced-limits", action="store_true", default=None,
+                   help="grade even where this machine cannot enforce the per-submission limits (no cgroups: the "
+                        "total memory and CPU of a submission uncapped, time limits in wall-clock time); said in one "
+                        "line. Default: refuse (c.SandboxLimits.allow_unenforced)")
 
 
 def _add_publishing(sub, common) -> None:
@@ -211,11 +215,13 @@ def cmd_grade(args, course_dir: Path) -> int:
     from autograder.grade.engine import grade
 
     summary = grade(course_dir, args.assignment, db_url=args.db, students=args.student, workers=args.workers,
-                    scheduler=args.scheduler, force=args.force, limit_overrides=_limit_overrides(args))
+                    scheduler=args.scheduler, force=args.force, limit_overrides=_limit_overrides(args),
+                    allow_unenforced_limits=args.allow_unenforced_limits)
     for row in summary.graded:
         flags = ", ".join(sorted({f["code"] for f in row["flags"]}))
+        cpu = "" if row.get("cpu_seconds") is None else f"{row['cpu_seconds']:>6.1f} CPU-s"
         print(f"  {row['student']:<20} {row['notebook']:<28} {row['score']:>6g}/{row['max_score']:<6g} "
-              f"{row['status']:<26} {row['seconds']:>6.1f}s {flags}")
+              f"{row['status']:<26} {row['seconds']:>6.1f}s {cpu} {flags}")
     for student, why in summary.refused:  # nbgrader autograde fails these too (Autograde.create_student = False)
         print(f"autograder grade: not graded {student}: {why} (add the student to the roster, e.g. "
               f"`nbgrader db student add {student}`, then grade again)", file=sys.stderr)

@@ -36,7 +36,7 @@ c.Execute.kernel_name = "python3"
 
 # The grader's sandbox (autograder.sandbox.limits.SandboxLimits): what one submission may use while it is graded.
 # Totals are for the whole submission: its kernel and every process it starts (one cgroup, one jail).
-c.SandboxLimits.notebook_timeout = 600.0        # seconds for the whole notebook; cells left then are not run
+c.SandboxLimits.notebook_timeout = 600.0        # CPU seconds for the whole notebook; cells left then are not run
 c.SandboxLimits.memory_bytes = 6 * 1024**3      # memory of the submission, also the cap of any one process
 c.SandboxLimits.processes = 512                 # processes + threads at once (cgroup pids.max)
 c.SandboxLimits.disk_bytes = 1 * 1024**3        # what it may write (its private /tmp); also the largest file
@@ -45,6 +45,8 @@ c.SandboxLimits.notebook_output_bytes = 8 * 1024**2  # output kept for the whole
 c.SandboxLimits.kernel_restarts = 2             # a cell that kills the kernel is skipped, the notebook re-run
 c.SandboxLimits.interrupt_grace = 5.0           # seconds a timed-out cell has to stop before the kill
 c.SandboxLimits.cpus = 1.0                      # CPU cores of the whole submission (cgroup CPU quota); 0: no cap
+c.SandboxLimits.wall_factor = 4.0               # wall-clock backstop of each time limit (they count CPU seconds)
+c.SandboxLimits.allow_unenforced = False        # refuse to grade where cgroups cannot enforce the limits
 # `autograder grade --cell-timeout/--notebook-timeout/--memory-gb` override these for one run.
 
 # The grading workers (autograder.grade.cluster.GradingWorkers): one local Dask worker may use this much memory;

@@ -74,7 +74,8 @@ def run_demo(assignments=None, students: int = 6, output: Path | None = None, wo
     print("      " + collected.line())
 
     print("[4/6] grade")
-    summaries = grade_many(course, assignments, workers=workers)
+    # a newcomer's machine may lack cgroups (not root, a container): the demo grades anyway and says so in one line
+    summaries = grade_many(course, assignments, workers=workers, allow_unenforced_limits=True)
     for summary in summaries:
         print("      " + summary.line())
 

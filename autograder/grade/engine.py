@@ -29,8 +29,8 @@ from autograder.gradebook.store import RunsTable, open_gradebook, record_result
 from autograder.grade.cluster import dask_client, scheduler_tls, worker_failure, worker_memory_bytes
 from autograder.grade.jobs import GradingJob, GradingResult
 from autograder.grade.plan import Plan, assign_late_penalties, build_jobs
-from autograder.sandbox import scratch
-from autograder.sandbox.limits import course_limits, Limits
+from autograder.sandbox import enforcement, scratch
+from autograder.sandbox.limits import allows_unenforced, course_limits, Limits
 from autograder.submissions.admission import SubmissionRules
 
 
@@ -50,13 +50,15 @@ class GradingRun:
     progress: bool = True  # a progress bar on stderr
     memory_bytes: int = 0  # each local worker's memory (cluster.worker_memory_bytes of the course config)
     tls: tuple[str, str, str] = ("", "", "")  # the scheduler's CA, the grader's certificate and key (GradingCluster)
+    allow_unenforced_limits: bool | None = None  # grade where limits are not enforced; None: the course config's
 
     def resolved(self, rules: SubmissionRules) -> GradingRun:
         """This run with its limits, worker memory and scheduler credentials read from the course config of
         `rules`; a scheduler without TLS is refused here, before anything runs (cluster.scheduler_tls)."""
         limits = self.limits or course_limits(rules.config, **(self.limit_overrides or {}))
+        allow = allows_unenforced(rules.config) if self.allow_unenforced_limits is None else self.allow_unenforced_limits
         return dataclasses.replace(self, limits=limits, memory_bytes=worker_memory_bytes(rules.config),
-                                   tls=scheduler_tls(rules.config, self.scheduler))
+                                   tls=scheduler_tls(rules.config, self.scheduler), allow_unenforced_limits=allow)
 
 
 @dataclasses.dataclass
@@ -113,6 +115,8 @@ def grade_many(course_dir, assignments: list[str], **settings) -> list[GradeSumm
     run = dataclasses.replace(run, course_dir=course_dir, db_url=run.db_url or default_db_url(course_dir))
     rules = SubmissionRules(run.course_dir, run.db_url)
     run = run.resolved(rules)
+    if run.scheduler is None:
+        check_enforced(run)
     plans, summaries = plan_all(run, assignments, rules)
     decided = [result for plan in plans.values() for result in plan.failed]
     if decided:
@@ -129,6 +133,19 @@ def grade_many(course_dir, assignments: list[str], **settings) -> list[GradeSumm
     for summary in summaries.values():
         summary.graded.sort(key=lambda r: (r["student"], r["notebook"]))
     return list(summaries.values())
+
+
+def check_enforced(run: GradingRun) -> None:
+    """Refuse a run whose limits this machine cannot enforce, unless the instructor accepts it; one line on stderr
+    either way (enforcement.py). A Dask cluster's workers check their own machines (worker.grade_job)."""
+    problems = enforcement.unenforced_here(run.limits)
+    if not problems:
+        return
+    if not run.allow_unenforced_limits:
+        raise GradingError(f"{enforcement.line(problems)}. Nothing was graded: set up cgroups as deploy/README.md "
+                           f"says, or accept it with --allow-unenforced-limits (c.SandboxLimits.allow_unenforced)")
+    print(f"autograder grade: {enforcement.line(problems)} (graded anyway: --allow-unenforced-limits)",
+          file=sys.stderr)
 
 
 def plan_all(run: GradingRun, assignments: list[str], rules: SubmissionRules) -> tuple[dict, dict]:
@@ -155,29 +172,82 @@ def record_decided(run: GradingRun, results: list[GradingResult], summaries: dic
 
 def run_jobs(run: GradingRun, jobs: list[GradingJob], timestamps: dict, summaries: dict,
              assignments: list[str]) -> None:
-    """Grade `jobs` on Dask; this process records each result as it arrives (the only gradebook writer)."""
+    """Grade `jobs` on Dask; this process records each result as it arrives (the only gradebook writer).
+
+    A notebook that reached a time limit is graded once more at the end, alone (every other job has finished, so
+    no classmate shares its worker or the machine's cores): the second result is the one recorded, and if it too
+    reached a limit it keeps its `timeout` flag and is held for review (worker.timeout_flags), never a silent 0."""
     from distributed import as_completed
-    from tqdm.auto import tqdm
 
     from autograder.grade.worker import grade_job
 
     client = dask_client(run.workers, run.scheduler, run.memory_bytes, run.tls)
+    label = assignments[0] if len(assignments) == 1 else f"{len(assignments)} assignments"
     with RunsTable(run.db_url) as runs, client as client, open_gradebook(run.course_dir, db_url=run.db_url) as gb:
-        # longest first (by notebook size, a rough proxy) keeps the workers busy to the end
-        ordered = sorted(jobs, key=lambda job: -len(job.nb_json or ""))
-        futures = {client.submit(grade_job, job, key=f"grade-{job.content_hash[:16]}-{job.key}",
-                                 pure=False, retries=1): job for job in ordered}
-        label = assignments[0] if len(assignments) == 1 else f"{len(assignments)} assignments"
-        bar = tqdm(total=len(futures), desc=f"grading {label}", unit="nb", disable=not run.progress)
-        for future in as_completed(futures):
-            job = futures[future]
-            try:
-                result = future.result()
-            except Exception as exc:  # noqa: BLE001 - a lost worker costs only this submission
-                result = GradingResult.zero(job, "error", worker_failure(exc, run.memory_bytes))
+
+        def record(job: GradingJob, result: GradingResult) -> None:
             result.flags = list(result.flags) + list(job.coordinator_flags)
             write_graded_notebook(run.course_dir, result)
             row = record_result(gb, runs, result, timestamps.get((result.assignment, result.student)))
             summaries[result.assignment].graded.append(row)
-            bar.update(1)
-        bar.close()
+            progress.done(result)
+
+        progress = Progress(len(jobs), f"grading {label}", run.progress)
+        # longest first (by notebook size, a rough proxy) keeps the workers busy to the end
+        ordered = sorted(jobs, key=lambda job: -len(job.nb_json or ""))
+        ordered = [dataclasses.replace(job, allow_unenforced=bool(run.allow_unenforced_limits)) for job in ordered]
+        futures = {client.submit(grade_job, job, key=f"grade-{job.content_hash[:16]}-{job.key}",
+                                 pure=False, retries=1): job for job in ordered}
+        again = []
+        for future in as_completed(futures):
+            job = futures[future]
+            result = _result(future, job, run)
+            if result.timed_out:
+                again.append(job)
+                progress.note(f"{job.key}: a time limit was reached; graded again alone at the end")
+            else:
+                record(job, result)
+        for job in again:  # one at a time, nothing else running
+            future = client.submit(grade_job, job, key=f"regrade-{job.content_hash[:16]}-{job.key}", pure=False)
+            result = _result(future, job, run)
+            result.retried = True
+            result.notes = list(result.notes) + ["graded a second time, alone, after a time limit was reached"]
+            record(job, result)
+        progress.close()
+
+
+def _result(future, job: GradingJob, run: GradingRun) -> GradingResult:
+    try:
+        return future.result()
+    except Exception as exc:  # noqa: BLE001 - a lost worker costs only this submission
+        return GradingResult.zero(job, "error", worker_failure(exc, run.memory_bytes))
+
+
+class Progress:
+    """The run's progress on stderr: a bar on a terminal; elsewhere (a log file, CI) one line per notebook graded,
+    so a log shows how far the run has come."""
+
+    def __init__(self, total: int, label: str, enabled: bool = True):
+        from tqdm.auto import tqdm
+
+        self.total, self.count, self.label, self.enabled = total, 0, label, enabled
+        self.tty = enabled and sys.stderr.isatty()
+        self.bar = tqdm(total=total, desc=label, unit="nb", disable=not self.tty)
+
+    def done(self, result: GradingResult) -> None:
+        self.count += 1
+        if self.tty:
+            self.bar.update(1)
+        elif self.enabled:
+            cpu = "" if result.cpu_seconds is None else f", {result.cpu_seconds:.1f} CPU-s"
+            print(f"{self.label}: {self.count}/{self.total} {result.key} {result.status} "
+                  f"({result.seconds:.1f} s{cpu})", file=sys.stderr, flush=True)
+
+    def note(self, line: str) -> None:
+        if self.tty:
+            self.bar.write(f"{self.label}: {line}", file=sys.stderr)
+        elif self.enabled:
+            print(f"{self.label}: {line}", file=sys.stderr, flush=True)
+
+    def close(self) -> None:
+        self.bar.close()

@@ -35,6 +35,7 @@ class GradingJob:
     alembic_version: str | None = None  # the course gradebook's schema version (no `alembic` run on workers)
     coordinator_flags: tuple = ()  # review flags the coordinator found (dicts, as Flag.to_dict())
     draw_salt: str = ""  # this notebook's draws (autograder/course/draw_secret.py); "" only in tests: fixed inputs
+    allow_unenforced: bool = False  # grade on a worker that cannot enforce the limits (enforcement.py)
 
     @property
     def key(self) -> str:
@@ -61,8 +62,15 @@ class GradingResult:
     flags: list = dataclasses.field(default_factory=list)  # [{code, severity, cell, message}]
     notes: list = dataclasses.field(default_factory=list)  # what happened while grading (restarts, truncation)
     graded_nb: str | None = None  # the graded notebook (nbformat JSON), None when it could not be graded
-    seconds: float = 0.0
+    seconds: float = 0.0  # wall-clock seconds of the whole job
     host: str = ""
+    cpu_seconds: float | None = None  # CPU seconds of the submission's kernels (its cgroups); None: not accounted
+    retried: bool = False  # graded a second time, alone, after a time limit was reached (engine.py)
+
+    @property
+    def timed_out(self) -> bool:
+        """Whether a time limit was reached (a cell, a hidden check, the notebook, the kernel's start-up)."""
+        return any(flag.get("code") == "timeout" for flag in self.flags)
 
     @property
     def key(self) -> str:

@@ -39,6 +39,7 @@ from nbclient.exceptions import CellTimeoutError, DeadKernelError
 from autograder.checks.kit.criteria import PartialCredit
 from autograder.checks.kit.remote import Channel, ProbeBroken, RemoteObject
 from autograder.course.cells import grade_id, is_grade, is_tests, points
+from autograder.sandbox.clock import Budget, cell_budget
 from autograder.sandbox.execute import (DROPPED_KEY, OUTPUT_TYPES, SandboxedExecute, error_output,
                                        message_size)
 from coursekit.probe import MIME
@@ -149,20 +150,21 @@ def verdict_outputs(message: str | None, fraction: float = 0.0, points: float = 
 class KernelChannel(Channel):
     """Requests to coursekit.probe in the kernel that runs the submission, one snippet each."""
 
-    def __init__(self, executor: "JudgedExecute", index: int, deadline: float):
+    def __init__(self, executor: "JudgedExecute", index: int, budget: Budget):
         self.executor = executor
         self.verdicts = executor.verdicts  # the notebook's checks so far: {check name: passed}
         self.judged_here = executor.judged_here  # every check a grade cell of this notebook hands in
         self.index = index
-        self.deadline = deadline
+        self.budget = budget  # the check's time: CPU seconds of the kernel and of this process (clock.py)
 
     def request(self, request: dict) -> dict:
-        remaining = self.deadline - time.monotonic()
-        if remaining <= 0:
-            raise ProbeBroken("the time for this check ran out")
+        over = self.budget.exceeded()
+        if over is not None:
+            self.executor.timeouts.append(f"cell {self.index} (hidden check): {over}")
+            raise ProbeBroken(f"the time for this check ran out ({over})")
         payload = base64.b64encode(json.dumps(request).encode()).decode("ascii")
         cell = nbformat.v4.new_code_cell(f"__import__('coursekit.probe', fromlist=['step']).step('{payload}')")
-        return self.executor.probe(cell, self.index, remaining, request.get("id"))
+        return self.executor.probe(cell, self.index, self.budget, request.get("id"))
 
 
 # --------------------------------------------------------------------------------------------- the executor
@@ -194,26 +196,29 @@ class JudgedExecute(SandboxedExecute):
         if any(o.get("ename") in ("KernelDied", "NotebookTimeout", "SubmissionKilled") for o in cell.outputs):
             self.verdicts.update({name: False for name, *_ in calls})
             return cell, resources  # the cell did not run: it keeps the note saying why
-        deadline = min(time.monotonic() + self.limits.cell_timeout, self.deadline)
-        message, mistake, fraction = verdict(KernelChannel(self, index, deadline), calls)
+        budget = cell_budget(self.clock, self.limits, self.notebook_budget, extra_cpu=time.process_time)
+        message, mistake, fraction = verdict(KernelChannel(self, index, budget), calls)
         cell.outputs = verdict_outputs(message, fraction, points(cell))
         if mistake:
             self.mistakes[grade_id(cell)] = mistake
         return cell, resources
 
-    def probe(self, cell, index: int, timeout: float, request_id) -> dict:
-        """Execute one probe snippet; returns the reply it displayed (the one answering `request_id`)."""
-        saved_timeout, graded_cell = self.timeout, self.nb.cells[index]
-        self.timeout = max(1, int(timeout))
+    def probe(self, cell, index: int, budget: Budget, request_id) -> dict:
+        """Execute one probe snippet within the check's `budget`; returns the reply it displayed (the one answering
+        `request_id`)."""
+        saved_budget, graded_cell, limits_reached = self.budget, self.nb.cells[index], len(self.timeouts)
+        self.budget = budget
         self._probing, self._probe_bytes, self._probe_refused = True, 0, None
         try:
             NotebookClient.execute_cell(self, cell, index, store_history=False)
         except CellTimeoutError:
-            raise ProbeBroken(f"it did not finish within {int(timeout)} s") from None
+            raise ProbeBroken(f"it did not finish within the time of the check ({budget.exceeded()})") from None
         finally:
             self._probing = False
-            self.timeout = saved_timeout
+            self.budget = saved_budget
             self.nb.cells[index] = graded_cell  # nbclient stores the executed cell at `index`: put the grade cell back
+        if len(self.timeouts) > limits_reached:
+            raise ProbeBroken(f"the time for this check ran out ({self.timeouts[-1].split(': ', 1)[-1]})")
         for output in cell.outputs:
             if output.get("output_type") != "display_data":
                 continue

@@ -1,6 +1,7 @@
 """Static scan of a submission for tampering, before anything of it runs.
 
-Two kinds of findings (`Flag.severity`):
+Kinds of findings (`Flag.severity`; the grading run adds a third, "hold", for a time limit reached twice, see
+`HOLD`):
 - "tamper": code that could change what the checks see -- monkeypatching a module (torch, torch.testing,
   numpy, builtins, the checks...), importing `solutions`/`autograder`/`nbgrader`, editing `sys.modules` or
   `sys.meta_path`, redefining a `check_*` name, touching the parts the grader lends (the `course_stand_ins`
@@ -32,10 +33,16 @@ STAND_IN_NAMES = {"course_stand_ins", "LENT", "ProbeState"}
 HIDDEN_BLOCK = re.compile(r"^[ \t]*### BEGIN HIDDEN TESTS.*?^[ \t]*### END HIDDEN TESTS[ \t]*\n?", re.S | re.M)
 
 
+TAMPER, REVIEW = "tamper", "review"
+# held for review with its scores as graded (a time limit reached even when graded alone: its cell keeps its 0,
+# marked for a grader; the run's other cells keep their scores), unlike TAMPER, which holds every grade at 0
+HOLD = "hold"
+
+
 @dataclasses.dataclass(frozen=True)
 class Flag:
     code: str
-    severity: str  # "tamper" | "review"
+    severity: str  # TAMPER | REVIEW | HOLD
     cell: str  # grade_id or "cell <index>"
     message: str
 

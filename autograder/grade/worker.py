@@ -17,10 +17,12 @@ after the last allowed restart are not run. So a crash costs only the cells that
 """
 from __future__ import annotations
 
+import dataclasses
 import os
 import warnings
 import time
 import traceback
+from typing import Any
 
 import nbformat
 from nbclient.exceptions import DeadKernelError
@@ -36,7 +38,9 @@ from autograder.grade.jobs import SANITIZE, SCORE, GradingJob, GradingResult
 from autograder.gradebook.store import open_gradebook
 from autograder.grade.judge import PARTIAL_METADATA, JudgedExecute, handed_in
 from autograder.grade.inert_notebook import make_inert
-from autograder.sandbox import scratch
+from autograder.errors import AutograderError
+from autograder.sandbox import enforcement, scratch
+from autograder.sandbox.clock import SubmissionClock, notebook_budget
 from autograder.sandbox.scrub import scrub_notebook
 from autograder.sandbox.kernel import kernel_manager_class, kernel_spec
 from autograder.sandbox.limits import Limits
@@ -101,31 +105,51 @@ def build_gradebook(db_url: str, job: GradingJob) -> None:
         gb.update_or_create_submission(a, student)
 
 
-def run_notebook(nb, resources: dict, limits: Limits, gpu: str | None, executor_class=None, config=None):
-    """Execute `nb` in the sandbox; returns (executed nb, notes, {grade_id: catalogue id of the mistake its hidden
-    check diagnosed}, kept by the judge, never in the notebook). Restarts after a dead kernel (see module doc).
-    `config`: the nbgrader configuration of the Execute preprocessor (its limits are `limits`)."""
+@dataclasses.dataclass
+class NotebookRun:
+    """What running one notebook in the sandbox gave (run_notebook)."""
+
+    nb: Any  # the executed notebook
+    notes: list[str]  # what happened (restarts, truncation)
+    mistakes: dict[str, str]  # {grade_id: catalogue id of the mistake its hidden check diagnosed}, never in the nb
+    timeouts: list[str]  # each time limit reached: "cell 7: 60 s of CPU time"
+    cpu_seconds: float | None  # the submission's CPU time over all its kernels; None where it is not accounted
+
+
+class KernelStartFailed(AutograderError):
+    """The kernel did not start, three times in a row (a busy machine, a port race): no cell ran."""
+
+
+def run_notebook(nb, resources: dict, limits: Limits, gpu: str | None, executor_class=None,
+                 config=None) -> NotebookRun:
+    """Execute `nb` in the sandbox. Restarts after a dead kernel (see module doc); the notebook's time budget
+    (CPU seconds of all its kernels, clock.py) is shared by the attempts. `config`: the nbgrader configuration of
+    the Execute preprocessor (its limits are `limits`)."""
     spec = kernel_spec(limits, gpu=gpu)
-    deadline = time.monotonic() + limits.notebook_timeout
+    clock = SubmissionClock()
+    budget = notebook_budget(clock, limits)
     skip: set[int] = set()
     notes: list[str] = []
+    timeouts: list[str] = []
     startup_failures = 0
     attempt = 0
     while attempt <= limits.kernel_restarts:
         attempt_nb = nbformat.from_dict(nb)  # fresh copy: outputs of a failed attempt are discarded
-        executor = (executor_class or JudgedExecute)(limits=limits, deadline=deadline, skip_cells=skip,
-                                                     kernel_manager_class=kernel_manager_class(spec, limits),
-                                                     **({"config": config} if config is not None else {}))
+        executor = (executor_class or JudgedExecute)(
+            limits=limits, clock=clock, notebook=budget, skip_cells=skip,
+            kernel_manager_class=kernel_manager_class(spec, limits, clock=clock),
+            **({"config": config} if config is not None else {}))
         try:
             attempt_nb, resources = executor.preprocess(attempt_nb, resources)
             mistakes = {cell: mistake for cell, mistake in getattr(executor, "mistakes", {}).items()
                         if mistake in MISTAKES}
-            return attempt_nb, notes + executor.notes, mistakes
+            return NotebookRun(attempt_nb, notes + executor.notes, mistakes, timeouts + executor.timeouts,
+                               clock.cpu())
         except RuntimeError as exc:  # DeadKernelError is one too
             index = executor.current_index
             if index is None:  # died before its first reply (port race, busy machine): no cell ran, retry
                 if startup_failures >= 2:
-                    raise
+                    raise KernelStartFailed(f"the kernel did not start, 3 tries ({exc})") from exc
                 startup_failures += 1
                 notes.append(f"kernel failed to start ({exc}); retried")
                 continue
@@ -133,9 +157,10 @@ def run_notebook(nb, resources: dict, limits: Limits, gpu: str | None, executor_
                 raise
             attempt += 1
             notes.extend(executor.notes)
+            timeouts.extend(executor.timeouts)
             notes.append(f"kernel died in cell {index}; the cell is skipped and the notebook re-run")
             skip.add(index)
-            if time.monotonic() >= deadline:
+            if budget.exceeded():
                 break
     # out of restarts: mark the crashing cell and everything after it as not run
     last = max(skip) if skip else 0
@@ -143,7 +168,7 @@ def run_notebook(nb, resources: dict, limits: Limits, gpu: str | None, executor_
         if cell.cell_type == "code" and index >= last:
             cell.outputs = [error_output("KernelDied", "Not run: the kernel died too many times in this notebook.")]
     notes.append("gave up after repeated kernel deaths")
-    return attempt_nb, notes, {}
+    return NotebookRun(attempt_nb, notes, {}, timeouts, clock.cpu())
 
 
 def cell_messages(nb) -> dict[str, str]:
@@ -166,15 +191,14 @@ def cell_messages(nb) -> dict[str, str]:
 
 
 RUNTIME_ERRORS = {
-    "CellTimeoutError": ("runtime-timeout", "a cell ran past the per-cell time limit and was interrupted"),
-    "NotebookTimeout": ("runtime-timeout", "the notebook ran past its time limit; later cells were not run"),
     "KernelDied": ("runtime-kernel-died", "a cell stopped the kernel (crash, os._exit or out of memory)"),
     "MemoryError": ("runtime-memory", "a cell ran out of memory (the kernel's memory cap)"),
 }
 
 
 def runtime_flags(nb) -> list[tamper_scan.Flag]:
-    """What happened while running: time limits hit, kernel deaths, memory cap, output truncated (for review)."""
+    """What happened while running: kernel deaths, memory cap, output truncated (for review). Time limits are
+    `timeout_flags`."""
     flags = []
     for index, cell in enumerate(nb.cells):
         where = cells.grade_id(cell) or f"cell {index}"
@@ -188,6 +212,21 @@ def runtime_flags(nb) -> list[tamper_scan.Flag]:
                 flags.append(tamper_scan.Flag("runtime-output", "review", where, "output over the limit was dropped"))
     return flags
 
+
+def timeout_flags(nb, timeouts: list[str]) -> list[tamper_scan.Flag]:
+    """One `timeout` flag per time limit reached ("cell 7: 60 s of CPU time"), naming the grade cell where there is
+    one: the notebook is held for review (engine.py retries it once first), never a silent zero."""
+    flags = []
+    for entry in timeouts:
+        where, _, limit = entry.partition(": ")
+        index = where.split()[1] if where.startswith("cell ") else ""
+        cell = nb.cells[int(index)] if index.isdigit() and int(index) < len(nb.cells) else None
+        name = (cells.grade_id(cell) if cell is not None else None) or where
+        flags.append(tamper_scan.Flag(TIMEOUT_FLAG, tamper_scan.HOLD, name, f"time limit reached: {limit}"))
+    return flags
+
+
+TIMEOUT_FLAG = "timeout"
 
 # Options of a step beyond the course config: OverwriteCells adds grade cells a submission deleted (as autograde does)
 STEP_OPTIONS = {"OverwriteCells": {"add_missing_cells": True}}
@@ -271,6 +310,10 @@ def grade_job(job: GradingJob) -> GradingResult:
     except Exception as exc:  # noqa: BLE001 - unreadable input is a result, not a crash
         return _zero_result(job, "unreadable", f"The notebook could not be read: {exc}", started)
     flags = tamper_scan.scan(nb, job.cells["source"], job.cells["grade"])
+    problems = enforcement.unenforced_here(limits)
+    if problems and not job.allow_unenforced:  # a cluster's worker on a machine without cgroups: nothing runs
+        return _zero_result(job, "error", f"Not graded on {os.uname().nodename}: {enforcement.line(problems)} "
+                                          f"(--allow-unenforced-limits grades anyway)", started, flags)
     try:
         scratch.sweep()  # what a worker killed mid-run left on this machine (folders, cgroups)
         with scratch.folder("db") as db_dir, scratch.folder("run") as run_dir:
@@ -290,7 +333,8 @@ def grade_job(job: GradingJob) -> GradingResult:
                 flags.append(tamper_scan.Flag("reordered-grade-cells", "review", moved[0],
                                               "grade cells were moved; they ran in the released notebook's order"))
             with salted(job.draw_salt):  # this submission's draws (checks/kit/draws.py)
-                nb, notes, mistakes = run_notebook(nb, resources, limits, assigned_gpu(job.gpu), config=config)
+                run = run_notebook(nb, resources, limits, assigned_gpu(job.gpu), config=config)
+            nb, notes, mistakes = run.nb, run.notes, run.mistakes
             scrub_notebook(nb, {run_dir: "<submission>", db_dir: "<grader-tmp>"})
             nb, resources = run_steps(SCORE, nb, resources, config)
             flags = flags + make_inert(nb, [c["source"] for c in job.cells["source"] if c["locked"]])  # formgrader
@@ -298,15 +342,19 @@ def grade_job(job: GradingJob) -> GradingResult:
                 submission = gb.find_submission_notebook(job.notebook, job.assignment, job.student)
                 grades = {g.name: {"auto_score": g.auto_score, "max_score": g.max_score,
                                    "needs_manual_grade": bool(g.needs_manual_grade)} for g in submission.grades}
+    except KernelStartFailed as exc:  # a busy machine: retried (engine.py), then held, never a silent zero
+        start = tamper_scan.Flag(TIMEOUT_FLAG, tamper_scan.HOLD, "start-up", f"time limit reached: {exc}")
+        return _zero_result(job, "error", f"Grading failed: {exc}", started, [*flags, start])
     except Exception as exc:  # noqa: BLE001
         result = _zero_result(job, "error", f"Grading failed: {type(exc).__name__}: {exc}", started, flags)
         result.notes = [traceback.format_exc(limit=5)]
         return result
     messages = cell_messages(nb)
-    flags = flags + runtime_flags(nb)
+    flags = flags + runtime_flags(nb) + timeout_flags(nb, run.timeouts)
     notes = notes + [f"worker peak memory {peak_memory_bytes() // 2**20} MiB"]
     return GradingResult(
         assignment=job.assignment, notebook=job.notebook, student=job.student, status="graded", message="",
         content_hash=job.content_hash, grades=grades, messages=messages, mistakes=mistakes,
         flags=[f.to_dict() for f in flags], notes=notes, graded_nb=nbformat.writes(nb),
-        seconds=round(time.monotonic() - started, 3), host=os.uname().nodename)
+        seconds=round(time.monotonic() - started, 3), host=os.uname().nodename,
+        cpu_seconds=None if run.cpu_seconds is None else round(run.cpu_seconds, 3))

@@ -112,9 +112,11 @@ RUNS = sa.Table(
     sa.Column("messages", sa.Text),  # JSON {grade_id: message}
     sa.Column("mistakes", sa.Text),  # JSON {grade_id: mistake}
     sa.Column("notes", sa.Text),  # JSON list of str
-    sa.Column("seconds", sa.Float),
+    sa.Column("seconds", sa.Float),  # wall-clock seconds of the grading job
     sa.Column("graded_at", sa.DateTime),
+    sa.Column("cpu_seconds", sa.Float),  # CPU seconds of the submission's kernels (NULL: not accounted)
 )
+ADDED_COLUMNS = ("cpu_seconds",)  # columns newer than the first runs table: added to an older one in place
 
 
 class RunsTable:
@@ -124,6 +126,13 @@ class RunsTable:
     def __init__(self, db_url: str):
         self.engine = sa.create_engine(db_url)
         RUNS.metadata.create_all(self.engine)
+        present = {column["name"] for column in sa.inspect(self.engine).get_columns(RUNS.name)}
+        with self.engine.begin() as conn:
+            for name in ADDED_COLUMNS:
+                if name not in present:  # a gradebook graded by an earlier version: its rows keep NULL there
+                    column = RUNS.c[name]
+                    conn.execute(sa.text(f"ALTER TABLE {RUNS.name} ADD COLUMN {name} "
+                                         f"{column.type.compile(self.engine.dialect)}"))
 
     def get(self, assignment: str, notebook: str, student: str) -> dict | None:
         with self.engine.connect() as conn:
@@ -176,7 +185,8 @@ def notebook_cells(gb: Gradebook, assignment: str, notebook: str) -> dict:
     }
 
 
-HOLD_SEVERITY = "tamper"
+HOLD_SEVERITY = "tamper"  # held with every grade at 0 until reviewed
+HOLD_AS_GRADED = "hold"  # held with its scores as graded; the flagged cells marked for a grader (a time limit)
 
 
 def record_result(gb: Gradebook, runs: RunsTable, result,
@@ -184,7 +194,9 @@ def record_result(gb: Gradebook, runs: RunsTable, result,
     """Write one worker result into the gradebook and the runs table; returns the runs row written.
 
     A result with a "tamper" flag is held: every grade of the notebook gets manual_score 0 and needs_manual_grade,
-    so the submission scores 0 until an instructor reviews it (the automatic score stays in auto_score).
+    so the submission scores 0 until an instructor reviews it (the automatic score stays in auto_score). A result
+    with a "hold" flag (a time limit reached, even when graded alone) is held too, with its scores as graded: the
+    flagged grade cells get needs_manual_grade, so a grader sees them.
     """
     a, nb_name, student = result.assignment, result.notebook, result.student
     gb.update_or_create_student(student)
@@ -194,9 +206,13 @@ def record_result(gb: Gradebook, runs: RunsTable, result,
             gb.update_or_create_submission(a, student, timestamp=timestamp)
     except MissingEntry:
         gb.add_submission(a, student, **({"timestamp": timestamp} if timestamp else {}))
-    held = any(f["severity"] == HOLD_SEVERITY for f in result.flags)
+    zeroed = any(f["severity"] == HOLD_SEVERITY for f in result.flags)
+    held = zeroed or any(f["severity"] == HOLD_AS_GRADED for f in result.flags)
+    to_review = {f["cell"] for f in result.flags if f["severity"] == HOLD_AS_GRADED}
     previous = runs.get(a, nb_name, student)
-    was_held = bool(previous and previous.get("held"))  # its manual 0s were the hold's, not a grader's
+    # its manual 0s were the hold's, not a grader's
+    was_held = bool(previous and previous.get("held") and any(f.get("severity") == HOLD_SEVERITY
+                                                              for f in previous.get("flags") or []))
     submission_nb = gb.find_submission_notebook(nb_name, a, student)
     score = 0.0
     max_score = 0.0
@@ -205,10 +221,11 @@ def record_result(gb: Gradebook, runs: RunsTable, result,
         grade.auto_score = values["auto_score"]
         # As nbgrader's SaveAutoGrades: a score given by hand survives a regrade, and the cell is flagged so that
         # a grader looks at it again.
-        kept = None if (held or was_held) else grade.manual_score
-        grade.needs_manual_grade = bool(values.get("needs_manual_grade")) or held or kept is not None
-        grade.manual_score = 0.0 if held else kept
-        if not held:
+        kept = None if (zeroed or was_held) else grade.manual_score
+        grade.needs_manual_grade = (bool(values.get("needs_manual_grade")) or zeroed or kept is not None
+                                    or grade.name in to_review)
+        grade.manual_score = 0.0 if zeroed else kept
+        if not zeroed:
             score += float(kept if kept is not None else (values["auto_score"] or 0.0))
         max_score += float(grade.max_score or 0.0)
     gb.db.commit()
@@ -217,7 +234,7 @@ def record_result(gb: Gradebook, runs: RunsTable, result,
         "status": result.status + (" (held for review)" if held else ""), "held": held, "score": score,
         "max_score": max_score, "flags": result.flags, "messages": result.messages,
         "mistakes": result.mistakes, "notes": result.notes + ([result.message] if result.message else []),
-        "seconds": result.seconds, "graded_at": datetime.datetime.now(datetime.timezone.utc).replace(tzinfo=None),
+        "seconds": result.seconds, "cpu_seconds": getattr(result, "cpu_seconds", None), "graded_at": datetime.datetime.now(datetime.timezone.utc).replace(tzinfo=None),
     }
     runs.put(row)
     return row

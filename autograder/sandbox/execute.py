@@ -1,7 +1,10 @@
 """nbgrader's Execute preprocessor with the sandbox's limits added.
 
-- per-cell timeout, shrunk so no cell runs past the whole-notebook deadline; cells left when the deadline has
-  passed are not run and get an error output saying so (their grade cells then score 0);
+- time limits in CPU seconds of the submission (clock.py): a cell may use `Limits.cell_timeout`, the notebook
+  `Limits.notebook_timeout` over all its kernels, each with a wall-clock backstop `Limits.wall_factor` times larger
+  (checked while waiting for the cell's reply, every POLL_SECONDS); cells left when the notebook's budget is used
+  up are not run and get an error output saying so (their grade cells then score 0). Every limit reached is kept
+  in `timeouts` (where, and which limit), for the worker's `timeout` flag and retry;
 - a timed-out cell is interrupted (SIGINT, through the control channel); when it has not stopped after
   `Limits.interrupt_grace` seconds (a loop that ignores SIGINT, a hung C call), the whole submission is killed
   (SIGKILL of the jail and of its cgroup): that cell and every later cell lose, with an error output saying why;
@@ -23,8 +26,8 @@ from __future__ import annotations
 
 import asyncio
 import json
-import math
 import time
+from queue import Empty
 
 from jupyter_core.utils import ensure_async, run_sync
 from nbclient.exceptions import CellTimeoutError
@@ -32,6 +35,7 @@ from nbformat.notebooknode import NotebookNode
 from nbgrader.preprocessors import Execute
 
 from autograder.errors import AutograderError
+from autograder.sandbox.clock import Budget, SubmissionClock, cell_budget, notebook_budget
 
 SHORT_ERROR = 500  # characters of an error's message kept once the notebook's output cap is reached
 MAX_FRAME_BYTES = 64 * 1024  # a message's header, parent header or metadata (ours are a few hundred bytes)
@@ -40,6 +44,7 @@ MAX_MESSAGE_ITEMS = 200_000  # JSON objects and arrays in one message's content,
 OUTPUT_TYPES = ("stream", "display_data", "execute_result", "error")
 SIZE_KEY = "autograder_bytes"  # added to each message: its size in bytes as it arrived (every frame)
 DROPPED_KEY = "autograder_dropped"  # added to a message that was not decoded: why
+POLL_SECONDS = 0.25  # how often the time budget is read while a cell runs
 
 
 def error_output(ename: str, message: str) -> NotebookNode:
@@ -106,17 +111,23 @@ def bounded_deserialize(session, limits_now):
 
 
 class SandboxedExecute(Execute):
-    """Execute with a notebook deadline, output caps, a hard stop for cells that ignore interrupts, and cells to
-    skip. Subclasses (the judge) run extra code in the same kernel through `self.kc`."""
+    """Execute with CPU-time budgets, output caps, a hard stop for cells that ignore interrupts, and cells to
+    skip. Subclasses (the judge) run extra code in the same kernel through `self.kc`. `clock` counts the
+    submission's CPU time over every attempt of the notebook (the kernel manager attaches each kernel's cgroup to
+    it); `notebook` is the notebook's budget, shared by its attempts."""
 
-    def __init__(self, *, limits, deadline: float, skip_cells: set[int], **kwargs):
+    def __init__(self, *, limits, skip_cells: set[int], clock: SubmissionClock | None = None,
+                 notebook: Budget | None = None, **kwargs):
         # shutdown "immediate": the kernel is killed when the notebook is done, not asked to exit (a graceful exit
         # takes ~1.3 s of torch's teardown per notebook, and the submission's cgroup is killed after it anyway)
         super().__init__(timeout=max(1, int(limits.cell_timeout)), startup_timeout=int(limits.startup_timeout),
                          interrupt_on_timeout=True, allow_errors=True, raise_on_iopub_timeout=False,
                          shutdown_kernel="immediate", **kwargs)
         self.limits = limits
-        self.deadline = deadline
+        self.clock = clock or SubmissionClock()
+        self.notebook_budget = notebook or notebook_budget(self.clock, limits)
+        self.budget: Budget | None = None  # the running cell's (or hidden check's)
+        self.timeouts: list[str] = []  # each limit reached: "cell 7: 60 s of CPU time"
         self.skip_cells = skip_cells
         self.current_index: int | None = None
         self.notes: list[str] = []
@@ -141,13 +152,14 @@ class SandboxedExecute(Execute):
                 "KernelDied", "This cell stopped the Python kernel (crash, os._exit or out of memory), so it was "
                               "skipped and the notebook was run again without it.")]
             return cell, resources
-        remaining = self.deadline - time.monotonic()
-        if remaining <= 0:
+        used_up = self.notebook_budget.exceeded()
+        if used_up:
             cell.outputs = [error_output(
-                "NotebookTimeout", f"Not run: the whole notebook may run for at most "
-                                   f"{self.limits.notebook_timeout:g} s and that time was used up.")]
+                "NotebookTimeout", f"Not run: the whole notebook may use at most {used_up} and that time was used up.")]
+            if not self.timeouts or "the notebook's" not in self.timeouts[-1]:
+                self.timeouts.append(f"cell {index}: the notebook's {used_up}")
             return cell, resources
-        self.timeout = max(1, math.ceil(min(self.limits.cell_timeout, remaining)))  # never stops short of the deadline
+        self.budget = cell_budget(self.clock, self.limits, self.notebook_budget)
         try:
             cell, resources = super().preprocess_cell(cell, resources, index)
         except SubmissionKilled as exc:
@@ -167,9 +179,37 @@ class SandboxedExecute(Execute):
 
     # -- timeouts -----------------------------------------------------------------------------------------------
 
-    async def _async_handle_timeout(self, timeout: int, cell: NotebookNode | None = None):
-        """Interrupt; if no reply comes within the grace period, kill the whole submission."""
-        self.log.error("Timeout waiting for execute reply (%is); interrupting the kernel", timeout)
+    async def _async_poll_for_reply(self, msg_id, cell, timeout, task_poll_output_msg, task_poll_kernel_alive):
+        """nbclient's wait for the cell's reply, with `self.budget` (CPU time, wall backstop) read every
+        POLL_SECONDS in place of nbclient's wall-clock `timeout` (which is ignored)."""
+        timed_out = None
+        while True:
+            if timed_out is not None:
+                msg = {**timed_out, "parent_header": {"msg_id": msg_id}}
+            else:
+                try:
+                    msg = await ensure_async(self.kc.shell_channel.get_msg(timeout=POLL_SECONDS))
+                except Empty:
+                    over = self.budget.exceeded() if self.budget is not None else None
+                    if over is None:
+                        continue
+                    task_poll_kernel_alive.cancel()
+                    await self._async_check_alive()
+                    self.timeouts.append(f"cell {self.current_index}: {over}")
+                    timed_out = await self._async_handle_timeout(over, cell)
+                    continue
+            if msg["parent_header"].get("msg_id") == msg_id:
+                try:
+                    await asyncio.wait_for(task_poll_output_msg, self.iopub_timeout)
+                except (asyncio.TimeoutError, Empty):
+                    self.log.warning("Timeout waiting for IOPub output")
+                task_poll_kernel_alive.cancel()
+                return msg
+
+    async def _async_handle_timeout(self, timeout, cell: NotebookNode | None = None):
+        """Interrupt; if no reply comes within the grace period, kill the whole submission. `timeout`: the limit
+        reached, in words (clock.Budget.exceeded)."""
+        self.log.error("Time limit reached (%s); interrupting the kernel", timeout)
         try:
             await ensure_async(self.km.interrupt_kernel())
         except Exception as exc:  # noqa: BLE001 - a kernel that cannot even be interrupted is killed below
@@ -177,13 +217,15 @@ class SandboxedExecute(Execute):
         grace_end = time.monotonic() + max(0.0, float(self.limits.interrupt_grace))
         while time.monotonic() < grace_end:
             if await ensure_async(self.kc.shell_channel.msg_ready()):
-                return {"content": {**self.error_on_timeout, "status": "error"}}  # stopped: the cell loses
+                said = f"This cell reached its time limit ({timeout}) and was interrupted."
+                return {"content": {**self.error_on_timeout, "evalue": said, "status": "error",  # the cell loses
+                                    "traceback": [f"\x1b[0;31mCellTimeoutError\x1b[0m: {said}"]}}
             await asyncio.sleep(0.05)
-        self.killed = (f"a cell ran past the time limit ({timeout} s) and did not stop when interrupted, so the "
+        self.killed = (f"a cell ran past the time limit ({timeout}) and did not stop when interrupted, so the "
                        f"submission was stopped (SIGKILL) and the cells after it were not run")
         self.log.error("the kernel ignored the interrupt: killing the submission")
         await self.kill_submission()
-        raise SubmissionKilled(f"This cell ran past the time limit ({timeout} s) and did not stop when "
+        raise SubmissionKilled(f"This cell ran past the time limit ({timeout}) and did not stop when "
                                f"interrupted, so the submission was stopped (SIGKILL).")
 
     async def kill_submission(self) -> None:

@@ -69,6 +69,7 @@ class SandboxKernelManager(AsyncKernelManager):
     sandbox_spec: KernelSpec | None = None
     sandbox_limits: Limits = Limits()
     sandbox_jailed: bool = True
+    sandbox_clock = None  # the notebook's SubmissionClock (clock.py): counts the CPU time of each kernel's cgroup
     submission_cgroup: cgroup.Cgroup | None = None
     ipc_dir: str | None = None
     connection_dir: str | None = None
@@ -90,6 +91,8 @@ class SandboxKernelManager(AsyncKernelManager):
             limits = self.sandbox_limits
             self.submission_cgroup = cgroup.create(int(limits.memory_bytes), int(limits.processes),
                                                    float(limits.cpus))
+            if self.sandbox_clock is not None:
+                self.sandbox_clock.attach(self.submission_cgroup)
         return await super()._async_pre_start_kernel(**kw)
 
     def format_kernel_cmd(self, extra_arguments=None):
@@ -126,6 +129,8 @@ class SandboxKernelManager(AsyncKernelManager):
                 if getattr(self, name) is not None:  # the cgroup goes, which pays for the tmpfs pages
                     scratch.remove(getattr(self, name))
                     setattr(self, name, None)
+            if self.sandbox_clock is not None:  # every process has ended: the group's final CPU count
+                self.sandbox_clock.detach()
             if self.submission_cgroup is not None:
                 self.submission_cgroup.remove()
                 self.submission_cgroup = None
@@ -133,10 +138,11 @@ class SandboxKernelManager(AsyncKernelManager):
     cleanup_resources = _async_cleanup_resources  # nbclient calls this name
 
 
-def kernel_manager_class(spec: KernelSpec, limits: Limits, jailed: bool | None = None) -> type:
+def kernel_manager_class(spec: KernelSpec, limits: Limits, jailed: bool | None = None, clock=None) -> type:
     """A SandboxKernelManager class that launches `spec` whatever kernel name the notebook asks for, each kernel in
-    its own jail and cgroup. `jailed` defaults to: unless AUTOGRADER_UNSAFE_NO_JAIL=1; a jail that cannot be made
-    raises jail.JailUnavailable here, before any student code runs."""
+    its own jail and cgroup, whose CPU time `clock` (a clock.SubmissionClock) counts. `jailed` defaults to: unless
+    AUTOGRADER_UNSAFE_NO_JAIL=1; a jail that cannot be made raises jail.JailUnavailable here, before any student
+    code runs."""
     jailed = not jail.unsafe() if jailed is None else jailed
     if jailed:
         jail.bwrap_path()  # raises JailUnavailable (bwrap missing or unusable)
@@ -144,7 +150,7 @@ def kernel_manager_class(spec: KernelSpec, limits: Limits, jailed: bool | None =
     class ForThisRun(SandboxKernelManager):
         """SandboxKernelManager with this run's kernel spec, limits and jail."""
 
-        sandbox_spec, sandbox_limits, sandbox_jailed = spec, limits, jailed
+        sandbox_spec, sandbox_limits, sandbox_jailed, sandbox_clock = spec, limits, jailed, clock
 
     return ForThisRun
 

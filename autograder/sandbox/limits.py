@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 
 from nbgrader.preprocessors import Execute
-from traitlets import Float, Integer
+from traitlets import Bool, Float, Integer
 from traitlets.config import Config, LoggingConfigurable
 
 from autograder.course.units import GiB, MiB
@@ -25,7 +25,8 @@ class SandboxLimits(LoggingConfigurable):
     this grader stop a cell at the same moment."""
 
     notebook_timeout = Float(600.0, help=(
-        "Seconds the whole notebook may run; cells left when the time is used up are not run (they score 0)."
+        "CPU seconds the whole notebook may use, all its kernels together (wall-clock backstop: `wall_factor` times "
+        "as much); cells left when the time is used up are not run (they score 0)."
     )).tag(config=True)
     memory_bytes = Integer(6 * GiB, help=(
         "Bytes of memory of the whole submission (its cgroup), also the cap of any one of its processes; 0: no cap."
@@ -48,6 +49,17 @@ class SandboxLimits(LoggingConfigurable):
     interrupt_grace = Float(5.0, help=(
         "Seconds a timed-out cell has to stop after the interrupt before the whole submission is killed."
     )).tag(config=True)
+    wall_factor = Float(4.0, help=(
+        "Every time limit (a cell's `Execute.timeout`, each hidden check's, the notebook's `notebook_timeout`) counts "
+        "CPU seconds of the submission's cgroup (and, for a hidden check, the grader's own), so a busy machine costs "
+        "no points; this many times as much wall-clock time is the backstop for code that waits instead of computing. "
+        "Where the submission's CPU time is not accounted, the limits count wall-clock time."
+    )).tag(config=True)
+    allow_unenforced = Bool(False, help=(
+        "Grade even where the per-submission limits cannot be enforced (no cgroup for the memory, processes and CPU "
+        "of a submission, CPU time not accounted): said in one line per run. Off: `autograder grade` refuses to run "
+        "there (`--allow-unenforced-limits` allows it for one run). Not a limit of the submission: not in `Limits`."
+    )).tag(config=True)
     cpus = Float(1.0, help=(
         "CPU cores the whole submission may use at once, all its processes together (its cgroup's CPU quota: "
         "v2 `cpu.max`, v1 `cpu.cfs_quota_us`; each submission also gets the same CPU weight); 0: no cap."
@@ -55,8 +67,10 @@ class SandboxLimits(LoggingConfigurable):
 
 
 # Limits field -> (nbgrader's Execute trait, what it limits): the two times nbgrader itself declares.
-EXECUTE_TIMES = {"cell_timeout": ("timeout", "Seconds for any one cell (also `nbgrader autograde`'s)."),
-                 "startup_timeout": ("startup_timeout", "Seconds for a kernel to start.")}
+EXECUTE_TIMES = {
+    "cell_timeout": ("timeout", "CPU seconds for any one cell and each hidden check (`nbgrader autograde`: wall seconds)."),
+    "startup_timeout": ("startup_timeout", "Seconds for a kernel to start (a start-up that runs out is retried)."),
+}
 
 
 def _default(name: str):
@@ -83,6 +97,7 @@ class Limits:
     processes: int = _default("processes")
     interrupt_grace: float = _default("interrupt_grace")
     cpus: float = _default("cpus")
+    wall_factor: float = _default("wall_factor")
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
@@ -94,7 +109,9 @@ def course_limits(config=None, **overrides) -> Limits:
     `overrides` (e.g. `autograder grade --cell-timeout`). No config: the declared defaults, `Limits()`."""
     config = config if config is not None else Config()
     sandbox = SandboxLimits(config=config)
-    values = {name: getattr(sandbox, name) for name in sandbox.trait_names() if sandbox.trait_metadata(name, "config")}
+    fields = {field.name for field in dataclasses.fields(Limits)}
+    values = {name: getattr(sandbox, name) for name in sandbox.trait_names()
+              if sandbox.trait_metadata(name, "config") and name in fields}
     execute = Execute(config=config)
     for field, (trait, _meaning) in EXECUTE_TIMES.items():
         seconds = getattr(execute, trait)
@@ -106,3 +123,9 @@ def course_limits(config=None, **overrides) -> Limits:
     if unknown:
         raise ValueError(f"not a limit: {', '.join(sorted(unknown))}")
     return Limits(**{**values, **overrides})
+
+
+def allows_unenforced(config=None) -> bool:
+    """Whether the course's configuration accepts grading where the limits cannot be enforced
+    (`c.SandboxLimits.allow_unenforced`)."""
+    return bool(SandboxLimits(config=config if config is not None else Config()).allow_unenforced)

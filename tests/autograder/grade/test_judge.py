@@ -102,8 +102,7 @@ def _judge_notebook(cells, tmp_path):
         "grade": True, "grade_id": grade_id, "points": 1, "solution": False, "locked": True}} if grade_id else {})
         for source, grade_id in cells])
     manager = kernel_manager_class(kernel_spec(limits), limits)
-    executor = judge.JudgedExecute(limits=limits, deadline=time.monotonic() + limits.notebook_timeout,
-                                   skip_cells=set(), kernel_manager_class=manager)
+    executor = judge.JudgedExecute(limits=limits, skip_cells=set(), kernel_manager_class=manager)
     nb, _ = executor.preprocess(nb, {"metadata": {"path": str(tmp_path)}})
     return nb
 

@@ -16,7 +16,7 @@ from traitlets.config import Config
 from autograder.cli import _limit_overrides
 from autograder.course.coursedir import REPO_ROOT, default_db_url, nbgrader_config
 from autograder.grade.jobs import GradingJob, GradingResult, preprocessor_config
-from autograder.sandbox.limits import course_limits, Limits, SandboxLimits
+from autograder.sandbox.limits import allows_unenforced, course_limits, Limits, SandboxLimits
 
 COURSE = REPO_ROOT / "course"
 
@@ -30,7 +30,10 @@ def test_the_course_config_sets_every_limit_and_one_cell_timeout():
     for name in sandbox.trait_names():
         if sandbox.trait_metadata(name, "config"):
             assert name in config.SandboxLimits, f"course/nbgrader_config.py does not set SandboxLimits.{name}"
-            assert getattr(limits, name) == config.SandboxLimits[name]
+            if name in {field.name for field in dataclasses.fields(Limits)}:  # allow_unenforced is the run's policy
+                assert getattr(limits, name) == config.SandboxLimits[name]
+            else:
+                assert allows_unenforced(config) == config.SandboxLimits[name]
 
 
 def test_limits_follow_a_course_config_file(tmp_path):
@@ -136,5 +139,8 @@ def test_the_settings_tables_are_generated_from_the_declarations():
 
 def test_the_limits_value_takes_its_defaults_from_the_declarations():
     for name, trait in SandboxLimits.class_traits(config=True).items():
+        if name == "allow_unenforced":  # the run's policy, not a limit of the submission
+            assert not hasattr(Limits(), name) and allows_unenforced() is trait.default_value is False
+            continue
         assert getattr(Limits(), name) == trait.default_value, name
     assert Limits().cell_timeout == float(Execute.timeout.default_value)
