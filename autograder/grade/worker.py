@@ -33,6 +33,7 @@ from autograder.checks.kit.draws import salted
 from autograder.course import cells
 from autograder.course.coursedir import alembic_on_path
 from autograder.grade import tamper_scan
+from autograder.grade.stand_in_leaks import remove_leaks
 from autograder.sandbox.execute import error_output
 from autograder.grade.jobs import SANITIZE, SCORE, GradingJob, GradingResult
 from autograder.gradebook.store import open_gradebook
@@ -298,6 +299,19 @@ def peak_memory_bytes() -> int:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
 
+def prepare(job: GradingJob, db_dir: str, run_dir: str) -> dict:
+    """The job's private gradebook in `db_dir` and its files in `run_dir`; returns nbgrader's resources."""
+    db_url = f"sqlite:///{os.path.join(db_dir, 'gradebook.db')}"
+    build_gradebook(db_url, job)
+    for relpath, data in job.files.items():
+        target = os.path.join(run_dir, relpath)
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        with open(target, "wb") as fh:
+            fh.write(data)
+    return {"nbgrader": {"db_url": db_url, "assignment": job.assignment, "notebook": job.notebook,
+                         "student": job.student}, "metadata": {"path": run_dir}}
+
+
 def grade_job(job: GradingJob) -> GradingResult:
     """Grade one submission notebook. Never raises: a failure becomes a result with status "error"."""
     started = time.monotonic()
@@ -317,16 +331,8 @@ def grade_job(job: GradingJob) -> GradingResult:
     try:
         scratch.sweep()  # what a worker killed mid-run left on this machine (folders, cgroups)
         with scratch.folder("db") as db_dir, scratch.folder("run") as run_dir:
-            db_url = f"sqlite:///{os.path.join(db_dir, 'gradebook.db')}"
-            build_gradebook(db_url, job)
-            for relpath, data in job.files.items():
-                target = os.path.join(run_dir, relpath)
-                os.makedirs(os.path.dirname(target), exist_ok=True)
-                with open(target, "wb") as fh:
-                    fh.write(data)
-            resources = {"nbgrader": {"db_url": db_url, "assignment": job.assignment,
-                                      "notebook": job.notebook, "student": job.student},
-                         "metadata": {"path": run_dir}}
+            resources = prepare(job, db_dir, run_dir)
+            db_url = resources["nbgrader"]["db_url"]
             nb, resources = run_steps(SANITIZE, nb, resources, config)
             moved = grade_cells_in_source_order(nb, job.assignment)
             if moved:
@@ -336,6 +342,7 @@ def grade_job(job: GradingJob) -> GradingResult:
                 run = run_notebook(nb, resources, limits, assigned_gpu(job.gpu), config=config)
             nb, notes, mistakes = run.nb, run.notes, run.mistakes
             scrub_notebook(nb, {run_dir: "<submission>", db_dir: "<grader-tmp>"})
+            flags = flags + remove_leaks(nb)  # no stand-in code in what is stored, scored, shown (stand_in_leaks.py)
             nb, resources = run_steps(SCORE, nb, resources, config)
             flags = flags + make_inert(nb, [c["source"] for c in job.cells["source"] if c["locked"]])  # formgrader
             with open_gradebook(db_url=db_url, course=job.course_id) as gb:

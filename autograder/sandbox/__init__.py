@@ -7,7 +7,9 @@
 - `scratch.py`     every temporary folder of a run (socket folder on a tmpfs): removed after, swept if its owner died.
 - `ownership.py`   whose a scratch folder or cgroup is (`<pid>.<start time>` in its name), and if its owner runs.
 - `launcher.py`    the process a kernel starts as, outside the jail: joins the cgroup, sets rlimits, execs bwrap.
-- `execute.py`     nbgrader's Execute with the limits: deadlines, SIGKILL after an ignored interrupt, output caps.
+- `execute.py`     nbgrader's Execute with the limits: time budgets, SIGKILL after an ignored interrupt, output caps.
+- `clock.py`       the time limits in the submission's CPU seconds (its cgroup's), with a wall-clock backstop.
+- `enforcement.py` whether this machine enforces a run's limits: said once per run, refused unless accepted.
 - `scrub.py`       takes the grader's paths out of what a kernel printed.
 - `inert.py`       makes what a kernel printed and a student wrote inert: the one allow-list of every page.
 

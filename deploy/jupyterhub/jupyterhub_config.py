@@ -27,6 +27,12 @@ Every site-specific value comes from an environment variable of the hub process:
     ROSTER_SYNC_INTERVAL      seconds between two reads of the roster   (10)
     HUB_SITE_CONFIG           a config file read last: the site's authenticator, ports, TLS ("" = none;
                               install.sh makes /etc/jupyterhub/site_config.py and never overwrites it)
+  The grader account's cgroups (set by the hub's start script, deploy/one-machine/cgroups.sh):
+    AUTOGRADER_CGROUP_PARENT  the cgroup subtree delegated to the grader account, handed to the course service:
+                              `autograder grade` makes each submission's capped group there ("" = its own group)
+    COURSE_SERVICE_CGROUP     cgroup v2: the delegated group the course service must start in ("" = none) ...
+    COURSE_SERVICE_CGROUP_EXEC  ... through this command run as root (`cgroups.sh exec`), which joins it and then
+                              becomes COURSE_SERVICE_RUN_AS (v2 moves a process only within its delegated subtree)
   Local-process spawners only (one machine, two Python environments; containers choose an image instead):
     STUDENT_SINGLEUSER_CMD    single-user command for students          ("" = the spawner's default)
     INSTRUCTOR_SINGLEUSER_CMD single-user command for graders           ("" = the spawner's default)
@@ -84,7 +90,18 @@ course_service = {
     "environment": service_env,
     "oauth_no_confirm": True,
 }
-if SERVICE_RUN_AS:
+# the grader account's cgroup subtree, where `autograder grade` makes each submission's group without root
+CGROUP_PARENT = os.environ.get("AUTOGRADER_CGROUP_PARENT", "")
+SERVICE_CGROUP = os.environ.get("COURSE_SERVICE_CGROUP", "")
+SERVICE_CGROUP_EXEC = os.environ.get("COURSE_SERVICE_CGROUP_EXEC", "")
+if CGROUP_PARENT:
+    service_env["AUTOGRADER_CGROUP_PARENT"] = CGROUP_PARENT
+if SERVICE_RUN_AS and SERVICE_CGROUP and SERVICE_CGROUP_EXEC:
+    # cgroup v2: the service must start inside the subtree delegated to its account; the hub starts the helper as
+    # root, which joins that group and then becomes the account
+    course_service["command"] = [SERVICE_CGROUP_EXEC, "exec", SERVICE_CGROUP, SERVICE_RUN_AS, "--",
+                                 *course_service["command"]]
+elif SERVICE_RUN_AS:
     course_service["user"] = SERVICE_RUN_AS  # the hub runs as root and switches to this system account
 services = [course_service]
 # the grader environment's tools (autograder, nbgrader, alembic for nbgrader's gradebook migrations) on the PATH of

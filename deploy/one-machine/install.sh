@@ -17,6 +17,13 @@
 #                                  made once, never overwritten)
 #   /etc/profile.d/transformers101-grader.sh            the grader environment on PATH for graders' shells
 #   /opt/hub/bin/transformers101-hub                    starts the hub with those settings (as root)
+#   /opt/hub/bin/transformers101-cgroups                the grader account's cgroups (deploy/one-machine/cgroups.sh)
+#   /etc/systemd/system/transformers101-{hub,cgroups}.service   the hub's unit (Delegate=yes) and the boot-time
+#                                  remake of the v1 cgroup subtree; enabled when systemd runs the machine
+# It also installs bubblewrap (the jail of every graded notebook) with the machine's package manager and checks that
+# the grader account can make a jail, and hands the grader account a cgroup subtree (cgroup v1: CGROUP_NAME in the
+# memory, pids, cpu and cpuacct hierarchies, made now and at every boot; v2: grading/ of the hub unit's group, made
+# when the hub starts in its unit), where `autograder grade` makes one capped group per submission without root.
 # Everything of the grader side is owned by the group of the grader account (GRADER_USER, made here when it is
 # missing); instructors listed in COURSE_INSTRUCTORS that exist as accounts join that group. Nobody else can read
 # the grader environment, the reference solutions, the hidden checks, the course folder or the gradebook.
@@ -29,6 +36,7 @@
 #   PYTHON              Python 3.11 that builds the environments             (python3.11)
 #   INSTALL_DEPS        1: the full stack from constraints.txt; 0: the course's own packages only, no third-party
 #                       dependencies and no proxy (a quick check of the layout and permissions; the hub cannot run)
+#   CGROUP_NAME         the grader's cgroup v1 subtree, /sys/fs/cgroup/<controller>/CGROUP_NAME   ($COURSE_ID)
 set -euo pipefail
 umask 077
 
@@ -39,6 +47,7 @@ GRADER_USER="${GRADER_USER:-grader-$COURSE_ID}"
 COURSE_INSTRUCTORS="${COURSE_INSTRUCTORS:-}"
 PYTHON="${PYTHON:-python3.11}"
 INSTALL_DEPS="${INSTALL_DEPS:-1}"
+CGROUP_NAME="${CGROUP_NAME:-$COURSE_ID}"
 
 HUB_ENV="$PREFIX/opt/hub"
 GRADER_ENV="$PREFIX/opt/grader"
@@ -50,6 +59,8 @@ HUB_STATE="$PREFIX/srv/jupyterhub"
 JUPYTER_ETC="$PREFIX/etc/jupyter"
 HUB_ETC="$PREFIX/etc/jupyterhub"
 PROFILE_D="$PREFIX/etc/profile.d"
+UNITS="$PREFIX/etc/systemd/system"
+CGROUPS="$HUB_ENV/bin/$COURSE_ID-cgroups"
 # the course's data the student wheel carries (the course Makefile's STUDENT_DATA)
 STUDENT_DATA="$(sed -n 's/^STUDENT_DATA *= *//p' "$SRC/Makefile")"
 
@@ -60,6 +71,9 @@ die() { printf 'install.sh: %s\n' "$*" >&2; exit 1; }
 command -v "$PYTHON" >/dev/null || die "$PYTHON not found: set PYTHON to a Python 3.11"
 [ -n "$STUDENT_DATA" ] || die "$SRC/Makefile has no STUDENT_DATA line"
 case "$INSTALL_DEPS" in 0|1) ;; *) die "INSTALL_DEPS must be 0 or 1, not $INSTALL_DEPS" ;; esac
+case "$CGROUP_NAME" in
+  ""|.*|*[!A-Za-z0-9._-]*) die "CGROUP_NAME must be one folder name, not '$CGROUP_NAME'" ;;
+esac
 
 install -d -m 0755 "$PREFIX/opt" "$PREFIX/srv" "$PREFIX/etc"  # (exist on a real machine)
 
@@ -76,6 +90,43 @@ for name in "${instructors[@]}"; do
   if id "$name" >/dev/null 2>&1; then usermod -a -G "$GROUP" "$name"
   else say "instructor $name has no account yet: run this script again once it exists (or usermod -aG $GROUP $name)"; fi
 done
+
+# --- bubblewrap: `autograder grade` runs every notebook in its jail, and refuses to grade without it ------------
+install_bubblewrap() {
+  if command -v apt-get >/dev/null; then
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get install -y -q --no-install-recommends bubblewrap \
+      || { apt-get update -q && apt-get install -y -q --no-install-recommends bubblewrap; }
+  elif command -v dnf >/dev/null; then dnf install -y -q bubblewrap
+  elif command -v yum >/dev/null; then yum install -y -q bubblewrap
+  else die "bubblewrap (bwrap) is missing and I know none of this machine's package managers (apt-get, dnf, yum):" \
+           "install the package bubblewrap, then run me again"
+  fi
+}
+bwrap_fix() {  # what keeps an unprivileged account from making user namespaces here, and the fix
+  local userns clone apparmor
+  userns="$(cat /proc/sys/user/max_user_namespaces 2>/dev/null || echo '?')"
+  clone="$(cat /proc/sys/kernel/unprivileged_userns_clone 2>/dev/null || echo '-')"
+  apparmor="$(cat /proc/sys/kernel/apparmor_restrict_unprivileged_userns 2>/dev/null || echo '-')"
+  printf '%s' "bwrap needs unprivileged user namespaces (user.max_user_namespaces = $userns, must be > 0;" \
+    " kernel.unprivileged_userns_clone = $clone, must be 1 where it exists (Debian before 11):" \
+    " sysctl -w kernel.unprivileged_userns_clone=1 and the same in /etc/sysctl.d/)."
+  if [ "$apparmor" = 1 ]; then
+    printf '%s' " AppArmor restricts them here (kernel.apparmor_restrict_unprivileged_userns = 1, Ubuntu 24.04):" \
+      " give bwrap a profile that allows them, /etc/apparmor.d/bwrap with" \
+      " 'abi <abi/4.0>, include <tunables/global> profile bwrap /usr/bin/bwrap flags=(unconfined) { userns, }'" \
+      " then apparmor_parser -r /etc/apparmor.d/bwrap (or set that sysctl to 0 for the whole machine)."
+  fi
+}
+if ! command -v bwrap >/dev/null; then
+  say "installing bubblewrap (the jail of every graded notebook)"
+  install_bubblewrap >&2 || die "could not install bubblewrap with the package manager: install it, then run me again"
+  command -v bwrap >/dev/null || die "bubblewrap is installed, but bwrap is not on PATH ($PATH)"
+  say "installed bubblewrap: $(command -v bwrap)"
+fi
+if ! jail="$(cd / && runuser -u "$GRADER_USER" -- bwrap --ro-bind / / --unshare-all true 2>&1)"; then
+  die "bwrap cannot make a jail as $GRADER_USER ($jail), so autograder grade would refuse every notebook. $(bwrap_fix)"
+fi
 
 # --- the environments, each from the constrained pip and setuptools first --------------------------------------
 pip_args=(--disable-pip-version-check -q -c "$SRC/constraints.txt")
@@ -159,9 +210,13 @@ HUB_SITE_CONFIG=$HUB_ETC/site_config.py
 EOF
 cat > "$HUB_ENV/bin/$COURSE_ID-hub" <<EOF
 #!/bin/sh
-# Starts the hub of $COURSE_ID with its settings (run as root: the hub switches to each user's account).
+# Starts the hub of $COURSE_ID with its settings (run as root: the hub switches to each user's account). Its systemd
+# unit $COURSE_ID-hub.service runs this; started otherwise on a cgroup v2 machine, grading gets no cgroups.
 set -a
 . "$HUB_ETC/$COURSE_ID.env"
+# the grader account's cgroup subtree: AUTOGRADER_CGROUP_PARENT (and on cgroup v2 where the course service starts),
+# which jupyterhub_config.py hands to the course service
+eval "\$("$CGROUPS" hub "$CGROUP_NAME" "$GRADER_USER" \$\$)"
 set +a
 cd "$HUB_STATE" && exec "$HUB_ENV/bin/jupyterhub" -f "$HUB_ETC/jupyterhub_config.py" "\$@"
 EOF
@@ -170,6 +225,7 @@ cat > "$PROFILE_D/$COURSE_ID-grader.sh" <<EOF
 case " \$(id -Gn 2>/dev/null) " in *" $GROUP "*) PATH="$GRADER_ENV/bin:\$PATH"; export PATH ;; esac
 EOF
 chmod 0755 "$HUB_ENV/bin/$COURSE_ID-hub"
+install -m 0755 "$SRC/deploy/one-machine/cgroups.sh" "$CGROUPS"
 chmod 0644 "$HUB_ETC/$COURSE_ID.env" "$PROFILE_D/$COURSE_ID-grader.sh"
 
 # --- folders --------------------------------------------------------------------------------------------------
@@ -186,6 +242,52 @@ else
   say "course folder kept as it is: $COURSE_ROOT"
 fi
 
+# --- the grader account's cgroups, and the systemd units -------------------------------------------------------
+if ! "$CGROUPS" setup "$CGROUP_NAME" "$GRADER_USER"; then  # v1: the subtree, now (the unit below: at every boot)
+  say "WARNING: no cgroup subtree for $GRADER_USER (above): autograder grade cannot cap each submission's memory," \
+      "processes and CPU here, and refuses to grade unless c.SandboxLimits.allow_unenforced (docs/grading-config.md)"
+fi
+install -d -m 0755 "$UNITS"
+cat > "$UNITS/$COURSE_ID-cgroups.service" <<EOF
+# The cgroup v1 subtree $CGROUP_NAME of the grader account $GRADER_USER (nothing to do on cgroup v2), made again at
+# every boot: v1 groups live in memory only. Written by deploy/one-machine/install.sh.
+[Unit]
+Description=cgroups of the grader account of $COURSE_ID
+Before=$COURSE_ID-hub.service
+
+[Service]
+Type=oneshot
+RemainAfterExit=yes
+ExecStart=$CGROUPS setup $CGROUP_NAME $GRADER_USER
+
+[Install]
+WantedBy=multi-user.target
+EOF
+cat > "$UNITS/$COURSE_ID-hub.service" <<EOF
+# The JupyterHub of $COURSE_ID. Delegate=yes: on cgroup v2 the unit's group is the hub's to manage, and its start
+# script hands its part grading/ to the grader account $GRADER_USER. Written by deploy/one-machine/install.sh.
+[Unit]
+Description=JupyterHub of $COURSE_ID
+Wants=network-online.target $COURSE_ID-cgroups.service
+After=network-online.target $COURSE_ID-cgroups.service
+
+[Service]
+ExecStart=$HUB_ENV/bin/$COURSE_ID-hub
+Delegate=yes
+Environment=HUB_CGROUP_DELEGATED=1
+Restart=on-failure
+
+[Install]
+WantedBy=multi-user.target
+EOF
+chmod 0644 "$UNITS/$COURSE_ID-cgroups.service" "$UNITS/$COURSE_ID-hub.service"
+if [ -z "$PREFIX" ] && [ -d /run/systemd/system ]; then  # systemd runs this machine (a test's PREFIX: files only)
+  systemctl daemon-reload
+  systemctl enable --now "$COURSE_ID-cgroups.service"
+  systemctl enable "$COURSE_ID-hub.service"
+  say "the hub starts at boot; start it now with systemctl start $COURSE_ID-hub (restart it after a new install)"
+fi
+
 # --- who may read what ----------------------------------------------------------------------------------------
 # grader side: the grader account writes its home and course folder; its group reads; others nothing
 chown -R "$GRADER_USER:$GROUP" "$COURSE_HOME"
@@ -196,4 +298,5 @@ chmod -R u+rwX,g+rX,g-w,o-rwx "$GRADER_ENV" "$JUPYTER_ETC/$COURSE_ID-instructor"
 chown -R root:root "$HUB_ENV" "$STUDENT_ENV" "$JUPYTER_ETC/$COURSE_ID-student"
 chmod -R u+rwX,go+rX,go-w "$HUB_ENV" "$STUDENT_ENV" "$JUPYTER_ETC/$COURSE_ID-student"
 
-say "done. Start the hub as root with $HUB_ENV/bin/$COURSE_ID-hub (settings in $HUB_ETC/$COURSE_ID.env)"
+say "done. Start the hub with systemctl start $COURSE_ID-hub, or as root with $HUB_ENV/bin/$COURSE_ID-hub" \
+    "(settings in $HUB_ETC/$COURSE_ID.env)"

@@ -3,11 +3,16 @@
 `install_machine()` is what an admin does: make the machine's accounts (an instructor, two students and a latecomer
 who is not on the roster yet; each with a password, since the hub keeps the config's PAM authenticator), run
 `COURSE_INSTRUCTORS=<instructor> deploy/one-machine/install.sh` as root with the full stack, into a scratch PREFIX
-(the only setting a real install does not need) and with a grader account of its own name. `start_hub()` writes the
-ports of this run into the site file install.sh made (`/etc/jupyterhub/site_config.py`, where README tells admins to
-put their own settings) and starts `/opt/hub/bin/transformers101-hub` as root, which switches to each account.
+(the only setting a real install does not need) and with a grader account and a cgroup subtree (CGROUP_NAME) of its
+own names. The first run sees a machine without bubblewrap (`WITHOUT_BUBBLEWRAP`): in a mount namespace of its own,
+/usr and /var are overlays (on a tmpfs that goes with the namespace) from which `bwrap` and bubblewrap's entry in
+dpkg's status are removed, so install.sh must install the package (apt-get, from the package cache or the network)
+and check its jail, while the machine's own bwrap, which the rest of the tests use, is never touched (the hub, started
+later outside that namespace, grades with it: the same package). `start_hub()` writes the ports of this run into the
+site file install.sh made (`/etc/jupyterhub/site_config.py`, where README tells admins to put their own settings) and
+starts `/opt/hub/bin/transformers101-hub` as root, which switches to each account.
 
-Needs root, useradd/userdel/chpasswd/runuser and /usr/bin/python3.11 (skipped otherwise: `missing()`).
+Needs root, useradd/userdel/chpasswd/runuser/unshare, dpkg and /usr/bin/python3.11 (skipped otherwise: `missing()`).
 """
 from __future__ import annotations
 
@@ -28,7 +33,8 @@ from hubkit import COURSE_ID, ROOT, HubClient, HubError, find_or_install_chp, fr
 SCRIPT = ROOT / "deploy" / "one-machine" / "install.sh"
 SYSTEM_PYTHON = "/usr/bin/python3.11"  # an interpreter every account can run (not one in root's home)
 SITE = "lib/python3.11/site-packages"
-TOOLS = ("useradd", "userdel", "chpasswd", "runuser")
+TOOLS = ("useradd", "userdel", "chpasswd", "runuser", "unshare", "dpkg")
+CGROUP_ROOT = Path("/sys/fs/cgroup")
 SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 
@@ -48,6 +54,7 @@ def missing() -> str:
 class Machine:
     prefix: Path
     grader: str  # the course service's system account (install.sh makes it)
+    cgroup_name: str  # the grader account's cgroup v1 subtree (install.sh's CGROUP_NAME)
     instructor: str
     students: tuple[str, str]
     latecomer: str  # an account of the machine not on the roster (yet)
@@ -71,15 +78,37 @@ class Machine:
         return Path(pwd.getpwnam(user).pw_dir)
 
 
-def as_user(user: str, *command: str, cwd: str = "/", timeout: float = 120) -> subprocess.CompletedProcess:
-    """`command` as `user` (a clean environment: PATH=/usr/bin:/bin, no home)."""
+def as_user(user: str, *command: str, cwd: str = "/", timeout: float = 120, **env: str) -> subprocess.CompletedProcess:
+    """`command` as `user` (a clean environment: PATH=/usr/bin:/bin, no home; plus `env`)."""
     return subprocess.run([shutil.which("runuser"), "-u", user, "--", *command], cwd=cwd, capture_output=True,
                           text=True, errors="replace", timeout=timeout,
-                          env={"PATH": "/usr/bin:/bin", "HOME": "/nonexistent", "LANG": "C.UTF-8"})
+                          env={"PATH": "/usr/bin:/bin", "HOME": "/nonexistent", "LANG": "C.UTF-8", **env})
 
 
-def run_install(env: dict, timeout_s: float = 3000) -> subprocess.CompletedProcess:
-    done = subprocess.run(["bash", str(SCRIPT)], env=env, capture_output=True, text=True, timeout=timeout_s)
+# bash: the machine's state without bubblewrap, in this mount namespace only; then install.sh ($0)
+WITHOUT_BUBBLEWRAP = r'''
+set -euo pipefail
+layer="$PREFIX/.without-bubblewrap"
+mkdir -p "$layer"
+mount -t tmpfs without-bubblewrap "$layer"
+for top in usr var; do
+  mkdir -p "$layer/$top/upper" "$layer/$top/work"
+  mount -t overlay overlay -o "lowerdir=/$top,upperdir=$layer/$top/upper,workdir=$layer/$top/work" "/$top"
+done
+if command -v bwrap >/dev/null; then rm "$(command -v bwrap)"; fi
+awk 'BEGIN { RS = ""; ORS = "\n\n" } !($1 == "Package:" && $2 == "bubblewrap")' /var/lib/dpkg/status > "$layer/status"
+cat "$layer/status" > /var/lib/dpkg/status
+if command -v bwrap || dpkg-query -W bubblewrap 2>/dev/null; then echo "bubblewrap is still there" >&2; exit 1; fi
+exec bash "$0"
+'''
+
+
+def run_install(env: dict, timeout_s: float = 3000, without_bubblewrap: bool = False) -> subprocess.CompletedProcess:
+    """install.sh with `env`; `without_bubblewrap`: on the machine's state without it (WITHOUT_BUBBLEWRAP)."""
+    command = ["bash", str(SCRIPT)]
+    if without_bubblewrap:
+        command = ["unshare", "--mount", "--propagation", "private", "bash", "-c", WITHOUT_BUBBLEWRAP, str(SCRIPT)]
+    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=timeout_s)
     if done.returncode != 0:
         raise HubError(f"install.sh failed ({done.returncode}):\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}")
     return done
@@ -88,7 +117,7 @@ def run_install(env: dict, timeout_s: float = 3000) -> subprocess.CompletedProce
 def install_machine():
     """Yields the Machine of a full install (accounts and files are removed afterwards)."""
     tag = secrets.token_hex(3)
-    grader, instructor, latecomer = f"t101g{tag}", f"t101i{tag}", f"t101l{tag}"
+    grader, instructor, latecomer, cgroup_name = f"t101g{tag}", f"t101i{tag}", f"t101l{tag}", f"t101c{tag}"
     students = (f"t101a{tag}", f"t101b{tag}")
     password = secrets.token_urlsafe(12)
     prefix = Path(tempfile.mkdtemp(prefix="t101-install-", dir="/tmp"))
@@ -104,18 +133,32 @@ def install_machine():
                if key not in ("VIRTUAL_ENV", "PYTHONPATH", "COURSE_PROFILE", "PYTHONHOME")}
         # the project's own proxy on PATH: install.sh then leaves the machine's npm alone
         env.update(PREFIX=str(prefix), GRADER_USER=grader, COURSE_INSTRUCTORS=instructor, PYTHON=SYSTEM_PYTHON,
-                   PATH=f"{find_or_install_chp().parent}:{SYSTEM_PATH}")
-        first = run_install(env)
-        yield Machine(prefix=prefix, grader=grader, instructor=instructor, students=students, latecomer=latecomer,
-                      password=password, env=env, log=first.stdout)
+                   CGROUP_NAME=cgroup_name, PATH=f"{find_or_install_chp().parent}:{SYSTEM_PATH}")
+        first = run_install(env, without_bubblewrap=True)
+        yield Machine(prefix=prefix, grader=grader, cgroup_name=cgroup_name, instructor=instructor,
+                      students=students, latecomer=latecomer, password=password, env=env, log=first.stdout)
     finally:
         for name in (*people, grader):
             subprocess.run(["pkill", "-KILL", "-u", name], capture_output=True)
         time.sleep(0.5)
+        remove_cgroup_subtree(cgroup_name)
         for name in (*people, grader):
             subprocess.run(["userdel", "--remove", name], capture_output=True)
             subprocess.run(["groupdel", name], capture_output=True)
         shutil.rmtree(prefix, ignore_errors=True)
+
+
+def remove_cgroup_subtree(name: str) -> None:
+    """The cgroup v1 subtree `name` install.sh made, with any group left in it (best effort: its processes were
+    killed, but a group still held by one that has not died yet stays behind)."""
+    for controller in ("memory", "pids", "cpu", "cpuacct"):
+        top = CGROUP_ROOT / controller / name
+        if top.is_dir():
+            for group in sorted((p for p in top.rglob("*") if p.is_dir()), key=lambda p: -len(p.parts)) + [top]:
+                try:
+                    group.rmdir()
+                except OSError:
+                    pass
 
 
 @dataclass

@@ -24,7 +24,8 @@ K8S = DEPLOY / "k8s"
 HUB_ENV_KEYS = ("COURSE_ID", "COURSE_ROOT", "COURSE_GRADER_USER", "COURSE_SERVICE_RUN_AS", "COURSE_INSTRUCTORS",
                 "COURSE_SERVICE_PORT", "COURSE_SERVICE_COMMAND", "NBGRADER_EXCHANGE", "HUB_SUBDOMAIN_HOST",
                 "IDLE_CULL_TIMEOUT", "STUDENT_SINGLEUSER_CMD", "INSTRUCTOR_SINGLEUSER_CMD",
-                "STUDENT_JUPYTER_CONFIG", "INSTRUCTOR_JUPYTER_CONFIG")
+                "STUDENT_JUPYTER_CONFIG", "INSTRUCTOR_JUPYTER_CONFIG", "AUTOGRADER_CGROUP_PARENT",
+                "COURSE_SERVICE_CGROUP", "COURSE_SERVICE_CGROUP_EXEC")
 
 
 # --- the hub config ----------------------------------------------------------------------------------
@@ -65,6 +66,30 @@ def test_course_service_runs_the_formgrader_as_the_grader(monkeypatch):
     assert service["environment"]["NBGRADER_EXCHANGE"] == "/data/exchange"
     assert c.Spawner.environment["NBGRADER_EXCHANGE"] == "/data/exchange"
     assert "FORMGRADER_FRAME_SELF" not in service["environment"]
+
+
+def test_course_service_gets_the_graders_cgroup_subtree(monkeypatch):
+    """cgroup v1 (the start script names the parent only): the hub switches to the grader account as usual."""
+    c, _ = load_hub_config(monkeypatch, AUTOGRADER_CGROUP_PARENT="/transformers101")
+    service = course_service(c)
+    assert service["environment"]["AUTOGRADER_CGROUP_PARENT"] == "/transformers101"
+    assert service["user"] == GRADER and service["command"][0] == "jupyterhub-singleuser"
+
+
+def test_on_cgroup_v2_the_course_service_starts_inside_its_delegated_group(monkeypatch):
+    """v2 moves a process only within the subtree delegated to its account: the service starts through the
+    helper (as root, no `user`), which joins the group and then becomes the grader account."""
+    unit = "/system.slice/transformers101-hub.service"
+    c, _ = load_hub_config(monkeypatch, AUTOGRADER_CGROUP_PARENT=f"{unit}/grading",
+                           COURSE_SERVICE_CGROUP=f"{unit}/grading/service",
+                           COURSE_SERVICE_CGROUP_EXEC="/opt/hub/bin/transformers101-cgroups")
+    service = course_service(c)
+    assert "user" not in service
+    assert service["command"][:6] == ["/opt/hub/bin/transformers101-cgroups", "exec", f"{unit}/grading/service",
+                                      GRADER, "--", "jupyterhub-singleuser"]
+    assert service["environment"]["AUTOGRADER_CGROUP_PARENT"] == f"{unit}/grading"
+    roster = next(s for s in c.JupyterHub.services if s["name"] == f"{COURSE_ID}-roster")
+    assert roster["user"] == GRADER  # the roster service needs no cgroup: the hub switches to the account
 
 
 def test_subdomains_turn_on_same_origin_frames_for_the_formgrader(monkeypatch):

@@ -6,7 +6,8 @@ two students, a latecomer), `COURSE_INSTRUCTORS=<instructor> deploy/one-machine/
 passwords, JupyterHub's LocalProcessSpawner starts each person's server as that account, in the environment the
 config picks (student or grader), and the course service and its roster service run as the grader account. The only
 additions are the ports of this run, in the site file README names for the site's own settings. The one thing under
-a scratch PREFIX is the install's root folder.
+a scratch PREFIX is the install's root folder. The install starts from the machine's state without bubblewrap
+(installkit.WITHOUT_BUBBLEWRAP), so install.sh has to install it.
 
 The journey, each step in the browser unless said otherwise, a screenshot of each under build/journey/<time>/:
 the latecomer's login is refused with the reason (not on the roster); the instructor logs in, Services ->
@@ -14,7 +15,9 @@ transformers101 lands on the formgrader, Manage Students adds two students, who 
 `autograder release 03_attention` in the course service's terminal, shown in Manage Assignments; student 1 fetches in
 JupyterLab's Assignments panel, her notebook gets every reference answer through the contents API, she submits in
 the panel; student 2 fetches, answers one written question only (contents API), submits; `autograder collect
-03_attention`, `autograder grade 03_attention --workers 1` (terminal); the instructor types a score for student 2's
+03_attention`, `autograder grade 03_attention --workers 1` (terminal; each graded notebook runs in a cgroup of its
+own, which the grader account made in the subtree the install delegated to it, with the course's memory, process and
+CPU caps: cgroupkit.CgroupWatch looks on from outside); the instructor types a score for student 2's
 written answer on the formgrader's Manual Grading page; `autograder export` (its CSV holds that score); `autograder
 feedback 03_attention` and `nbgrader release_feedback 03_attention`; student 2 fetches the feedback in the panel and
 opens it: her scores, and "not graded yet" nowhere. Terminal commands run by name as the course service's account,
@@ -39,6 +42,9 @@ import nbformat
 import pytest
 
 import installkit
+from autograder.course.coursedir import nbgrader_config
+from autograder.sandbox.limits import course_limits
+from cgroupkit import CgroupWatch, assert_each_capped
 from hubkit import COURSE_ID, ROOT, VENV, free_port, kill_tree
 
 pytestmark = [pytest.mark.hub, pytest.mark.browser, pytest.mark.slow, pytest.mark.timeout(3600)]
@@ -343,7 +349,11 @@ def test_journey(journey_hub, browser):
     out = instructor_runs(hub, f"autograder collect {ASSIGNMENT}").stdout
     assert student1 in out and student2 in out, out
     lap("collected")
-    instructor_runs(hub, f"autograder grade {ASSIGNMENT} --workers 1")
+    parent = hub.service_process().environ().get("AUTOGRADER_CGROUP_PARENT")
+    assert parent, "the course service has no AUTOGRADER_CGROUP_PARENT: the hub's start script delegated no cgroups"
+    with CgroupWatch(parent) as watch:  # as the grader account, not root: each notebook in its own capped group
+        instructor_runs(hub, f"autograder grade {ASSIGNMENT} --workers 1")
+    assert_each_capped(watch.groups, machine.grader, course_limits(nbgrader_config(machine.course_root)), at_least=2)
     lap("graded")
 
     # Manual Grading: student2's written answer

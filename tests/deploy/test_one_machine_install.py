@@ -4,16 +4,25 @@ The session's `machine` fixture (installkit.py) makes the accounts and runs the 
 deploy/README.md says; the journey (test_journey.py) then uses the same install. Here a student account tries to
 read every instructor file of the install and must fail, while the grader account reads the same files (so each
 refusal is the permissions', not a missing file), and the student environment and the exchange stay usable by the
-student. A second run of the script keeps the gradebook and the site's settings. Needs root, useradd, chpasswd and
-runuser; skipped otherwise.
+student. A second run of the script keeps the gradebook and the site's settings. The first run found no bubblewrap
+(installkit.WITHOUT_BUBBLEWRAP) and installed it; the cgroup subtree it hands to the grader account holds, for real
+(cgroup v1 on the test machine), the capped group of a grading kernel the grader account starts. Needs root, useradd,
+chpasswd, runuser and unshare; skipped otherwise.
 """
 from __future__ import annotations
 
+import json
+import os
+import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
 
-from installkit import SITE, as_user, run_install
+from autograder.course.units import GiB
+from autograder.sandbox.limits import Limits
+from cgroupkit import CgroupWatch, assert_each_capped
+from installkit import CGROUP_ROOT, SITE, as_user, run_install
 
 REPO = Path(__file__).resolve().parents[2]
 pytestmark = [pytest.mark.hub, pytest.mark.timeout(3600)]  # the install counts toward the first test that needs it
@@ -117,3 +126,69 @@ def test_second_run_keeps_the_course_folder(machine):
     assert marker.read_text() == "kept\n"
     assert as_user(student, "cat", str(marker)).returncode != 0
     assert as_user(student, "cat", str(instructor_files(prefix)["a reference solution"])).returncode != 0
+
+
+def test_install_brought_bubblewrap_and_the_units(machine):
+    """The first run found the machine without bubblewrap: install.sh installed it and checked, as the grader
+    account, that it makes a jail (else it stops). It wrote the hub's unit (Delegate=yes) and the boot-time one."""
+    assert "installed bubblewrap" in machine.log, machine.log
+    units = machine.path("/etc/systemd/system")
+    hub = (units / "transformers101-hub.service").read_text()
+    assert f"ExecStart={machine.path('/opt/hub/bin/transformers101-hub')}\n" in hub
+    assert "Delegate=yes\n" in hub and "Environment=HUB_CGROUP_DELEGATED=1\n" in hub
+    boot = (units / "transformers101-cgroups.service").read_text()
+    cgroups = machine.path("/opt/hub/bin/transformers101-cgroups")
+    assert f"ExecStart={cgroups} setup {machine.cgroup_name} {machine.grader}\n" in boot
+
+
+# a grading kernel as `autograder grade` starts one (the grader environment's kernel manager), kept a moment
+KERNEL = """
+import asyncio, json
+from autograder.sandbox.kernel import kernel_manager_class, kernel_spec
+from autograder.sandbox.limits import Limits
+
+async def main():
+    limits = Limits(**json.loads({limits!r}))
+    manager = kernel_manager_class(kernel_spec(limits), limits)()
+    await manager.start_kernel()
+    client = manager.client()
+    client.start_channels()
+    try:
+        await client.wait_for_ready(timeout=300)
+        await asyncio.sleep(0.5)
+        print(json.dumps(manager.submission_cgroup.dirs))
+    finally:
+        client.stop_channels()
+        await manager.shutdown_kernel(now=True)
+
+asyncio.run(main())
+"""
+
+
+@pytest.mark.skipif(not (CGROUP_ROOT / "memory").is_dir(), reason="the real run needs cgroup v1 (v2: unit tests)")
+def test_grading_kernel_of_the_grader_account_gets_its_own_capped_cgroup(machine):
+    """cgroup v1, for real: install.sh's script made the subtree in the memory, pids, cpu and cpuacct hierarchies,
+    owned by the grader account; with the parent the hub's start script computes, a kernel the grader account starts
+    (no root) runs in a group of its own there, with the memory, process and CPU caps, and the group is gone after."""
+    name, grader = machine.cgroup_name, machine.grader
+    for controller in ("memory", "pids", "cpu", "cpuacct"):
+        folder = CGROUP_ROOT / controller / name
+        assert folder.is_dir() and folder.owner() == grader, folder
+    cgroups = str(machine.path("/opt/hub/bin/transformers101-cgroups"))
+    printed = subprocess.run([cgroups, "hub", name, grader, str(os.getpid())], capture_output=True, text=True,
+                             check=True).stdout
+    parent = dict(line.split("=", 1) for line in printed.splitlines())["AUTOGRADER_CGROUP_PARENT"]
+    assert parent == f"/{name}"
+    limits = Limits(memory_bytes=2 * GiB, processes=64, cpus=0.5)
+    folder = machine.prefix / "kernel-notebook"  # the kernel's notebook folder: one the grader account may read
+    folder.mkdir(exist_ok=True)
+    shutil.chown(folder, grader)
+    script = KERNEL.format(limits=json.dumps(limits.to_dict()))
+    with CgroupWatch(parent) as watch:
+        ran = as_user(grader, str(machine.path("/opt/grader/bin/python")), "-c", script, cwd=str(folder),
+                      timeout=600, AUTOGRADER_CGROUP_PARENT=parent)
+    assert ran.returncode == 0, ran.stderr[-3000:]
+    dirs = json.loads(ran.stdout)
+    assert [Path(d).parent for d in dirs] == [CGROUP_ROOT / c / name for c in ("memory", "pids", "cpu", "cpuacct")]
+    assert_each_capped(watch.groups, grader, limits, at_least=1)
+    assert len(watch.groups) == 1 and not any(Path(d).exists() for d in dirs)  # one kernel, one group, removed after
