@@ -525,9 +525,17 @@ _CATALOGUE = [
      "remove the position embedding: the rotary angles in the attention carry the positions"),
     # ------------------------------------------------------------------------------------------------ 10 translate
     ("smoothing.over_other_classes", "label_smoothed_cross_entropy",
-     "the smoothing mass is spread over the V - 1 classes other than the target: spread it over all V classes, the "
-     "target included (as F.cross_entropy's label_smoothing does)",
-     "the uniform term is -log_p.mean(dim=-1), the mean over all V classes"),
+     "the smoothing mass is spread over the V - 1 classes other than the target: that is another convention "
+     "(tensor2tensor's and fairseq's); this course follows F.cross_entropy's label_smoothing, smoothing / V on each "
+     "of all V classes, the target included",
+     "not a misunderstanding, another convention: keep (1 - smoothing) * nll and make the uniform term "
+     "-log_p.mean(dim=-1), the mean over all V classes"),
+    ("smoothing.pad_column_excluded", "label_smoothed_cross_entropy",
+     "the smoothing mass leaves out the ignore_index (<pad>) column and is spread over the other V - 2 classes: that "
+     "is another convention (The Annotated Transformer's); this course follows F.cross_entropy's label_smoothing, "
+     "smoothing / V on each of all V classes, <pad> included",
+     "not a misunderstanding, another convention: give every class smoothing / V, the ignore_index column too (the "
+     "uniform term -log_p.mean(dim=-1)), and leave out only the rows whose target is ignore_index"),
     ("smoothing.ignored_positions_counted", "label_smoothed_cross_entropy",
      "positions whose target is ignore_index (padding) still add to the loss: leave them out",
      "keep = targets != ignore_index, and average over the kept rows only: the ignored rows add neither loss nor "
@@ -541,6 +549,15 @@ _CATALOGUE = [
     ("smoothing.weights_swapped", "label_smoothed_cross_entropy",
      "the two weights are swapped: the target's term gets 1 - smoothing, the uniform term gets smoothing",
      "the loss per position is (1 - smoothing) * nll + smoothing * uniform"),
+    ("smoothing.target_not_discounted", "label_smoothed_cross_entropy",
+     "the target's weight is not reduced by the smoothing: it gets 1 instead of 1 - smoothing, so the smoothed "
+     "distribution sums to more than 1",
+     "take the smoothing mass from the target: (1 - smoothing) * nll + smoothing * uniform, weights that sum to 1"),
+    ("smoothing.ignore_index_hardcoded", "label_smoothed_cross_entropy",
+     "the positions left out are those whose target is 0: leave out those equal to the ignore_index argument (0 is "
+     "only its default)",
+     "keep = targets != ignore_index, with the argument and not a fixed 0 (F.cross_entropy takes it as "
+     "ignore_index=ignore_index)"),
     ("smoothing.python_float", "label_smoothed_cross_entropy",
      "the loss is returned as a Python number (.item()), so training cannot back-propagate through it",
      "return the tensor itself, without .item() or float(...)"),
@@ -570,6 +587,18 @@ _CATALOGUE = [
     ("beam.continues_after_eos", "beam_search",
      "a hypothesis that produced <eos> stays in the beam and keeps growing: it is finished, and leaves the beam",
      "an extension ending in <eos> goes to the finished list instead of the beam"),
+    ("beam.stops_at_first_finished", "beam_search",
+     "the search stops as soon as one hypothesis has finished: it goes on until beam_size hypotheses have finished "
+     "(or max_len steps have been taken)",
+     "stop after a step only when len(finished) >= beam_size (or the beam is empty): a longer hypothesis still in the "
+     "beam may rank higher"),
+    ("beam.searches_past_stop", "beam_search",
+     "the search goes on after beam_size hypotheses have finished (as a beam does that keeps its finished hypotheses "
+     "and ranks them with the live ones by the length-penalised score): it stops after the step that leaves at least "
+     "beam_size finished hypotheses",
+     "an extension ending in <eos> leaves the beam for the finished list, the beam keeps the beam_size best live "
+     "extensions by raw score, and the search breaks once len(finished) >= beam_size; the penalty only ranks the "
+     "finished hypotheses at the end"),
     ("beam.length_counts_bos", "beam_search",
      "the length L in the penalty counts <bos>: L is the number of tokens after <bos>, <eos> included",
      "L = len(tokens) - 1 when tokens starts with <bos>"),
@@ -597,6 +626,9 @@ _CATALOGUE = [
      "sum the matches, totals and lengths over the sentences first"),
     ("bleu.fraction_not_percent", "corpus_bleu", "the score is a fraction in [0, 1]: report it in [0, 100]",
      "multiply by 100"),
+    ("bleu.max_n_ignored", "corpus_bleu",
+     "max_n is ignored: the precisions of n = 1 .. 4 are combined whatever max_n is",
+     "loop over n = 1 .. max_n and take the geometric mean of those max_n precisions (weights 1 / max_n)"),
 ]
 
 MISTAKES: dict[str, Mistake] = {entry[0]: Mistake(*entry) for entry in _CATALOGUE}

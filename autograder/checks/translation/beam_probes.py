@@ -98,21 +98,21 @@ def _probe_model(draws: torch.Generator, bos_id: int, eos_id: int):
 
 
 # What the first probe's searched sources must show, each on a source of its own: (the mistake, named by its row of
-# mistakes.TABLE or mistakes.UNNAMED, the mistakes whose translation must differ from it in the same call). Ranking
-# by the raw score (beam.no_length_penalty), told apart from counting <bos> in L: that mistake also favours short
-# translations, where it shows at all, so the diagnosis (which tries ranking by the raw score first) needs a call
-# where the two differ; counting <bos> in L (beam.length_counts_bos); searching on past the contract's stopping
-# rule (no catalogue id: the check compares with the contract's search, not with the best it can find); the length
-# penalty applied while walking down the candidates (beam.penalty_on_unfinished). All are searched at the default
-# penalty 0.6: they are mistakes of the core, which must fail it on every submission's inputs (not only the calls
-# with another length_penalty, where they would keep the partial credit of that argument).
+# mistakes.TABLE, the mistakes whose translation must differ from it in the same call). Ranking by the raw score
+# (beam.no_length_penalty), told apart from counting <bos> in L: that mistake also favours short translations, where
+# it shows at all, so the diagnosis (which tries ranking by the raw score first) needs a call where the two differ;
+# counting <bos> in L (beam.length_counts_bos); searching on past the contract's stopping rule
+# (beam.searches_past_stop: the check compares with the contract's search, not with the best it can find); the
+# length penalty applied while walking down the candidates (beam.penalty_on_unfinished). All are searched at the
+# default penalty 0.6: they are mistakes of the core, which must fail it on every submission's inputs (not only the
+# calls with another length_penalty, where they would keep the partial credit of that argument).
 SEARCHED_MISTAKES = (("beam.no_length_penalty", ("beam.length_counts_bos",)), ("beam.length_counts_bos", ()),
-                     ("searches_on", ()), ("beam.penalty_on_unfinished", ()))
-
-
-def _row(name: str):
-    """(variant, switches) of a searched mistake: its row of the topic's table, or of the unnamed ones."""
-    return M.TABLE[name] if name in M.TABLE else M.UNNAMED[name]
+                     ("beam.searches_past_stop", ()), ("beam.penalty_on_unfinished", ()))
+# Other forms of the core's mistakes (mistake id, switches: one of mistakes.FORMS[id]), searched for only when none
+# of the sources chosen before shows them (the same way, told from nothing), so that they add a source only to the
+# submissions whose other sources miss them: a beam that keeps its finished hypotheses (beam.searches_past_stop)
+# differs from the contract's search on only some sources.
+SEARCHED_UNLESS_SHOWN = (("beam.searches_past_stop", {"penalty_in_beam": "mixed"}),)
 
 
 def _apart(a: float, b: float) -> bool:
@@ -120,54 +120,72 @@ def _apart(a: float, b: float) -> bool:
     return not math.isclose(a, b, rel_tol=RANKING_APART["rtol"], abs_tol=RANKING_APART["atol"])
 
 
-def _searched_sources(model, draws, bos_id: int, eos_id: int, settings: BeamSettings) -> list | None:
-    """Two plain sources, then for each of SEARCHED_MISTAKES the first source drawn on which one call of the core (a
-    beam of settings.small or .large, the default length penalty 0.6) gives a translation of that
-    mistake that ranks apart from the reference's (the check compares ranking scores, so it then fails) and that
-    differs from the translations of the mistakes to tell it from (so the diagnosis names it). None when
-    SOURCE_POOL - 2 + SOURCE_SEARCH sources have no such call for one of them."""
-    solution = reference("translation")
-    drawn = _sources(draws)
-    pool = [next(drawn) for _ in range(SOURCE_POOL)]
-    sources, candidates = pool[:2], pool[2:]
-    memo = {}   # (source index, beam, lp, searched mistake or None) -> (tokens, raw log-probability)
+class _SourceSearch:
+    """The sources drawn for the first probe's model (`pool`, drawn on as far as needed) and what the searched
+    mistakes do on them: `shows(index, name, others)` says whether one call of the core (a beam of settings.small or
+    .large, the default length penalty 0.6) on pool[index] gives a translation of the mistake `name` that ranks
+    apart from the reference's (the check compares ranking scores, so it then fails) and that differs from the
+    translations of the mistakes `others` (so the diagnosis names it)."""
 
-    def translation(index, beam, lp, name=None) -> tuple[list[int], float]:
-        key = (index, beam, lp, name)
-        if key not in memo:
-            src = candidates[index]
-            args = (model, src, beam, settings.max_len, bos_id, eos_id, lp)
+    def __init__(self, model, draws, bos_id: int, eos_id: int, settings: BeamSettings):
+        self.model, self.bos_id, self.eos_id, self.settings = model, bos_id, eos_id, settings
+        self.drawn = _sources(draws)
+        self.pool = [next(self.drawn) for _ in range(SOURCE_POOL)]
+        self.memo = {}   # (source index, beam, lp, searched mistake or None) -> (tokens, raw log-probability)
+
+    def source(self, index: int) -> torch.Tensor:
+        while index >= len(self.pool):
+            self.pool.append(next(self.drawn))
+        return self.pool[index]
+
+    def translation(self, index, beam, lp, name=None, switches=None) -> tuple[list[int], float]:
+        """The reference's translation of pool[index] (name None), or that of the mistake `name`: its row of
+        mistakes.TABLE, or that row's variant with `switches` (another form)."""
+        key = (index, beam, lp, name, None if switches is None else tuple(sorted(switches.items())))
+        if key not in self.memo:
+            src = self.source(index)
+            args = (self.model, src, beam, self.settings.max_len, self.bos_id, self.eos_id, lp)
             if name is None:
-                tokens = solution.beam_search(*args)
+                tokens = reference("translation").beam_search(*args)
             else:
-                variant, switches = _row(name)
-                tokens = variant(*args, **switches)
-            memo[key] = tokens, M.sequence_log_prob(model, src, tokens, bos_id)
-        return memo[key]
+                variant, row = M.TABLE[name]
+                tokens = variant(*args, **(row if switches is None else switches))
+            self.memo[key] = tokens, M.sequence_log_prob(self.model, src, tokens, self.bos_id)
+        return self.memo[key]
 
-    def apart(a, b, lp) -> bool:
-        return _apart(a[1] / penalty(len(a[0]), lp), b[1] / penalty(len(b[0]), lp))
+    def shows(self, index, name, others=(), switches=None) -> bool:
+        def apart(a, b, lp) -> bool:
+            return _apart(a[1] / penalty(len(a[0]), lp), b[1] / penalty(len(b[0]), lp))
 
-    def shows(index, name, others) -> bool:
         for lp in (0.6,):   # the core's penalty: these mistakes are wrong at the default, not only with another
-            for beam in (settings.small, settings.large):
-                got = translation(index, beam, lp, name)
-                if apart(got, translation(index, beam, lp), lp) and all(
+            for beam in (self.settings.small, self.settings.large):
+                got = self.translation(index, beam, lp, name, switches)
+                if apart(got, self.translation(index, beam, lp), lp) and all(
                         len(got[0]) != len(other[0]) or apart(got, other, 0.0)
-                        for other in (translation(index, beam, lp, o) for o in others)):
+                        for other in (self.translation(index, beam, lp, o) for o in others)):
                     return True
         return False
 
+
+def _searched_sources(model, draws, bos_id: int, eos_id: int, settings: BeamSettings) -> list | None:
+    """Two plain sources, then for each of SEARCHED_MISTAKES the first source drawn that shows it
+    (`_SourceSearch.shows`), then for each of SEARCHED_UNLESS_SHOWN that none of these shows, the first drawn that
+    does. None when SOURCE_POOL - 2 + SOURCE_SEARCH sources show one of them nowhere."""
+    search = _SourceSearch(model, draws, bos_id, eos_id, settings)
+    chosen = [0, 1]
+    drawn = range(2, SOURCE_POOL + SOURCE_SEARCH)
     for name, others in SEARCHED_MISTAKES:
-        for index in range(SOURCE_POOL - 2 + SOURCE_SEARCH):
-            while index >= len(candidates):
-                candidates.append(next(drawn))
-            if shows(index, name, others):
-                sources.append(candidates[index])
-                break
-        else:
+        index = next((i for i in drawn if search.shows(i, name, others)), None)
+        if index is None:
             return None
-    return sources
+        chosen.append(index)
+    for name, switches in SEARCHED_UNLESS_SHOWN:
+        if not any(search.shows(i, name, switches=switches) for i in chosen):
+            index = next((i for i in drawn if search.shows(i, name, switches=switches)), None)
+            if index is None:
+                return None
+            chosen.append(index)
+    return [search.source(index) for index in chosen]
 
 
 def _id_sources(model, draws, bos_id: int, eos_id: int, settings: BeamSettings) -> list | None:
@@ -211,8 +229,10 @@ def beam_probes(seed: int) -> tuple[list[BeamProbe], list[BeamCase]]:
     Besides two plain sources, the first probe gets sources found by a deterministic search over sources drawn
     from the seed (`_searched_sources`): one where the length penalty changes the best translation (so that ranking
     by the raw score, `beam.no_length_penalty`, shows), one where counting <bos> in L does
-    (`beam.length_counts_bos`), one where searching on after beam_size finished hypotheses does, each at the
-    default penalty 0.6 (they are core mistakes); the second and third probes get one source where ignoring their
+    (`beam.length_counts_bos`), one where searching on after beam_size finished hypotheses does, one where dividing
+    the stored scores while walking does (`beam.penalty_on_unfinished`), and, when none of these shows it, one where
+    keeping the finished hypotheses in the beam does (a form of `beam.searches_past_stop`), each at the default
+    penalty 0.6 (they are core mistakes); the second and third probes get one source where ignoring their
     other id shows (`_id_sources`). When a model shows one of them on none of its sources, the next model drawn is
     tried (at most MODEL_DRAWS), so that each shows on every submission's inputs."""
     return _beam_probes(seed, current_salt())

@@ -152,11 +152,11 @@ def check_beam_search(beam_search) -> None:
     short, long = [EOS], [A, A, A, EOS]
     expected = {0.0: short, 0.6: short, 1.0: long, 2.0: long}
     results = {0.6: _decoded(fn, length_penalty_translator().eval(), 2, 8, 0.6)}
-    _penalty_verdict(results, {0.6: short})
+    _penalty_verdict(fn, results, {0.6: short})
     with argument("beam_search.length_penalty"):
         results.update({alpha: _decoded(fn, length_penalty_translator().eval(), 2, 8, alpha)
                         for alpha in (0.0, 1.0, 2.0)})
-        _penalty_verdict(dict(sorted(results.items())), expected)
+        _penalty_verdict(fn, dict(sorted(results.items())), expected)
     # max_len: after max_len steps the beam is finished as it is
     got = _decoded(fn, length_penalty_translator().eval(), 2, 2, 0.6)
     if got != [A, A]:
@@ -185,14 +185,23 @@ def check_beam_search(beam_search) -> None:
                           "max_len, other bos_id and eos_id, eval mode restored)")
 
 
-def _penalty_verdict(results: dict, expected: dict) -> None:
+def _penalty_verdict(fn, results: dict, expected: dict) -> None:
     short, long = [EOS], [A, A, A, EOS]
     if results != expected:
         hint = None
         if all(got == short for got in results.values()):
-            hint = mistake_hint("beam.no_length_penalty")
+            # a search that stops once [<eos>] finished (step 1) returns it at max_len=2 too, where ranking the
+            # finished hypotheses by the raw score returns [A, A] (log-prob -0.70 against -0.916)
+            if _decoded(fn, length_penalty_translator().eval(), 2, 2, 0.6) == short:
+                hint = mistake_hint("beam.stops_at_first_finished")
+            else:
+                hint = mistake_hint("beam.no_length_penalty")
         elif results == {0.0: short, 0.6: short, 1.0: short, 2.0: long}:
             hint = mistake_hint("beam.length_counts_bos")
+        elif len(results.get(2.0, ())) == 8 and results[2.0][-1] != EOS:
+            # at alpha 2 the live [A, A, A, C, C, ...] outranks both finished ones: a search that goes on past the
+            # step where two had finished (or a beam that keeps them, ranked with the live ones) ends with it
+            hint = mistake_hint("beam.searches_past_stop")
         fail(f"with A = {A} and <eos> = {EOS}: [<eos>] (L=1, log-prob -0.916) and [A, A, A, <eos>] (L=4, log-prob "
              f"-1.34) are finished; ranked by score / ((5 + L) / 6) ** alpha, alpha 0 and 0.6 pick {short}, 1 and 2 "
              f"pick {long}; got {results}.", hint)

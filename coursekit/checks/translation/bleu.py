@@ -60,18 +60,17 @@ def check_corpus_bleu(corpus_bleu) -> None:
         got = run("corpus_bleu", fn, [["the"] * 6], ["the cat is on the mat".split()], 1)
         if isinstance(got, (int, float)) and not isinstance(got, bool) and got == 0:
             fail("corpus_bleu on 'the the the the the the' vs 'the cat is on the mat', max_n=1 should be "
-                 f"{100 * 2 / 6:.6g}, got 0 (the score with max_n=4).",
-                 "use max_n: with max_n=1 only the unigram precision counts.")
+                 f"{100 * 2 / 6:.6g}, got 0 (the score with max_n=4).", mistake_hint("bleu.max_n_ignored"))
     _bleu_case(fn, [["the"] * 6], ["the cat is on the mat".split()], 1, 100 * 2 / 6,
                "'the the the the the the' vs 'the cat is on the mat', max_n=1",
                [(100.0, mistake_hint("bleu.no_clipping")),
-                (0.0, "use max_n: with max_n=1 only the unigram precision counts.")])
+                (0.0, mistake_hint("bleu.max_n_ignored"))])
     # the geometric mean of the four precisions (c = r = 10)
     _bleu_case(fn, [_MAN[0]], [_MAN[1]], 4, _bleu(_MAN_P, 10, 10), "'a man in a blue shirt ...'",
                [(100 * sum(_MAN_P) / 4, mistake_hint("bleu.arithmetic_mean"))])
     with argument("corpus_bleu.max_n"):
         _bleu_case(fn, [_MAN[0]], [_MAN[1]], 2, _bleu(_MAN_P[:2], 10, 10), "'a man in a blue shirt ...' with max_n=2",
-                   [(_bleu(_MAN_P, 10, 10), "use max_n: the precisions for n = 1 .. max_n."),
+                   [(_bleu(_MAN_P, 10, 10), mistake_hint("bleu.max_n_ignored")),
                     (100 * sum(_MAN_P[:2]) / 2, mistake_hint("bleu.arithmetic_mean"))])
     short, long, ref = ("a dog runs".split(), "a dog runs on the beach today".split(),
                         "a dog runs on the beach".split())

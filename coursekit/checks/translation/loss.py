@@ -18,8 +18,11 @@ from coursekit.tolerance import FORMULA_FLOAT64
 
 
 def _smoothed(logits, targets, smoothing, ignore_index, spread="all", kept_only=True, divide_by="kept",
-              target_weight=None):
-    """The loss written out row by row in float64; the keyword switches give the known wrong answers."""
+              target_weight=None, uniform_weight=None):
+    """The loss written out row by row in float64; the keyword switches give the known wrong answers (spread "all",
+    "others" or "no_pad": the smoothing mass over all V classes, the V - 1 other than the target, or the V - 2
+    other than the target and the ignore_index column; the weights of the target's and the uniform term, by default
+    1 - smoothing and what is left of 1)."""
     log_p = logits.double().log_softmax(-1)                                    # (N, V)
     V = log_p.size(1)
     rows, kept = [], 0
@@ -31,9 +34,14 @@ def _smoothed(logits, targets, smoothing, ignore_index, spread="all", kept_only=
         else:
             kept += 1
         nll = -row[target]
-        uniform = -row.mean() if spread == "all" else -(row.sum() - row[target]) / (V - 1)
+        if spread == "all":
+            uniform = -row.mean()
+        elif spread == "others":
+            uniform = -(row.sum() - row[target]) / (V - 1)
+        else:
+            uniform = -(row.sum() - row[target] - row[ignore_index]) / (V - 2)
         weight = 1 - smoothing if target_weight is None else target_weight
-        rows.append(weight * nll + (1 - weight) * uniform)
+        rows.append(weight * nll + (1 - weight if uniform_weight is None else uniform_weight) * uniform)
     total = torch.stack(rows).sum()
     return {"kept": total / kept, "all": total / len(targets), "none": total}[divide_by]
 
@@ -51,8 +59,12 @@ def _loss_case(fn, logits, targets, smoothing, ignore_index, what):
     wrong = [
         (_smoothed(logits, targets, smoothing, ignore_index, spread="others"),
          mistake_hint("smoothing.over_other_classes")),
+        (_smoothed(logits, targets, smoothing, ignore_index, spread="no_pad"),
+         mistake_hint("smoothing.pad_column_excluded")),
         (_smoothed(logits, targets, smoothing, ignore_index, target_weight=smoothing),
          mistake_hint("smoothing.weights_swapped")),
+        (_smoothed(logits, targets, smoothing, ignore_index, target_weight=1.0, uniform_weight=smoothing),
+         mistake_hint("smoothing.target_not_discounted")),
         (_smoothed(logits, targets, smoothing, ignore_index, divide_by="none"),
          mistake_hint("smoothing.sum_not_mean")),
         (_smoothed(logits, targets, smoothing, ignore_index, divide_by="all"),
@@ -63,9 +75,7 @@ def _loss_case(fn, logits, targets, smoothing, ignore_index, what):
          mistake_hint("smoothing.ignored_positions_counted")),
     ]
     if ignore_index != 0:
-        wrong.append((_smoothed(logits, targets, smoothing, 0),
-                      "targets equal to 0 were left out: leave out those equal to ignore_index (here "
-                      f"{ignore_index}), not a fixed 0."))
+        wrong.append((_smoothed(logits, targets, smoothing, 0), mistake_hint("smoothing.ignore_index_hardcoded")))
     expect_close(got, expected, f"label_smoothed_cross_entropy ({what})", first_matching_hint(got, wrong))
 
 

@@ -28,6 +28,16 @@ def make_smoothing(mistake=None):
         if mistake == "over_other_classes":
             dist = torch.full_like(log_probs, smoothing / (V - 1))
             dist[torch.arange(N), targets] = 1 - smoothing
+        elif mistake == "pad_column_excluded":                 # The Annotated Transformer's distribution
+            dist = torch.full_like(log_probs, smoothing / (V - 2))
+            dist[torch.arange(N), targets] = 1 - smoothing
+            dist[:, ignore_index] = 0
+        elif mistake == "target_not_discounted":
+            dist = torch.full_like(log_probs, smoothing / V)
+            dist[torch.arange(N), targets] += 1
+        elif mistake == "target_set_to_one":
+            dist = torch.full_like(log_probs, smoothing / V)
+            dist[torch.arange(N), targets] = 1
         else:
             dist = torch.full_like(log_probs, smoothing / V)
             dist[torch.arange(N), targets] += 1 - smoothing
@@ -35,7 +45,7 @@ def make_smoothing(mistake=None):
             dist = torch.full_like(log_probs, (1 - smoothing) / V)
             dist[torch.arange(N), targets] += smoothing
         per_token = -(dist * log_probs).sum(dim=-1)                                  # (N,)
-        mask = (targets != ignore_index).float()
+        mask = (targets != (0 if mistake == "ignore_zero" else ignore_index)).float()
         if mistake == "ignored_positions_counted":
             return per_token.mean()
         if mistake == "mean_over_all_positions":
@@ -62,6 +72,19 @@ def smoothing_nll_masked_select(logits, targets, smoothing=0.1, ignore_index=0):
     nll = F.nll_loss(log_p, targets[keep])
     uniform = -log_p.mean(-1).mean()
     return (1 - smoothing) * nll + smoothing * uniform
+
+
+def smoothing_annotated_kl(logits, targets, smoothing=0.1, ignore_index=0):
+    """WRONG (smoothing.pad_column_excluded): The Annotated Transformer's LabelSmoothing, KLDivLoss summed over the
+    kept positions and divided by their number, <pad> (ignore_index) column and rows zeroed."""
+    if not 0 <= smoothing < 1:
+        raise ValueError("smoothing must be in [0, 1)")
+    true_dist = torch.full_like(logits, smoothing / (logits.size(1) - 2))
+    true_dist.scatter_(1, targets[:, None], 1 - smoothing)
+    true_dist[:, ignore_index] = 0
+    true_dist[targets == ignore_index] = 0
+    loss = torch.nn.KLDivLoss(reduction="sum")(logits.log_softmax(-1), true_dist)
+    return loss / (targets != ignore_index).sum()
 
 
 def smoothing_by_pytorch(logits, targets, smoothing=0.1, ignore_index=0):
@@ -137,6 +160,8 @@ def make_beam_search(mistake=None):
                             break
                 if len(finished) >= beam_size and mistake != "no_early_stop":
                     break
+                if finished and mistake == "stops_at_first_finished":
+                    break
             else:
                 finished += beam
         if mistake != "mode_not_restored":
@@ -148,6 +173,33 @@ def make_beam_search(mistake=None):
         return best[0] if mistake == "returns_bos" else best[0][1:]
 
     return beam_search
+
+
+def beam_search_keeping_finished(model, src_ids, beam_size, max_len, bos_id=2, eos_id=3, length_penalty=0.6):
+    """WRONG (beam.searches_past_stop): finished hypotheses stay in the beam and compete with the live ones by the
+    length-normalised score; the search ends when every hypothesis of the beam has finished."""
+    def normalised(tokens, score):
+        return score / ((5 + len(tokens) - 1) / 6) ** length_penalty
+
+    was_training = model.training
+    model.eval()
+    with torch.no_grad():
+        memory, src_mask = model.encode(src_ids)
+        beam = [([bos_id], 0.0)]
+        for _ in range(max_len):
+            candidates = []
+            for tokens, score in beam:
+                if tokens[-1] == eos_id:
+                    candidates.append((tokens, score))                   # finished: carried over as it is
+                    continue
+                log_p = model.decode(torch.tensor([tokens], device=src_ids.device), memory, src_mask)[0, -1]
+                log_p = log_p.double().log_softmax(-1).tolist()
+                candidates += [(tokens + [v], score + lp) for v, lp in enumerate(log_p)]
+            beam = sorted(candidates, key=lambda c: normalised(*c), reverse=True)[:beam_size]
+            if all(tokens[-1] == eos_id for tokens, _ in beam):
+                break
+    model.train(was_training)
+    return max(beam, key=lambda c: normalised(*c))[0][1:]
 
 
 def beam_search_tensors(model, src_ids, beam_size, max_len, bos_id=2, eos_id=3, length_penalty=0.6):
@@ -195,6 +247,8 @@ def make_corpus_bleu(mistake=None):
     def corpus_bleu(hypotheses, references, max_n=4):
         if len(hypotheses) != len(references) and mistake != "no_check":
             raise ValueError("one reference per hypothesis")
+        if mistake == "max_n_fixed":
+            max_n = 4
 
         def ngrams(words, n):
             return Counter(zip(*[words[i:] for i in range(n)]))
@@ -221,6 +275,8 @@ def make_corpus_bleu(mistake=None):
                 mean = sum(precisions) / max_n
             elif min(precisions) == 0:
                 return 0.0
+            elif mistake == "arithmetic_mean_guarded":
+                mean = sum(precisions) / max_n
             else:
                 mean = math.exp(sum(map(math.log, precisions)) / max_n)
             if mistake == "no_brevity_penalty":
@@ -239,59 +295,6 @@ def make_corpus_bleu(mistake=None):
         return value if mistake == "fraction_not_percent" else 100 * value
 
     return corpus_bleu
-
-
-CORRECT = {
-    "label_smoothed_cross_entropy": [make_smoothing(), smoothing_nll_masked_select, smoothing_by_pytorch],
-    "noam_lr": [make_noam(), noam_if_else],
-    "beam_search": [make_beam_search(), beam_search_tensors],
-    "corpus_bleu": [make_corpus_bleu()],
-}
-
-WRONG = [
-    ("label_smoothed_cross_entropy", make_smoothing("over_other_classes"), "smoothing.over_other_classes"),
-    ("label_smoothed_cross_entropy", make_smoothing("ignored_positions_counted"),
-     "smoothing.ignored_positions_counted"),
-    ("label_smoothed_cross_entropy", make_smoothing("mean_over_all_positions"), "smoothing.mean_over_all_positions"),
-    ("label_smoothed_cross_entropy", make_smoothing("sum_not_mean"), "smoothing.sum_not_mean"),
-    ("label_smoothed_cross_entropy", make_smoothing("weights_swapped"), "smoothing.weights_swapped"),
-    ("noam_lr", make_noam("step_zero"), "noam.step_zero"),
-    ("noam_lr", make_noam("step_zero_numpy"), "noam.step_zero"),
-    ("noam_lr", make_noam("min_max_swapped"), "noam.min_max_swapped"),
-    ("noam_lr", make_noam("no_d_model_scale"), "noam.no_d_model_scale"),
-    ("noam_lr", make_noam("factor_ignored"), "noam.factor_ignored"),
-    ("beam_search", make_beam_search("no_length_penalty"), "beam.no_length_penalty"),
-    ("beam_search", make_beam_search("penalty_on_unfinished"), "beam.penalty_on_unfinished"),
-    ("beam_search", make_beam_search("continues_after_eos"), "beam.continues_after_eos"),
-    ("beam_search", make_beam_search("length_counts_bos"), "beam.length_counts_bos"),
-    ("beam_search", make_beam_search("returns_bos"), "beam.returns_bos"),
-    ("beam_search", make_beam_search("dropout_on"), "beam.dropout_on"),
-    ("corpus_bleu", make_corpus_bleu("no_clipping"), "bleu.no_clipping"),
-    ("corpus_bleu", make_corpus_bleu("brevity_inverted"), "bleu.brevity_inverted"),
-    ("corpus_bleu", make_corpus_bleu("no_brevity_penalty"), "bleu.no_brevity_penalty"),
-    ("corpus_bleu", make_corpus_bleu("arithmetic_mean"), "bleu.arithmetic_mean"),
-    ("corpus_bleu", make_corpus_bleu("sentence_average"), "bleu.sentence_average"),
-    ("corpus_bleu", make_corpus_bleu("fraction_not_percent"), "bleu.fraction_not_percent"),
-    ("label_smoothed_cross_entropy", make_smoothing("python_float"), "smoothing.python_float"),
-    ("label_smoothed_cross_entropy", make_smoothing("detached"), "smoothing.detached"),
-    ("label_smoothed_cross_entropy", make_smoothing("rebuilt"), "smoothing.detached"),
-    ("beam_search", make_beam_search("mode_not_restored"), "beam.mode_not_restored"),
-]
-
-UNNAMED = [
-    ("label_smoothed_cross_entropy", make_smoothing("no_check"), "should raise ValueError"),
-]
-
-
-def correct(api_names) -> list[tuple[str, object]]:
-    """(API name, answer): the reference and the CORRECT answers of the exercises `api_names` (one part's tests)."""
-    return [(name, answer) for name, answers in CORRECT.items() if name in api_names
-            for answer in [getattr(solutions, name), *answers]]
-
-
-def of(api_names, rows):
-    """The rows of CORRECT's items, WRONG or UNNAMED whose API name is one of `api_names` (one part's tests)."""
-    return [row for row in rows if row[0] in api_names]
 
 
 def variant(function, mistake):
@@ -315,3 +318,70 @@ def ignoring(function, **fixed):
         return function(*bound.args, **bound.kwargs)
     wrong.__name__ = f"{function.__name__}_ignores_{'_'.join(fixed)}"
     return wrong
+
+
+CORRECT = {
+    "label_smoothed_cross_entropy": [make_smoothing(), smoothing_nll_masked_select, smoothing_by_pytorch],
+    "noam_lr": [make_noam(), noam_if_else],
+    "beam_search": [make_beam_search(), beam_search_tensors],
+    "corpus_bleu": [make_corpus_bleu()],
+}
+
+WRONG = [
+    ("label_smoothed_cross_entropy", make_smoothing("over_other_classes"), "smoothing.over_other_classes"),
+    ("label_smoothed_cross_entropy", make_smoothing("ignored_positions_counted"),
+     "smoothing.ignored_positions_counted"),
+    ("label_smoothed_cross_entropy", make_smoothing("mean_over_all_positions"), "smoothing.mean_over_all_positions"),
+    ("label_smoothed_cross_entropy", make_smoothing("sum_not_mean"), "smoothing.sum_not_mean"),
+    ("label_smoothed_cross_entropy", make_smoothing("weights_swapped"), "smoothing.weights_swapped"),
+    ("label_smoothed_cross_entropy", make_smoothing("pad_column_excluded"), "smoothing.pad_column_excluded"),
+    ("label_smoothed_cross_entropy", smoothing_annotated_kl, "smoothing.pad_column_excluded"),
+    ("label_smoothed_cross_entropy", make_smoothing("target_not_discounted"), "smoothing.target_not_discounted"),
+    ("label_smoothed_cross_entropy", make_smoothing("target_set_to_one"), "smoothing.target_not_discounted"),
+    ("label_smoothed_cross_entropy", make_smoothing("ignore_zero"), "smoothing.ignore_index_hardcoded"),
+    ("label_smoothed_cross_entropy", ignoring(smoothing_by_pytorch, ignore_index=0),
+     "smoothing.ignore_index_hardcoded"),
+    ("noam_lr", make_noam("step_zero"), "noam.step_zero"),
+    ("noam_lr", make_noam("step_zero_numpy"), "noam.step_zero"),
+    ("noam_lr", make_noam("min_max_swapped"), "noam.min_max_swapped"),
+    ("noam_lr", make_noam("no_d_model_scale"), "noam.no_d_model_scale"),
+    ("noam_lr", make_noam("factor_ignored"), "noam.factor_ignored"),
+    ("noam_lr", ignoring(noam_if_else, factor=1.0), "noam.factor_ignored"),
+    ("beam_search", make_beam_search("no_length_penalty"), "beam.no_length_penalty"),
+    ("beam_search", make_beam_search("penalty_on_unfinished"), "beam.penalty_on_unfinished"),
+    ("beam_search", make_beam_search("continues_after_eos"), "beam.continues_after_eos"),
+    ("beam_search", make_beam_search("length_counts_bos"), "beam.length_counts_bos"),
+    ("beam_search", make_beam_search("returns_bos"), "beam.returns_bos"),
+    ("beam_search", make_beam_search("dropout_on"), "beam.dropout_on"),
+    ("beam_search", make_beam_search("stops_at_first_finished"), "beam.stops_at_first_finished"),
+    ("beam_search", make_beam_search("no_early_stop"), "beam.searches_past_stop"),
+    ("beam_search", beam_search_keeping_finished, "beam.searches_past_stop"),
+    ("corpus_bleu", make_corpus_bleu("no_clipping"), "bleu.no_clipping"),
+    ("corpus_bleu", make_corpus_bleu("brevity_inverted"), "bleu.brevity_inverted"),
+    ("corpus_bleu", make_corpus_bleu("no_brevity_penalty"), "bleu.no_brevity_penalty"),
+    ("corpus_bleu", make_corpus_bleu("arithmetic_mean"), "bleu.arithmetic_mean"),
+    ("corpus_bleu", make_corpus_bleu("sentence_average"), "bleu.sentence_average"),
+    ("corpus_bleu", make_corpus_bleu("fraction_not_percent"), "bleu.fraction_not_percent"),
+    ("corpus_bleu", make_corpus_bleu("arithmetic_mean_guarded"), "bleu.arithmetic_mean"),
+    ("corpus_bleu", make_corpus_bleu("max_n_fixed"), "bleu.max_n_ignored"),
+    ("corpus_bleu", ignoring(make_corpus_bleu(), max_n=4), "bleu.max_n_ignored"),
+    ("label_smoothed_cross_entropy", make_smoothing("python_float"), "smoothing.python_float"),
+    ("label_smoothed_cross_entropy", make_smoothing("detached"), "smoothing.detached"),
+    ("label_smoothed_cross_entropy", make_smoothing("rebuilt"), "smoothing.detached"),
+    ("beam_search", make_beam_search("mode_not_restored"), "beam.mode_not_restored"),
+]
+
+UNNAMED = [
+    ("label_smoothed_cross_entropy", make_smoothing("no_check"), "should raise ValueError"),
+]
+
+
+def correct(api_names) -> list[tuple[str, object]]:
+    """(API name, answer): the reference and the CORRECT answers of the exercises `api_names` (one part's tests)."""
+    return [(name, answer) for name, answers in CORRECT.items() if name in api_names
+            for answer in [getattr(solutions, name), *answers]]
+
+
+def of(api_names, rows):
+    """The rows of CORRECT's items, WRONG or UNNAMED whose API name is one of `api_names` (one part's tests)."""
+    return [row for row in rows if row[0] in api_names]

@@ -18,7 +18,11 @@ EDGE_ONLY = [  # (api name, a correct answer that fails only this stated edge ca
 ARGUMENT_ONLY = [  # (api name, a correct answer that ignores only this argument, criterion)
     ("corpus_bleu", X.ignoring(X.make_corpus_bleu(), max_n=4), "corpus_bleu.max_n"),
 ]
-PARTIAL_MISTAKES = {}  # no mistake of the catalogue keeps a share of the points
+# The catalogue's mistakes that lie in an argument's non-default values: the core passes, so they keep a fraction of
+# the points (the criteria they cross, and what they keep). The others get 0.
+PARTIAL_MISTAKES = {
+    "bleu.max_n_ignored": (("corpus_bleu.max_n",), 1 - 0.25),  # right with max_n 4 (the core), wrong with any other
+}
 
 # the tests every part runs (tests/autograder/checks/part_suite.py), with this part's data
 globals().update(hidden_suite(checks, APIS, correct=X.correct(APIS), wrong=WRONG,

@@ -43,6 +43,8 @@ ARGUMENT_ONLY = [  # (api name, a correct answer that ignores only this argument
 # so they keep a fraction of the points (the criteria they cross, and what they keep). The others get 0.
 PARTIAL_MISTAKES = {
     "noam.factor_ignored": (("noam_lr.factor",), 1 - 0.25),  # right with factor 1.0 (the core), wrong with any other
+    # right with ignore_index 0 (the core), wrong with any other: one of the two arguments
+    "smoothing.ignore_index_hardcoded": (("label_smoothed_cross_entropy.ignore_index",), 1 - 0.25 / 2),
 }
 
 

@@ -51,7 +51,8 @@ def beam(model, src_ids, beam_size, max_len, bos_id=2, eos_id=3, length_penalty=
                 if len(new) == beam_size:
                     break
         hyps = new
-        if len(finished) >= beam_size:
+        if (len(finished) >= beam_size and mistake != "searches_on") or (finished and
+                                                                         mistake == "stops_at_first_finished"):
             break
     else:
         if mistake != "drops_unfinished":
@@ -109,6 +110,9 @@ WRONG = [
     ("beam_search", X.variant(beam, "returns_bos"), "beam.returns_bos"),
     ("beam_search", X.variant(beam, "dropout_on"), "beam.dropout_on"),
     ("beam_search", X.variant(beam, "mode_not_restored"), "beam.mode_not_restored"),
+    ("beam_search", X.variant(beam, "stops_at_first_finished"), "beam.stops_at_first_finished"),
+    ("beam_search", X.variant(beam, "searches_on"), "beam.searches_past_stop"),
+    ("beam_search", X.beam_search_keeping_finished, "beam.searches_past_stop"),
     ("beam_search", X.variant(beam, "greedy_only"), None),
     ("beam_search", X.variant(beam, "drops_unfinished"), None),
 ]
@@ -159,3 +163,4 @@ def test_pruning_by_penalised_scores_changes_nothing():
             src = torch.tensor([[5, 6]])
             assert wrong(make(), src, beam_size, max_len, length_penalty=alpha) == \
                 solutions.beam_search(make(), src, beam_size, max_len, length_penalty=alpha)
+

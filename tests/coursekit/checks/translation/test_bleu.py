@@ -77,7 +77,7 @@ WRONG = [
     ("corpus_bleu", X.variant(bleu, "arithmetic_mean"), "bleu.arithmetic_mean"),
     ("corpus_bleu", X.variant(bleu, "sentence_average"), "bleu.sentence_average"),
     ("corpus_bleu", X.variant(bleu, "fraction_not_percent"), "bleu.fraction_not_percent"),
-    ("corpus_bleu", X.variant(bleu, "max_n_ignored"), None),
+    ("corpus_bleu", X.variant(bleu, "max_n_ignored"), "bleu.max_n_ignored"),
     ("corpus_bleu", X.variant(bleu, "no_value_error"), None),
 ]
 

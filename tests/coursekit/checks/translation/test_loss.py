@@ -29,8 +29,12 @@ def loss(logits, targets, smoothing=0.1, ignore_index=0, mistake=None):
     uniform = -log_p.mean(dim=-1)
     if mistake == "over_other_classes":
         uniform = (-log_p.sum(-1) - nll) / (log_p.size(-1) - 1)
+    if mistake == "pad_column_excluded":                                     # The Annotated Transformer's
+        uniform = (-log_p.sum(-1) - nll + log_p[:, ignore_index]) / (log_p.size(-1) - 2)
     if mistake == "weights_swapped":
         per_position = smoothing * nll + (1 - smoothing) * uniform
+    elif mistake == "target_not_discounted":
+        per_position = nll + smoothing * uniform
     else:
         per_position = (1.0 - smoothing) * nll + smoothing * uniform
     if mistake == "ignored_positions_counted":
@@ -101,7 +105,9 @@ WRONG = [
     ("label_smoothed_cross_entropy", X.variant(loss, "mean_over_all_positions"), "smoothing.mean_over_all_positions"),
     ("label_smoothed_cross_entropy", X.variant(loss, "sum_not_mean"), "smoothing.sum_not_mean"),
     ("label_smoothed_cross_entropy", X.variant(loss, "weights_swapped"), "smoothing.weights_swapped"),
-    ("label_smoothed_cross_entropy", X.variant(loss, "ignore_zero"), None),
+    ("label_smoothed_cross_entropy", X.variant(loss, "pad_column_excluded"), "smoothing.pad_column_excluded"),
+    ("label_smoothed_cross_entropy", X.variant(loss, "target_not_discounted"), "smoothing.target_not_discounted"),
+    ("label_smoothed_cross_entropy", X.variant(loss, "ignore_zero"), "smoothing.ignore_index_hardcoded"),
     ("label_smoothed_cross_entropy", X.variant(loss, "python_float"), "smoothing.python_float"),
     ("label_smoothed_cross_entropy", X.variant(loss, "detached"), "smoothing.detached"),
     ("label_smoothed_cross_entropy", X.variant(loss, "no_value_error"), None),
