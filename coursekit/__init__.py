@@ -4,6 +4,7 @@ Heavy libraries (nltk, seaborn, gensim) are imported only when a helper that nee
 """
 from .data import load_yelp
 from .env import get_device, grading_mode, set_seed
+from .handout import require_provided
 from .text import tokenize
 
-__all__ = ["set_seed", "get_device", "grading_mode", "tokenize", "load_yelp"]
+__all__ = ["set_seed", "get_device", "grading_mode", "tokenize", "load_yelp", "require_provided"]

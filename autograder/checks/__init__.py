@@ -18,7 +18,7 @@ imported lazily, on first use. Beside the topics:
 
 - `kit/`          the checking framework, readable on its own (its `__init__.py` maps it).
 - `stand_ins.py`  the course's stand-ins for parts that failed their own check (lent only after that check; the kernel
-                  receives this module as one text).
+                  receives them compiled, never their text).
 """
 from __future__ import annotations
 

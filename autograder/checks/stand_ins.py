@@ -10,17 +10,21 @@ These are public implementations of the contract's formulas (`coursekit/api.py`)
 the contract's attribute and parameter names (so the grader's weights load into them); they are not code from
 `solutions/`. They live here, with the grader, and not in `coursekit`: `coursekit` is in every student's hands
 and kernel, and a working `PositionwiseFeedForward` there would be the answer of an open exercise. The grader
-sends the source of the parts one check needs into the kernel (`coursekit.probe` op `define`) only after every
-exercise that source holds has been scored in this run (`parts.safe_to_lend`; the grader runs the grade cells in the
-released order), and switches them off when the check is over (`LENT = False`): a stand-in kept by the student's
-code stops working. Its text, kept by an audit hook and handed in later, is reported by the similarity check
-(`autograder/publish/similarity.py`).
+sends the parts one check needs into the kernel (`coursekit.probe` op `define`) only after every exercise they hold
+has been scored in this run (`parts.safe_to_lend`; the grader runs the grade cells in the released order), and
+switches them off when the check is over (`LENT = False`): a stand-in kept by the student's code stops working.
+They travel compiled, never as text (`compiled_for`): the kernel runs their code but never holds their source (no
+audit "compile" event carries it, `inspect.getsource` finds none). Their text, handed in later, is reported by the
+similarity check (`autograder/publish/similarity.py`); an output that carries their source or code is taken out of
+the graded notebook before anyone sees it (`autograder/grade/stand_in_leaks.py`).
 
-`source_for(names)` is the text sent: this module's header, then the named stand-ins and what they need, in order.
+`source_for(names)` is the text of the module: this module's header, then the named stand-ins and what they need,
+in order; `compiled_for(names)` is what the kernel receives: that text compiled here.
 """
 from __future__ import annotations
 
 import inspect
+import marshal
 import math
 
 import torch
@@ -391,7 +395,7 @@ class LlamaBlock(nn.Module):
 
 
 # -------------------------------------------------------------------------------------------------- the source
-# what each stand-in needs of the others (the source sent holds them all, each once, needs first)
+# what each stand-in needs of the others (the module sent holds them all, each once, needs first)
 NEEDS = {
     "sinusoidal_positional_encoding": (),
     "PositionalEncoding": ("sinusoidal_positional_encoding",),
@@ -443,6 +447,15 @@ def source_for(names) -> str:
     pieces = [inspect.getsource(_in_use)]
     pieces += [inspect.getsource(globals()[name]) for name in with_needs(names)]
     return header + "\n\n".join(pieces)
+
+
+KERNEL_FILENAME = "<course stand-ins>"  # the file name the kernel's tracebacks show for a stand-in (no such file)
+
+
+def compiled_for(names) -> bytes:
+    """What the kernel receives for the stand-ins `names`: `source_for(names)` compiled here, without docstrings,
+    and marshalled (the kernel runs the same Python: its jail binds this interpreter, autograder/sandbox/jail.py)."""
+    return marshal.dumps(compile(source_for(names), KERNEL_FILENAME, "exec", dont_inherit=True, optimize=2))
 
 
 def code_for(assignment: str) -> str:

@@ -1,15 +1,17 @@
 """The Dask side of grading: the cluster the jobs run on, and what a failed worker means for a submission.
 
-One code path for both set-ups: `Client(LocalCluster(...))` (worker processes on this machine, one thread each,
+One code path for both set-ups: `Client(local_cluster(...))` (worker processes on this machine, one thread each,
 default one per core, each with the memory of `GradingWorkers`) or `Client(address)` (an existing cluster,
 --scheduler). A worker that dies (over its memory limit, killed) is replaced by its nanny; the submission it held
 is tried once more, then fails alone (`worker_failure`).
 
 Whoever can talk to the scheduler can run code in a worker, as the grader, next to the gradebook and solutions/
 (issue #32, door 2). So no cluster speaks plain TCP: a local cluster uses TLS with a certificate made for this
-run only (`Security.temporary()`: in memory, never on disk; a process without it cannot connect), its
-dashboard off; an existing scheduler must be a tls:// address, and the grader authenticates with the
-certificate and key of `GradingCluster` (nbgrader configuration), which student servers never get.
+run only (`Security.temporary()`: in memory, never on disk; a process without it cannot connect) and starts no
+HTTP server at all (no dashboard, nor the HTTP server Dask otherwise starts in every scheduler and worker:
+`dask_nodes.py`), so its TLS comms are all it listens on (issue #47); an existing scheduler must be a tls://
+address, and the grader authenticates with the certificate and key of `GradingCluster` (nbgrader configuration),
+which student servers never get.
 """
 from __future__ import annotations
 
@@ -103,9 +105,9 @@ def self_signed_credentials(folder) -> dict:
 def dask_client(workers: int | None = None, scheduler: str | None = None, memory_bytes: int = 0,
                 tls: tuple[str, str, str] = ("", "", "")):
     """A Dask client on an existing scheduler (`scheduler` address, reached with the `tls` credentials of
-    `scheduler_tls`) or on a LocalCluster of worker processes, each with at most `memory_bytes` of memory (0: no
-    limit; see GradingWorkers), over TLS with a certificate of this run only."""
-    from distributed import Client, LocalCluster
+    `scheduler_tls`) or on a local cluster of worker processes (`local_cluster`), each with at most `memory_bytes`
+    of memory (0: no limit; see GradingWorkers), over TLS with a certificate of this run only."""
+    from distributed import Client
     from distributed.security import Security
 
     if scheduler:
@@ -126,14 +128,28 @@ def dask_client(workers: int | None = None, scheduler: str | None = None, memory
     method = "fork" if sys.platform.startswith("linux") else dask.config.get(key)
     # a worker over its memory limit is restarted by its nanny; the submission it held is tried once more on
     # another worker, then fails with KilledWorker (WORKER_DIED): a dead worker costs only what it held
-    # no dashboard, and the scheduler's and workers' HTTP servers (loopback) serve no pages (worker logs, task keys)
-    quiet = {"distributed.scheduler.http.routes": [], "distributed.worker.http.routes": []}
-    with dask.config.set({key: method, "distributed.scheduler.allowed-failures": WORKER_DEATHS_ALLOWED, **quiet}), \
-            LocalCluster(n_workers=n, threads_per_worker=1, processes=True, host="127.0.0.1", protocol="tls://",
-                         security=Security.temporary(), dashboard_address=None,
-                         memory_limit=worker_memory_limit(memory_bytes, method), silence_logs=40) as cluster, \
-            Client(cluster) as client:
+    with dask.config.set({key: method, "distributed.scheduler.allowed-failures": WORKER_DEATHS_ALLOWED}), \
+            local_cluster(n, worker_memory_limit(memory_bytes, method)) as cluster, Client(cluster) as client:
         yield client
+
+
+def local_cluster(n_workers: int, memory_limit: int):
+    """A cluster of `n_workers` worker processes on this machine (one thread each, `memory_limit` bytes: 0 for
+    none) that listens on nothing but its TLS comms on 127.0.0.1: Dask's LocalCluster as a `SpecCluster` of
+    `dask_nodes`' scheduler and nannies, which start no HTTP server (no dashboard, no Dask HTTP route at all)."""
+    from distributed import SpecCluster
+    from distributed.security import Security
+
+    from autograder.grade.dask_nodes import QuietNanny, QuietScheduler
+
+    security = Security.temporary()  # this run's own certificate authority, in memory only
+    node = {"host": "127.0.0.1", "protocol": "tls://", "security": security, "dashboard": False,
+            "dashboard_address": None}
+    worker = {"cls": QuietNanny, "options": {**node, "nthreads": 1, "memory_limit": memory_limit,
+                                             "silence_logs": 40}}
+    return SpecCluster(scheduler={"cls": QuietScheduler, "options": {**node, "port": 0}},
+                       workers={i: worker for i in range(n_workers)}, worker=worker, security=security,
+                       silence_logs=40)
 
 
 def worker_memory_limit(memory_bytes: int, method: str) -> int:

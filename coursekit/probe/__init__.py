@@ -15,8 +15,9 @@ expected value and no verdict in this process. After the cell has run, the grade
     describe  what an object is (class, module, parameter names and shapes)
     load      load grader-given weights into a module (`load_state_dict(strict=False)`)
     state     the module's state_dict as data
-    define    run a source text the grader sends in a new, unnamed module and return that module (the course's
-              stand-ins for parts that failed their own check, `autograder/checks/stand_ins.py`)
+    define    run code the grader sends (compiled and marshalled: never its source text) in a new, unnamed module
+              and return that module (the course's stand-ins for parts that failed their own check,
+              `autograder/checks/stand_ins.py`)
     lend      bind objects to names in the globals that a handed-in object's code reads (its module's namespace),
               so that it uses them instead of the student's own parts
     unlend    undo every `lend`, and switch off every module `define` made (its `LENT = False`)
@@ -348,11 +349,12 @@ def globals_of(obj) -> dict | None:
     return getattr(obj, "__globals__", None)
 
 
-def _define(source: str):
+def _define(code: str):
+    import marshal
     import types
 
     module = types.ModuleType("course_stand_ins")
-    exec(compile(str(source), "<course stand-ins>", "exec"), module.__dict__)  # noqa: S102 -- the grader's text
+    exec(marshal.loads(base64.b64decode(code)), module.__dict__)  # noqa: S102 -- the grader's code
     ProbeState.defined.append(module)
     return module
 
@@ -384,7 +386,7 @@ def _execute(request: dict):
         ProbeState.handles.clear()
         return None
     if op == "define":
-        return _define(request.get("source", ""))
+        return _define(request.get("code", ""))
     if op == "unlend":
         _unlend()
         return None

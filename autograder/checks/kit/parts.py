@@ -8,7 +8,7 @@ the submission has (`autograder/grade/worker.py`).
 The judge (`autograder/grade/judge.py`) records, per notebook, whether each check passed (`channel.verdicts`; a
 recorded verdict is final).
 When a part FAILED its own check, the composite's check lends the course's stand-in for it
-(`autograder/checks/stand_ins.py`): the stand-in's source is sent into the kernel and bound to the part's name in the
+(`autograder/checks/stand_ins.py`): the stand-in is sent into the kernel (compiled) and bound to the part's name in the
 namespace the student's code reads, for the time of the check only. So the composite is judged on its own work:
 with the student's own part when that part passed (follow-through credit), else with a working one, and an
 unfinished or wrong part costs its own points only. Whatever the kernel receives may be kept by the student's code,
@@ -26,7 +26,7 @@ import contextlib
 import functools
 
 from autograder.checks.kit.remote import ProbeBroken, StudentError, define, unlend
-from autograder.checks.stand_ins import source_for, with_needs
+from autograder.checks.stand_ins import compiled_for, with_needs
 from coursekit.api import INTENDED_CASCADES, PARTS, Part, snake_case  # noqa: F401 -- the graph, re-exported
 from coursekit.checks.toolkit import CheckFailed
 
@@ -68,7 +68,7 @@ def failed_parts(check: str, channel) -> list[Part]:
 def safe_to_lend(names, channel) -> bool:
     """Whether the kernel may receive the stand-ins `names` and everything they need (`stand_ins.with_needs`).
 
-    Whatever reaches the kernel can be kept by the student's code (an audit hook sees the source), so each stand-in
+    Whatever reaches the kernel can be kept by the student's code (an audit hook sees the code), so each stand-in
     sent must be one whose exercise can no longer earn a point in this run: its check has already been recorded in
     this notebook (a recorded verdict is final, `judge.verdict`), or no grade cell of this notebook judges it (an
     earlier notebook's exercise). A notebook whose grade cells run a composite before its parts gets nothing lent.
@@ -102,7 +102,7 @@ def lending(check: str, objects: tuple):
         return
     objects = list(objects)
     try:
-        module = define(channel, source_for(sorted({part.name for part in failed})))
+        module = define(channel, compiled_for(sorted({part.name for part in failed})))
         replaced = {part.replaces for part in failed if part.replaces is not None}
         for part in failed:
             if part.replaces is not None:

@@ -9,7 +9,7 @@ request over a `Channel` to `coursekit.probe` in the student's kernel:
     module.describe()        -> class, parameter names and shapes (as data)
     module.load_state(sd)    -> load grader-given weights; returns (missing, unexpected)
     new(channel, "torch.optim.SGD", ...) -> construct a public helper object in the kernel
-    define(channel, source)  -> run the grader's source text in a new module in the kernel (stand-ins); its handle
+    define(channel, code)    -> run the grader's compiled code in a new module in the kernel (stand-ins); its handle
     module.lend(name=obj)    -> bind `obj` to `name` in the globals that module's code reads; unlend(channel) undoes
 
 Errors raised by the student's code come back as `StudentError` (type name, message and the student's own
@@ -21,6 +21,7 @@ in to an in-process kernel side (`LoopbackChannel`), so the same JSON round trip
 """
 from __future__ import annotations
 
+import base64
 import functools
 import itertools
 import json
@@ -173,9 +174,10 @@ def new(channel: Channel, path: str, *args, **kwargs) -> RemoteObject:
     return RemoteObject(channel, {"new": path})(*args, **kwargs)
 
 
-def define(channel: Channel, source: str) -> RemoteObject:
-    """Run `source` (the grader's own text) in a new module in the kernel; returns the module's handle."""
-    return channel.send("define", {}, source=source)
+def define(channel: Channel, code: bytes) -> RemoteObject:
+    """Run `code` (the grader's own, compiled and marshalled: `stand_ins.compiled_for`) in a new module in the
+    kernel; returns the module's handle."""
+    return channel.send("define", {}, code=base64.b64encode(code).decode("ascii"))
 
 
 def unlend(channel: Channel) -> None:

@@ -2,8 +2,9 @@
 
 Each is compared with an independent reference where PyTorch has one (`torch.nn.RMSNorm`,
 `F.scaled_dot_product_attention(..., enable_gqa=True)`, `torch.multinomial` on the contract's distribution) and
-with the course's reference solution (`solutions/`), on non-degenerate shapes. They are built from the source the
-grader sends into a kernel (`source_for`), as a check would lend them, and stop working once switched off.
+with the course's reference solution (`solutions/`), on non-degenerate shapes. They are built from the text the
+grader compiles and sends into a kernel (`source_for`, `compiled_for`), as a check would lend them, and stop working
+once switched off; the kernel never holds that text.
 """
 from __future__ import annotations
 
@@ -156,3 +157,40 @@ def test_lm_loss_is_the_mean_cross_entropy():
     expected = F.cross_entropy(logits.reshape(-1, 11), targets.reshape(-1))
     torch.testing.assert_close(lent.lm_loss(logits, targets), expected)
     torch.testing.assert_close(lent.lm_loss(logits, targets), reference_gpt.lm_loss(logits, targets))
+
+
+# The kernel side, as the probe receives a stand-in: a harvester's audit hook sees every text the kernel compiles,
+# and `inspect.getsource` is what a student would try first. Neither may yield the stand-ins' source.
+KERNEL = r"""
+import base64, inspect, json, sys
+from coursekit import probe
+import torch
+compiled = []
+sys.addaudithook(lambda event, args: compiled.append(args[0] if isinstance(args[0], str) else repr(args[0]))
+                 if event == "compile" and args else None)
+reply = probe.run({"id": 1, "op": "define", "target": {}, "code": sys.argv[1]})
+module = probe.ProbeState.defined[-1]
+sources = []
+for obj in (module.EncoderBlock, module.EncoderBlock.forward, module.PositionwiseFeedForward):
+    try:
+        sources.append(inspect.getsource(obj))
+    except (OSError, TypeError):
+        pass
+out = module.EncoderBlock(8, 2, 16)(torch.randn(1, 3, 8))
+print(json.dumps({"error": reply.get("error"), "compiled": compiled, "sources": sources, "shape": list(out.shape)}))
+"""
+
+
+def test_the_kernel_runs_the_stand_ins_without_ever_holding_their_source():
+    import base64
+    import json
+    import subprocess
+    import sys
+
+    code = base64.b64encode(stand_ins.compiled_for(["EncoderBlock"])).decode()
+    result = subprocess.run([sys.executable, "-c", KERNEL, code], capture_output=True, text=True, timeout=300)
+    seen = json.loads(result.stdout.splitlines()[-1])
+    assert seen["error"] is None and seen["shape"] == [1, 3, 8]                # defined, and it works
+    lines = [line.strip() for line in stand_ins.source_for(["EncoderBlock"]).splitlines() if len(line.strip()) > 25]
+    assert lines and seen["sources"] == []
+    assert not [line for line in lines if any(line in text for text in seen["compiled"])]

@@ -3,7 +3,9 @@ a recorded verdict is final, and a stand-in reaches the kernel only once every e
 a point in this run. tests/autograder/pipeline/test_harvest_attacks.py runs the attack on real, jailed kernels."""
 from __future__ import annotations
 
+import base64
 import inspect
+import marshal
 import sys
 import types
 from pathlib import Path
@@ -56,16 +58,16 @@ def test_moved_grade_cells_are_put_back_and_named():
 
 class RecordingChannel(LoopbackChannel):
     """The judge's view of a notebook (its recorded verdicts, the checks its grade cells hand in) over an
-    in-process kernel side, remembering the stand-in source it sent."""
+    in-process kernel side, remembering the names each stand-in module it sent defines (sent compiled)."""
 
     def __init__(self, verdicts: dict[str, bool], judged_here):
         self.verdicts = verdicts
         self.judged_here = frozenset(judged_here)
-        self.sent: list[str] = []
+        self.sent: list[set[str]] = []
 
     def request(self, request: dict) -> dict:
         if request.get("op") == "define":
-            self.sent.append(request.get("source", ""))
+            self.sent.append(set(marshal.loads(base64.b64decode(request["code"])).co_names))
         return super().request(request)
 
 
@@ -109,7 +111,7 @@ def test_in_the_source_order_the_composite_is_judged_given_working_parts():
                                         "grouped_query_attention")}
     channel = RecordingChannel({**verdicts, "llama_block": False}, NINE)
     assert _judge(channel, "modern_gpt", namespace.ModernGPT) == (None, None)
-    assert len(channel.sent) == 1 and "class LlamaBlock" in channel.sent[0] and "class RMSNorm" in channel.sent[0]
+    assert len(channel.sent) == 1 and {"LlamaBlock", "RMSNorm"} <= channel.sent[0]
 
 
 def test_a_recorded_verdict_is_final():

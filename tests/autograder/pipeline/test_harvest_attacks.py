@@ -1,10 +1,12 @@
 """Issue #31, doors 1 and 3, on the real notebooks, each attacker graded in a class with honest classmates.
 
 Door 1, the stand-in harvest (05, 06 and 09, where it once earned 20, 40 and 70 points): a blank notebook whose
-grade cells were reordered (the composites' first) and an audit hook that records every source text the kernel
-compiles; a cell before each remaining grade cell defines what it caught as its own answers. The grader restores
-the released order (and flags the move), and lends a stand-in only once every exercise it holds has been judged:
-the harvester earns what the blank notebook earns, nothing.
+grade cells were reordered (the composites' first) and an audit hook that records every stand-in the kernel
+receives (compiled: `marshal.loads`; or any text it compiles); a cell before each remaining grade cell defines what
+it caught as its own answers. The grader restores the released order (and flags the move), and lends a stand-in
+only once every exercise it holds has been judged: the harvester earns what the blank notebook earns, nothing.
+Its last cells print what it caught every way a kernel can (issue #47): none of it, and no line of the stand-ins'
+source, reaches its graded notebook, its feedback page or the class report.
 A classmate who pastes the stand-ins into the solution cells is reported by the similarity check.
 
 Door 2, the replay (03): a classmate's correct notebook wraps its functions to record every probe's inputs and
@@ -23,14 +25,20 @@ kernels, the judge).
 """
 from __future__ import annotations
 
+import base64
 import dataclasses
+import html
+import json
+import marshal
+import re
 from pathlib import Path
 
 import nbformat
 import pytest
 from nbformat.v4 import new_code_cell
 
-from autograder.checks.stand_ins import source_for
+from autograder.checks import stand_ins as stand_ins_module
+from autograder.checks.stand_ins import STAND_INS, compiled_for, source_for
 from coursekit.api import PARTS, check_of, hand_in_names
 from replay import PRINT_TABLE, decode, recorder_source, replayer_source, table_in
 
@@ -40,16 +48,68 @@ HOOK = """\
 import sys
 _caught = []
 def _catch(event, args):
-    if event == "compile" and args and isinstance(args[0], (str, bytes)):
+    if event == "marshal.loads" and args and isinstance(args[0], bytes) and b"_in_use" in args[0]:
+        if args[0] not in _caught:
+            _caught.append(bytes(args[0]))  # the stand-ins as the probe receives them: compiled
+    elif event == "compile" and args and isinstance(args[0], (str, bytes)):
         text = args[0] if isinstance(args[0], str) else args[0].decode(errors="replace")
-        if "LENT = True" in text:
-            _caught.append(text)
+        if "LENT = True" in text and text not in _caught:
+            _caught.append(text)  # their source, were it ever sent
 sys.addaudithook(_catch)
 """
 USE_CAUGHT = """\
-for _text in _caught:
-    exec(_text, globals())
+import marshal
+for _text in list(_caught):
+    exec(marshal.loads(_text) if isinstance(_text, bytes) else _text, globals())
 print(len(_caught), "stand-in texts caught")
+"""
+# After the last grade cell: everything caught goes out every way a kernel has, each output marked EXFIL (its source
+# too, where inspect finds any; the probe's requests the kernel cached), a file beside the notebook, and PIECEs: the
+# base64 cut into labelled bits, one output each.
+EXFILTRATE = """\
+import base64, inspect, json, linecache, re, zlib
+from IPython.display import display
+_MARK = "EXF" + "IL"  # on what goes out (never in the notebook's own text, which its feedback shows)
+_blobs = [c if isinstance(c, bytes) else c.encode() for c in _caught][:3]  # within the output limits
+for _i, _blob in enumerate(_blobs):
+    _text = base64.b64encode(_blob).decode()
+    print(_MARK + " base64", _i, _text)
+    print(_MARK + " zlib", _i, zlib.compress(_blob).hex())
+    print(_MARK + " reversed", _i, _text[::-1])
+    print(_MARK + " bytes", _i, _blob)
+    display({"text/plain": _MARK + " html", "text/html": f"<pre>{_text}</pre>"}, raw=True)
+    display({"text/plain": _MARK + " metadata"}, metadata={"kept": _text}, raw=True)
+    display({"text/plain": _MARK + " figure", "image/png": _text}, raw=True)
+    with open(f"{_MARK}-{_i}.bin", "wb") as _file:
+        _file.write(_blob)
+for _name, _value in list(globals().items()):
+    _code = getattr(getattr(_value, "forward", _value), "__code__", None)
+    if _code is not None and _code.co_filename == "<course stand-ins>":
+        try:
+            print(_MARK + " source", _name, inspect.getsource(_value))
+        except (OSError, TypeError):
+            pass
+def _defines(cell):
+    for payload in re.findall(r"step\\('([^']+)'\\)", cell):
+        try:
+            if json.loads(base64.b64decode(payload)).get("op") == "define":
+                return True
+        except ValueError:
+            pass
+    return False
+for _name, _entry in list(linecache.cache.items()):
+    _cell = "".join(_entry[2]) if len(_entry) > 2 else ""
+    if _defines(_cell):
+        print(_MARK + " linecache", _name, _cell)
+_text = base64.b64encode(_blobs[0]).decode()
+for _at in range(0, len(_text), 120):
+    display({"text/plain": f"PIECE {_at} {_text[_at:_at + 120]}"}, raw=True)
+"""
+COUNT_CAUGHT = """\
+print(len(_blobs), "blobs caught")
+"""
+RAISE_CAUGHT = """\
+raise ValueError(_MARK + " error " + base64.b64encode(_blobs[0]).decode())
 """
 
 LOOKUP_07 = """\
@@ -148,6 +208,7 @@ def _harvester(released):
     nb.cells[0:0] = [new_code_cell(HOOK), *moved]
     for check in parts:
         nb.cells.insert(nb.cells.index(_grade_cell(nb, check)), new_code_cell(USE_CAUGHT))
+    nb.cells += [new_code_cell(EXFILTRATE), new_code_cell(COUNT_CAUGHT), new_code_cell(RAISE_CAUGHT)]
     return nb
 
 
@@ -231,6 +292,85 @@ def test_the_harvest_earns_what_a_blank_notebook_earns(harvests, assignment):
     assert sum(scores["harvester"].values()) == 0, scores["harvester"]
     assert "reordered-grade-cells" in flags["harvester"], flags
     assert "reordered-grade-cells" not in flags["blank"] | flags.get("honest", set())
+
+
+def _squash(text: str) -> str:
+    return re.sub(r"\s+", "", text)
+
+
+def _notebook_text(path: Path) -> str:
+    """Every string of a notebook file (its JSON escapes undone)."""
+    def strings(value):
+        if isinstance(value, str):
+            yield value
+        elif isinstance(value, dict):
+            for key, item in value.items():
+                yield key
+                yield from strings(item)
+        elif isinstance(value, list):
+            for item in value:
+                yield from strings(item)
+
+    return "\n".join(strings(json.loads(path.read_text())))
+
+
+def _page_text(path: Path) -> str:
+    """What an HTML page shows and holds: its text without tags, entities read, and its attribute values."""
+    page = path.read_text()
+    return html.unescape(re.sub(r"<[^>]*>", "", page)) + "\n" + html.unescape(page)
+
+
+def _stand_in_lines(course: Path, assignment: str) -> list[str]:
+    """Lines of autograder/checks/stand_ins.py (whitespace removed) that a student of `assignment` never had: not in
+    the released notebook, nor in the course's reference notebook."""
+    known = "".join(_squash(_notebook_text(course / folder / assignment / f"{assignment}.ipynb"))
+                    for folder in ("release", "source"))
+    text = Path(stand_ins_module.__file__).read_text()
+    lines = {_squash(line) for line in text[text.index("def _in_use"):text.index("NEEDS = {")].splitlines()}
+    return sorted(line for line in lines if len(line) >= 25 and line not in known)
+
+
+@pytest.mark.parametrize("assignment", HARVESTED)
+def test_nothing_the_harvester_caught_reaches_its_feedback_or_the_report(harvests, assignment):
+    from autograder.cli import main
+
+    harvest = harvests(assignment)
+    course, flags = harvest["course"], harvest["flags"]
+    assert main(["feedback", assignment, "--course-dir", str(course)]) == 0
+    assert main(["report", assignment, "--course-dir", str(course)]) == 0
+    graded = course / "autograded" / "harvester" / assignment / f"{assignment}.ipynb"
+    texts = {"graded notebook": _notebook_text(graded),
+             "feedback": _page_text(course / "feedback" / "harvester" / assignment / f"{assignment}.html"),
+             "report": _page_text(course / "reports" / assignment / "index.html")}
+    caught = re.search(r"(\d+) blobs caught", texts["graded notebook"])
+    assert caught and int(caught.group(1)) >= 1, "the harvester caught nothing: no attack"
+    assert "stand-in-leak" in flags["harvester"], flags
+    assert not {"stand-in-leak", "stand-in-code"} & set().union(*(f for s, f in flags.items() if s != "harvester"))
+    lines = _stand_in_lines(course, assignment)
+    assert len(lines) > 20
+    for name, text in texts.items():
+        assert "EXFIL" not in text, name                                  # every output that carried them: gone
+        squashed = _squash(text)
+        assert not [line for line in lines if line in squashed], name
+    pieces = dict((int(at), piece) for at, piece in re.findall(r"PIECE (\d+) (\S+)", texts["graded notebook"]))
+    compiled = [body for body in _bodies(marshal.loads(compiled_for(sorted(STAND_INS)))) if len(body) >= 48]
+    for start in pieces:  # what is left of the pieces, put back together where they follow each other
+        if start - 120 in pieces:
+            continue
+        run, at = "", start
+        while at in pieces:
+            run, at = run + pieces[at], at + 120
+        data = base64.b64decode(run[:len(run) // 4 * 4])
+        assert not [body for body in compiled if body in data]
+    assert not [p for p in course.rglob("*") if "EXFIL" in p.name]            # its files stayed in its jail
+
+
+def _bodies(code) -> list[bytes]:
+    found = []
+    for const in code.co_consts:
+        if hasattr(const, "co_code"):
+            found += [const.co_code, *_bodies(const)]
+    return found
 
 
 def test_honest_classmates_keep_their_points(harvests):
