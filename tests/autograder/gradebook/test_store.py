@@ -83,3 +83,53 @@ def test_the_schema_revision_is_the_newest_whose_tables_are_there(tmp_path, tabl
             conn.execute(sa.text(f"CREATE TABLE {table} ({', '.join(f'{c} VARCHAR' for c in columns)})"))
     engine.dispose()
     assert schema_revision(url) == revision
+
+
+def test_an_older_runs_table_gets_the_cpu_seconds_column_and_keeps_its_rows(tmp_path):
+    from autograder.gradebook.store import RunsTable
+
+    url = f"sqlite:///{tmp_path / 'old.db'}"
+    engine = sa.create_engine(url)
+    with engine.begin() as conn:  # the table as the first version made it
+        conn.execute(sa.text("CREATE TABLE autograder_runs (assignment VARCHAR(128), notebook VARCHAR(128), "
+                             "student VARCHAR(128), content_hash VARCHAR(64), status VARCHAR(32), held BOOLEAN, "
+                             "score FLOAT, max_score FLOAT, flags TEXT, messages TEXT, mistakes TEXT, notes TEXT, "
+                             "seconds FLOAT, graded_at DATETIME, PRIMARY KEY (assignment, notebook, student))"))
+        conn.execute(sa.text("INSERT INTO autograder_runs (assignment, notebook, student, score, seconds) "
+                             "VALUES ('a', 'n', 'ada', 3.0, 9.5)"))
+    engine.dispose()
+    with RunsTable(url) as runs:
+        old = runs.get("a", "n", "ada")
+        assert old["score"] == 3.0 and old["seconds"] == 9.5 and old["cpu_seconds"] is None
+        runs.put({**old, "student": "bob", "cpu_seconds": 4.25})
+        assert runs.get("a", "n", "bob")["cpu_seconds"] == 4.25
+
+
+def test_a_time_limit_reached_twice_holds_the_notebook_with_its_scores_as_graded(tmp_path):
+    """A `hold` flag (worker.timeout_flags): held for review, every score as graded, the flagged cell marked for a
+    grader; a `tamper` flag holds every grade at 0."""
+    from autograder.grade.jobs import GradingResult
+    from autograder.gradebook.store import RunsTable, record_result
+
+    url = f"sqlite:///{tmp_path / 'gb.db'}"
+    with open_gradebook(db_url=url, course="c") as gb:
+        gb.add_assignment("a")
+        gb.add_notebook("n", "a")
+        for name, points in (("test_fast", 2.0), ("test_slow", 3.0)):
+            gb.add_grade_cell(name, "n", "a", max_score=points, cell_type="code")
+        gb.add_student("ada")
+        grades = {"test_fast": {"auto_score": 2.0, "max_score": 2.0, "needs_manual_grade": False},
+                  "test_slow": {"auto_score": 0.0, "max_score": 3.0, "needs_manual_grade": False}}
+        timeout = {"code": "timeout", "severity": "hold", "cell": "test_slow",
+                   "message": "time limit reached: 120 s of CPU time"}
+        with RunsTable(url) as runs:
+            row = record_result(gb, runs, GradingResult("a", "n", "ada", "graded", grades=grades, flags=[timeout],
+                                                        cpu_seconds=130.0, seconds=200.0))
+            assert row["held"] and row["status"] == "graded (held for review)" and row["score"] == 2.0
+            assert runs.get("a", "n", "ada")["cpu_seconds"] == 130.0
+            cells = {g.name: g for g in gb.find_submission_notebook("n", "a", "ada").grades}
+            assert cells["test_slow"].needs_manual_grade and not cells["test_fast"].needs_manual_grade
+            assert cells["test_fast"].score == 2.0 and cells["test_slow"].manual_score is None
+            tamper = {**timeout, "code": "monkeypatch", "severity": "tamper"}
+            row = record_result(gb, runs, GradingResult("a", "n", "ada", "graded", grades=grades, flags=[tamper]))
+            assert row["held"] and row["score"] == 0.0
