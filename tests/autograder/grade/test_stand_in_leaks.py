@@ -23,22 +23,16 @@ from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook, new_outp
 
 from autograder.checks.stand_ins import compiled_for, source_for
 from autograder.grade.stand_in_leaks import NOTE, remove_leaks
+from compiled_code import bodies
 
 NAMES = ["Transformer"]  # notebook 06's composite: every stand-in it needs comes with it
 CODE = compiled_for(NAMES)
 SOURCE = source_for(NAMES)
 
 
-def _bodies(code) -> list[bytes]:
-    """The compiled bodies of every function and class in `code` (what makes the stand-ins work)."""
-    found = []
-    for const in code.co_consts:
-        if hasattr(const, "co_code"):
-            found += [const.co_code, *_bodies(const)]
-    return found
 
 
-BODIES = [body for body in _bodies(marshal.loads(CODE)) if len(body) >= 64]
+BODIES = [body for body in bodies(marshal.loads(CODE)) if len(body) >= 64]
 LINES = [line.strip() for line in SOURCE.splitlines() if len(line.strip()) >= 30]
 
 

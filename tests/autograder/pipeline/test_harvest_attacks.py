@@ -69,6 +69,7 @@ print(len(_caught), "stand-in texts caught")
 EXFILTRATE = """\
 import base64, inspect, json, linecache, re, zlib
 from IPython.display import display
+from compiled_code import bodies
 _MARK = "EXF" + "IL"  # on what goes out (never in the notebook's own text, which its feedback shows)
 _blobs = [c if isinstance(c, bytes) else c.encode() for c in _caught][:3]  # within the output limits
 for _i, _blob in enumerate(_blobs):
@@ -353,7 +354,7 @@ def test_nothing_the_harvester_caught_reaches_its_feedback_or_the_report(harvest
         squashed = _squash(text)
         assert not [line for line in lines if line in squashed], name
     pieces = dict((int(at), piece) for at, piece in re.findall(r"PIECE (\d+) (\S+)", texts["graded notebook"]))
-    compiled = [body for body in _bodies(marshal.loads(compiled_for(sorted(STAND_INS)))) if len(body) >= 48]
+    compiled = [body for body in bodies(marshal.loads(compiled_for(sorted(STAND_INS)))) if len(body) >= 48]
     for start in pieces:  # what is left of the pieces, put back together where they follow each other
         if start - 120 in pieces:
             continue
@@ -365,12 +366,6 @@ def test_nothing_the_harvester_caught_reaches_its_feedback_or_the_report(harvest
     assert not [p for p in course.rglob("*") if "EXFIL" in p.name]            # its files stayed in its jail
 
 
-def _bodies(code) -> list[bytes]:
-    found = []
-    for const in code.co_consts:
-        if hasattr(const, "co_code"):
-            found += [const.co_code, *_bodies(const)]
-    return found
 
 
 def test_honest_classmates_keep_their_points(harvests):
