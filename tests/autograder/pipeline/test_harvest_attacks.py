@@ -38,6 +38,7 @@ import pytest
 from nbformat.v4 import new_code_cell
 
 from autograder.checks import stand_ins as stand_ins_module
+from compiled_code import bodies
 from autograder.checks.stand_ins import STAND_INS, compiled_for, source_for
 from coursekit.api import PARTS, check_of, hand_in_names
 from replay import PRINT_TABLE, decode, recorder_source, replayer_source, table_in
@@ -69,7 +70,6 @@ print(len(_caught), "stand-in texts caught")
 EXFILTRATE = """\
 import base64, inspect, json, linecache, re, zlib
 from IPython.display import display
-from compiled_code import bodies
 _MARK = "EXF" + "IL"  # on what goes out (never in the notebook's own text, which its feedback shows)
 _blobs = [c if isinstance(c, bytes) else c.encode() for c in _caught][:3]  # within the output limits
 for _i, _blob in enumerate(_blobs):
