@@ -22,26 +22,22 @@ import time
 from typing import Callable
 
 
-def cgroup_cpu_seconds(dirs: list[str], version: int) -> float | None:
-    """CPU seconds used so far by everything in a cgroup (its folders `dirs`), None when none of them accounts CPU."""
-    for folder in dirs:
-        if version == 1:
-            usage = os.path.join(folder, "cpuacct.usage")
-            if os.path.exists(usage):
-                try:
-                    with open(usage) as fh:
-                        return int(fh.read().strip()) / 1e9
-                except (OSError, ValueError):
-                    return None
-        else:
-            try:
-                with open(os.path.join(folder, "cpu.stat")) as fh:
-                    for line in fh:
-                        key, _, value = line.partition(" ")
-                        if key == "usage_usec":
-                            return int(value) / 1e6
-            except (OSError, ValueError):
-                return None
+def cgroup_cpu_seconds(group) -> float | None:
+    """CPU seconds used so far by everything in a cgroup.Cgroup, read from the folder that counts it
+    (`Cgroup.cpuacct_dir`); None where none does."""
+    if group is None or group.cpuacct_dir is None:
+        return None
+    try:
+        if group.version == 1:
+            with open(os.path.join(group.cpuacct_dir, "cpuacct.usage")) as fh:
+                return int(fh.read().strip()) / 1e9
+        with open(os.path.join(group.cpuacct_dir, "cpu.stat")) as fh:
+            for line in fh:
+                key, _, value = line.partition(" ")
+                if key == "usage_usec":
+                    return int(value) / 1e6
+    except (OSError, ValueError):
+        return None
     return None
 
 
@@ -59,19 +55,19 @@ class SubmissionClock:
 
     def attach(self, group) -> None:
         self._group = group
-        reading = None if group is None else cgroup_cpu_seconds(group.dirs, group.version)
+        reading = cgroup_cpu_seconds(group)
         self.accounted = (self.accounted is not False) and reading is not None
 
     def detach(self) -> None:
         if self._group is not None:
-            reading = cgroup_cpu_seconds(self._group.dirs, self._group.version)
+            reading = cgroup_cpu_seconds(self._group)
             self.finished_cpu += reading or 0.0
         self._group = None
 
     def cpu(self) -> float | None:
         if not self.accounted:
             return None
-        live = cgroup_cpu_seconds(self._group.dirs, self._group.version) if self._group is not None else 0.0
+        live = cgroup_cpu_seconds(self._group) if self._group is not None else 0.0
         return self.finished_cpu + (live or 0.0)
 
     def wall(self) -> float:

@@ -33,7 +33,7 @@ def unenforced(limits: Limits) -> list[str]:
                 "limits count wall-clock time)"]
     try:
         problems = []
-        if cgroup_cpu_seconds(group.dirs, group.version) is None:
+        if cgroup_cpu_seconds(group) is None:
             problems.append("CPU time is not accounted (time limits count wall-clock time)")
         if limits.cpus > 0 and not any(_has(folder, name) for folder in group.dirs for name in CPU_QUOTA_FILES):
             problems.append("no CPU cap (a submission's processes compete with its classmates' for every core)")

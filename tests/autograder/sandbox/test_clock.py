@@ -15,13 +15,14 @@ from autograder.sandbox.limits import Limits
 class FakeGroup:
     dirs: list
     version: int
+    cpuacct_dir: str | None = None  # the folder that counts its CPU (cgroup.Cgroup's)
 
 
 def v1_group(tmp_path, nanoseconds: int) -> FakeGroup:
     (tmp_path / "memory").mkdir(parents=True)
     (tmp_path / "cpuacct").mkdir()
     (tmp_path / "cpuacct" / "cpuacct.usage").write_text(f"{nanoseconds}\n")
-    return FakeGroup([str(tmp_path / "memory"), str(tmp_path / "cpuacct")], 1)
+    return FakeGroup([str(tmp_path / "memory"), str(tmp_path / "cpuacct")], 1, str(tmp_path / "cpuacct"))
 
 
 def set_usage(group: FakeGroup, seconds: float) -> None:
@@ -33,13 +34,13 @@ def set_usage(group: FakeGroup, seconds: float) -> None:
 
 
 def test_cpu_seconds_are_read_from_either_cgroup_version(tmp_path):
-    assert cgroup_cpu_seconds(v1_group(tmp_path / "a", 2_500_000_000).dirs, 1) == 2.5
+    assert cgroup_cpu_seconds(v1_group(tmp_path / "a", 2_500_000_000)) == 2.5
     (tmp_path / "b").mkdir()
-    v2 = FakeGroup([str(tmp_path / "b")], 2)
+    v2 = FakeGroup([str(tmp_path / "b")], 2, str(tmp_path / "b"))
     set_usage(v2, 1.25)
-    assert cgroup_cpu_seconds(v2.dirs, 2) == 1.25
+    assert cgroup_cpu_seconds(v2) == 1.25
     (tmp_path / "c").mkdir()
-    assert cgroup_cpu_seconds([str(tmp_path / "c")], 1) is None  # no cpuacct: not accounted
+    assert cgroup_cpu_seconds(FakeGroup([str(tmp_path / "c")], 1)) is None  # no cpuacct: not accounted
 
 
 def test_a_busy_machine_does_not_use_up_a_cpu_budget(tmp_path):
