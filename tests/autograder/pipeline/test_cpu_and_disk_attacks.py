@@ -4,8 +4,10 @@ classmates (`grade`, 2 local Dask workers, jailed kernels) and harms none of the
 - CPU: the spinner starts 50 children that each call `setsid()` and spin. Each submission's cgroup has a CPU
   quota (`Limits.cpus`; 0.25 here, so that the two kernels stay within their quotas on a 2-core machine even
   while up to six other busy processes share it), which none of its processes leaves. A classmate graded at
-  the same time keeps her score, and her CPU-bound cell takes at most 1.5x its time in a run without the
-  spinner, measured in this test. (Without the quota, this test measured 7x on this machine.)
+  the same time keeps her score; the spinner's 50 children together got no more CPU than the quota allows over
+  their lifetime (read from /proc inside the jail), however busy the machine. Her CPU-bound cell's pace beside
+  the spinner against alone is printed, not asserted: a wall-clock ratio depends on the machine's load (CI once
+  read 1.53x); the quota is what keeps it (without the quota, this test measured 7x on this machine).
 - Disk: the attacker writes 64 MiB files into the only worker folder bound writable into its jail, its kernel's
   socket folder, while classmates are graded. That folder is on a tmpfs (here a 200 MiB one mounted for the
   test, $AUTOGRADER_IPC_ROOT), never on the worker's disk; the writes stop there with ENOSPC, the classmates keep
@@ -34,12 +36,20 @@ pytestmark = [pytest.mark.slow, pytest.mark.pipeline]
 SPINNER = r'''
 import os, time
 print("SPIN_FROM", time.time())
+children, wall = [], time.perf_counter()
 for _ in range(50):
-    if os.fork() == 0:
+    pid = os.fork()
+    if pid == 0:
         os.setsid()
         while True:
             pass
+    children.append(pid)
 time.sleep(45)
+ticks = 0
+for pid in children:  # utime + stime of each child, fields 14 and 15 of /proc/PID/stat
+    fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+    ticks += int(fields[11]) + int(fields[12])
+print("SPIN_CPU", ticks / os.sysconf("SC_CLK_TCK"), time.perf_counter() - wall)
 print("SPIN_UNTIL", time.time())
 '''
 WORK = r'''
@@ -51,6 +61,7 @@ for i in range(6_000_000):
     total += i * i
 print("WORK", started, time.perf_counter() - wall)
 '''
+QUOTA = 0.25  # CPUs per submission in the CPU test
 FILL_MIB = 400  # more than the 200 MiB tmpfs: an uncapped folder would take it all
 FILLER = r'''
 import os, time
@@ -115,7 +126,7 @@ def _scores(summary) -> dict[str, float]:
 
 @pytest.fixture(scope="module")
 def cpu_runs(released_course, helpers, tmp_path_factory):
-    limits = dataclasses.replace(helpers.TEST_LIMITS, cpus=0.25, cell_timeout=90, notebook_timeout=200)
+    limits = dataclasses.replace(helpers.TEST_LIMITS, cpus=QUOTA, cell_timeout=90, notebook_timeout=200)
     alone = _class(tmp_path_factory.mktemp("alone"), released_course, helpers, {"her": ("solution", [WORK])})
     alone_summary = grade(alone, "ps1", workers=2, limits=limits, progress=False)
     beside = _class(tmp_path_factory.mktemp("beside"), released_course, helpers,
@@ -124,7 +135,7 @@ def cpu_runs(released_course, helpers, tmp_path_factory):
     return {"alone": (alone, _scores(alone_summary)), "beside": (beside, _scores(beside_summary))}
 
 
-def test_a_classmate_beside_the_spinner_keeps_her_score_and_her_pace(cpu_runs):
+def test_a_classmate_beside_the_spinner_keeps_her_score_and_the_spinner_keeps_its_quota(cpu_runs):
     alone, alone_scores = cpu_runs["alone"]
     beside, beside_scores = cpu_runs["beside"]
     assert alone_scores["her"] > 0
@@ -137,7 +148,9 @@ def test_a_classmate_beside_the_spinner_keeps_her_score_and_her_pace(cpu_runs):
     # her whole measured cell ran while the 50 children were spinning (else this test would prove nothing)
     assert spin_from < started and started + beside_seconds < spin_until, (spin_from, started, spin_until)
     print(f"her CPU-bound cell: {alone_seconds:.2f} s alone, {beside_seconds:.2f} s beside the spinner")
-    assert beside_seconds <= 1.5 * alone_seconds, (alone_seconds, beside_seconds)
+    spin_cpu, spin_wall = map(float, _printed(_graded(beside, "a_spinner"), "SPIN_CPU"))
+    print(f"the spinner's 50 children: {spin_cpu:.2f} CPU-s in {spin_wall:.2f} s (quota {QUOTA} CPU)")
+    assert spin_wall > 40 and spin_cpu <= QUOTA * spin_wall * 1.2 + 1.0, (spin_cpu, spin_wall)
 
 
 def _can_mount_tmpfs() -> bool:
