@@ -312,9 +312,21 @@ def prepare(job: GradingJob, db_dir: str, run_dir: str) -> dict:
                          "student": job.student}, "metadata": {"path": run_dir}}
 
 
+def one_torch_thread() -> None:
+    """The hidden checks' own torch work (reference models, probe inputs) runs on one thread in this process, as
+    the kernels do (OMP_NUM_THREADS=1): a worker is one core of the cluster. With a thread per core, torch's pool
+    spins while it waits; on a loaded machine that made 06's cached-decoding check cost ~45 CPU-s of the
+    worker instead of ~2 (docs/benchmarks.md), CPU the check's budget counts (clock.Budget.extra_cpu)."""
+    import torch
+
+    if torch.get_num_threads() != 1:
+        torch.set_num_threads(1)
+
+
 def grade_job(job: GradingJob) -> GradingResult:
     """Grade one submission notebook. Never raises: a failure becomes a result with status "error"."""
     started = time.monotonic()
+    one_torch_thread()
     limits = job.limits
     config = Config(job.config)  # the course's settings of nbgrader's preprocessors
     if job.nb_json is None:

@@ -186,14 +186,14 @@ def test_the_attacker_connects_to_a_unix_socket_it_may_reach():
 
 def test_a_second_account_cannot_run_code_on_the_grading_cluster(course, tmp_path, helpers):
     inbox = tmp_path / "inbox"
-    # two loops that run into the cell time limit keep the cluster up (at least 45 s, and as long again while each
-    # is graded once more alone) while the attack goes on (its Dask processes give up after 20 s each: `ATTACKER`)
+    # two loops that run into the cell time limit keep the cluster up (at least 25 s, then 25 s more for each, graded
+    # once more alone) while the attack goes on (its Dask processes give up after 20 s each: `ATTACKER`)
     students = {"ann": "solution", "ben": "solution", "cyd": "infinite_loop", "dee": "infinite_loop"}
     for student, kind in students.items():
         helpers.write_submission(inbox, course, student, kind)
     collect(course, inbox)
     grading = subprocess.Popen([sys.executable, "-m", "autograder", "grade", "ps1", "--workers", "2",
-                                "--course-dir", str(course), "--cell-timeout", "45"],
+                                "--course-dir", str(course), "--cell-timeout", "25"],
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         deadline = time.monotonic() + 240
