@@ -23,3 +23,39 @@ def test_grading_bench_prints_every_measurement():
         assert row in report, f"missing row: {row}"
     # every ratio is a measured number, not a placeholder
     assert len(re.findall(r"\d+\.\d+x", report)) >= 3
+
+
+@pytest.mark.slow
+def test_class_bench_prints_every_measurement():
+    """`--class N` at its smallest honest size: one student, two light assignments (one of them 03, the notebook of
+    the per-notebook goal), every row measured."""
+    res = subprocess.run([sys.executable, str(BENCH), "--class", "1", "--assignments",
+                          "02_positional_encoding,03_attention"], capture_output=True, text=True, timeout=600)
+    assert res.returncode == 0, res.stderr[-3000:]
+    report = res.stdout
+    assert "# Grading benchmark: a class" in report
+    assert re.search(r"load average [\d.]+/[\d.]+/[\d.]+ at the start", report)
+    assert "Ours graded 2 of 2 (0 errors" in report
+    number = r"\d+\.\d+"
+    for row in ("ours: `grade_many(..., workers=2)`", "plain sequential `nbgrader autograde`", "bare nbclient, one",
+                "our worker (`grade_job`, jailed, in this process)"):
+        line = next((line for line in report.splitlines() if line.startswith(f"| {row}")), None)
+        assert line is not None, f"missing row: {row}"
+        wall, per_minute, core = line.split("|")[2:5]  # seconds, notebooks per minute, core-seconds per notebook
+        for cell in (wall, per_minute, core):
+            assert re.fullmatch(rf"\s*{number}\s*", cell), f"not a measured number in {line!r}"
+    assert re.search(rf"\| {number}x the notebooks per minute of sequential nbgrader \| >= 3x \|", report)
+    assert re.search(rf"\| our worker on `03_attention`, mean per notebook \| {number} \|.*{number}x bare nbclient's "
+                     rf"{number} s \| <= 0.6x \|", report)
+    assert "| warm template: start-up and memory | not applicable: no warm template yet |" in report
+    assert re.search(rf"\| a kernel start today .* \| {number} \|.*RSS \d+ MiB after the start", report)
+    assert "cgroup" in report or "getrusage" in report  # how the core-seconds were counted
+    phases = ("set-up", "kernel start", "first code cell", "the other cells", "judge", "kernel stop", "the rest of",
+              "write-back", "**total `grade_job`**", "bare nbclient, same notebooks", "CPU s of the kernel",
+              "CPU s of the worker", "kernel RSS right after its start", "kernel peak RSS", "submission cgroup's peak")
+    for phase in phases:
+        line = next((line for line in report.splitlines() if line.startswith(f"| {phase}")), None)
+        assert line is not None, f"missing phase row: {phase}"
+        cells = [cell.strip() for cell in line.split("|")[2:5]]  # 02, 03, all
+        assert all(re.fullmatch(r"\d+(\.\d+)?", cell) for cell in cells), f"not measured: {line!r}"
+    assert "nan" not in report
