@@ -109,6 +109,20 @@ def bare_nbclient_seconds(course: Path, assignment: str) -> list[float]:
     return times
 
 
+@contextlib.contextmanager
+def jail_setting(jailed: bool):
+    """AUTOGRADER_UNSAFE_NO_JAIL for work in this process: kernels jailed (the default) or not."""
+    previous = os.environ.get("AUTOGRADER_UNSAFE_NO_JAIL")
+    os.environ["AUTOGRADER_UNSAFE_NO_JAIL"] = "0" if jailed else "1"
+    try:
+        yield
+    finally:
+        if previous is None:
+            os.environ.pop("AUTOGRADER_UNSAFE_NO_JAIL", None)
+        else:
+            os.environ["AUTOGRADER_UNSAFE_NO_JAIL"] = previous
+
+
 def worker_seconds(course: Path, assignment: str, jailed: bool) -> list[float]:
     from autograder.grade.plan import build_jobs
     from autograder.grade.worker import grade_job
@@ -118,9 +132,7 @@ def worker_seconds(course: Path, assignment: str, jailed: bool) -> list[float]:
 
     jobs = build_jobs(course, f"sqlite:///{course / 'gradebook.db'}", assignment, force=True,
                       limits=course_limits(nbgrader_config(course))).jobs
-    previous = os.environ.get("AUTOGRADER_UNSAFE_NO_JAIL")
-    os.environ["AUTOGRADER_UNSAFE_NO_JAIL"] = "0" if jailed else "1"
-    try:
+    with jail_setting(jailed):
         # warm-up: the worker process's one-time set-up (template gradebook, the jail's checks) is not per
         # submission; the end-to-end rows include it
         grade_job(dataclasses.replace(jobs[0], gpu=None))
@@ -130,11 +142,6 @@ def worker_seconds(course: Path, assignment: str, jailed: bool) -> list[float]:
             started = time.perf_counter()
             grade_job(job)
             times.append(time.perf_counter() - started)
-    finally:
-        if previous is None:
-            os.environ.pop("AUTOGRADER_UNSAFE_NO_JAIL", None)
-        else:
-            os.environ["AUTOGRADER_UNSAFE_NO_JAIL"] = previous
     return times
 
 
@@ -503,10 +510,8 @@ def graded_phases(course: Path, assignments: list[str], meter: TreeCpu) -> list[
     jobs = [dataclasses.replace(job, gpu=None) for assignment in assignments
             for job in build_jobs(course, f"sqlite:///{course / 'gradebook.db'}", assignment, force=True,
                                   limits=limits).jobs]
-    previous = os.environ.get("AUTOGRADER_UNSAFE_NO_JAIL")
-    os.environ["AUTOGRADER_UNSAFE_NO_JAIL"] = "0"
     rows = []
-    try:
+    with jail_setting(True):
         grade_job(jobs[0])  # warm-up: the worker process's one-time set-up is not per notebook (see worker_seconds)
         with PhaseProbes() as probes, meter.here():
             for job in jobs:
@@ -524,11 +529,6 @@ def graded_phases(course: Path, assignments: list[str], meter: TreeCpu) -> list[
                             "set-up": first - started, "write-back": ended - last,
                             "rest": max(0.0, (last - first) - inside)})
                 rows.append(row)
-    finally:
-        if previous is None:
-            os.environ.pop("AUTOGRADER_UNSAFE_NO_JAIL", None)
-        else:
-            os.environ["AUTOGRADER_UNSAFE_NO_JAIL"] = previous
     return rows
 
 
