@@ -490,19 +490,23 @@ API: tuple[ApiEntry, ...] = (
         "attention with rotary positions, with `num_kv_heads == 1` multi-query attention",
         "rotary self-attention where groups of query heads share a key/value head"),
     _class(
-        "LlamaBlock", "modern", "d_model, num_heads, num_kv_heads, d_ff, max_len=512",
+        "LlamaBlock", "modern", "d_model, num_heads, num_kv_heads, d_ff, max_len=512, rope_base=10000.0, eps=1e-06",
         "submodules `norm1`, `norm2` (`RMSNorm`), `attn` (`GroupedQueryAttention`), `ffn` (`SwiGLU`); "
-        "`forward(x, mask=None) = x + attn(norm1(x), mask)`, then `x + ffn(norm2(x))`",
+        "`forward(x, mask=None) = x + attn(norm1(x), mask)`, then `x + ffn(norm2(x))`; `max_len` and `rope_base` go "
+        "on to `attn` (its rotary base), `eps` is that of `norm1` and `norm2` (fifth edition: with the defaults the "
+        "block is unchanged)",
         "pre-norm block of RMSNorm, grouped-query attention and SwiGLU"),
     _class(
         "ModernGPT", "modern", "vocab_size, d_model=128, num_heads=4, num_kv_heads=2, d_ff=344, num_layers=4, "
-        "max_len=256",
+        "max_len=256, rope_base=10000.0, eps=1e-06",
         "attribute `max_len`; submodules `token_embedding` (`TokenEmbedding`), `blocks` (`nn.ModuleList` of "
         "`LlamaBlock`), `norm` (`RMSNorm`), `lm_head` (`nn.Linear(d_model, vocab_size, bias=False)`, tied by "
         "`self.lm_head.weight = self.token_embedding.weight`); no position embedding (positions enter through the "
         "rotary angles); `forward(ids (B, T)) -> logits (B, T, vocab_size)`: `x = token_embedding(ids)` (no scale, "
         "no dropout), every block with `make_causal_mask(T, ids.device)`, `norm`, `lm_head`; `T > max_len` raises "
-        "`ValueError`; works with 08's `generate`, `estimate_loss` and training loop unchanged",
+        "`ValueError`; `rope_base` and `eps` go on to every block, `eps` also to the final `norm` (fifth edition: "
+        "with the defaults the model is unchanged); works with 08's `generate`, `estimate_loss` and training loop "
+        "unchanged",
         "a decoder-only language model built from LlamaBlocks"),
     _function(
         "label_smoothed_cross_entropy", "translation", "logits, targets, smoothing=0.1, ignore_index=0",

@@ -109,11 +109,12 @@ class GroupedQueryAttention(nn.Module):
 class LlamaBlock(nn.Module):
     """Pre-norm block: x + attn(norm1(x)), then x + ffn(norm2(x)); no biases, no dropout."""
 
-    def __init__(self, d_model: int, num_heads: int, num_kv_heads: int, d_ff: int, max_len: int = 512):
+    def __init__(self, d_model: int, num_heads: int, num_kv_heads: int, d_ff: int, max_len: int = 512,
+                 rope_base: float = 10000.0, eps: float = 1e-6):
         super().__init__()
-        self.norm1 = RMSNorm(d_model)
-        self.attn = GroupedQueryAttention(d_model, num_heads, num_kv_heads, max_len)
-        self.norm2 = RMSNorm(d_model)
+        self.norm1 = RMSNorm(d_model, eps)                                               # weight (d_model,)
+        self.attn = GroupedQueryAttention(d_model, num_heads, num_kv_heads, max_len, rope_base)
+        self.norm2 = RMSNorm(d_model, eps)                                               # weight (d_model,)
         self.ffn = SwiGLU(d_model, d_ff)
 
     def forward(self, x: torch.Tensor, mask=None) -> torch.Tensor:
@@ -126,13 +127,14 @@ class ModernGPT(nn.Module):
     """Token embedding (no position table), LlamaBlocks, a final RMSNorm and a tied output layer."""
 
     def __init__(self, vocab_size: int, d_model: int = 128, num_heads: int = 4, num_kv_heads: int = 2,
-                 d_ff: int = 344, num_layers: int = 4, max_len: int = 256):
+                 d_ff: int = 344, num_layers: int = 4, max_len: int = 256, rope_base: float = 10000.0,
+                 eps: float = 1e-6):
         super().__init__()
         self.max_len = max_len
         self.token_embedding = TokenEmbedding(vocab_size, d_model)                       # (V, d_model)
         self.blocks = nn.ModuleList(
-            [LlamaBlock(d_model, num_heads, num_kv_heads, d_ff, max_len) for _ in range(num_layers)])
-        self.norm = RMSNorm(d_model)
+            [LlamaBlock(d_model, num_heads, num_kv_heads, d_ff, max_len, rope_base, eps) for _ in range(num_layers)])
+        self.norm = RMSNorm(d_model, eps)                                                # weight (d_model,)
         self.lm_head = nn.Linear(d_model, vocab_size, bias=False)
         self.lm_head.weight = self.token_embedding.weight                                # one tied Parameter
 

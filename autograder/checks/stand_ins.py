@@ -381,11 +381,11 @@ class GroupedQueryAttention(nn.Module):
 class LlamaBlock(nn.Module):
     """Pre-norm: x + attn(norm1(x), mask), then x + ffn(norm2(x))."""
 
-    def __init__(self, d_model, num_heads, num_kv_heads, d_ff, max_len=512):
+    def __init__(self, d_model, num_heads, num_kv_heads, d_ff, max_len=512, rope_base=10000.0, eps=1e-6):
         _in_use()
         super().__init__()
-        self.norm1, self.norm2 = RMSNorm(d_model), RMSNorm(d_model)
-        self.attn = GroupedQueryAttention(d_model, num_heads, num_kv_heads, max_len)
+        self.norm1, self.norm2 = RMSNorm(d_model, eps), RMSNorm(d_model, eps)
+        self.attn = GroupedQueryAttention(d_model, num_heads, num_kv_heads, max_len, rope_base)
         self.ffn = SwiGLU(d_model, d_ff)
 
     def forward(self, x, mask=None):

@@ -673,13 +673,15 @@ def scenario_GroupedQueryAttention(get):
 def scenario_LlamaBlock(get):
     x, _, keep = _attention_inputs(28, d_model=12)
     mask = keep[..., :5] & torch.ones(5, 5, dtype=torch.bool).tril()
-    return [_build_and_run(get("LlamaBlock"), args, (x, mask)) for args in ((12, 3, 1, 20), (12, 6, 2, 16, 9))]
+    return [_build_and_run(get("LlamaBlock"), args, (x, mask))
+            for args in ((12, 3, 1, 20), (12, 6, 2, 16, 9), (12, 2, 1, 16, 9, 500.0, 0.05))]  # rope_base, eps
 
 
 def scenario_ModernGPT(get):
     ids = _ids(_seeded(29), 3, 7, 25)
     runs = [_build_and_run(get("ModernGPT"), (25, 12, 6, 3, 20, 2, 8), (ids,)),
-            _build_and_run(get("ModernGPT"), (25,), (ids,))]
+            _build_and_run(get("ModernGPT"), (25,), (ids,)),
+            _build_and_run(get("ModernGPT"), (25, 12, 2, 1, 20, 2, 8, 500.0, 0.05), (ids,))]   # rope_base, eps
     torch.manual_seed(0)
     runs.append(raised(lambda: get("ModernGPT")(25, 12, 6, 3, 20, 1, 6)(ids)))
     return runs

@@ -110,19 +110,27 @@ def base_of(attn, d_head):
     return angle ** (-d_head / 2)
 
 
-def llama_block(block, x, mask=None, *, post_norm=False, attn_residual=True, ffn_residual=True, attn_flags=None):
+def llama_block(block, x, mask=None, *, post_norm=False, attn_residual=True, ffn_residual=True, attn_flags=None,
+                norm_eps=None):
+    """LlamaBlock with the reference block's weights and switches; `norm_eps`: norm1 and norm2 with that eps instead
+    of the block's (the block's eps not passed on); `attn_flags`: gqa's switches (`{"base": 10000.0}`: the block's
+    rope_base not passed on)."""
     flags = attn_flags or {}
     attend = lambda h: gqa(block.attn, h, mask, **flags)  # noqa: E731
+    norm1, norm2 = block.norm1, block.norm2
+    if norm_eps is not None:
+        norm1 = lambda h: rms_norm(block.norm1.weight, h, norm_eps)  # noqa: E731
+        norm2 = lambda h: rms_norm(block.norm2.weight, h, norm_eps)  # noqa: E731
     if post_norm:
-        x = block.norm1(x + attend(x) if attn_residual else attend(x))
-        return block.norm2(x + block.ffn(x) if ffn_residual else block.ffn(x))
-    a = attend(block.norm1(x))
+        x = norm1(x + attend(x) if attn_residual else attend(x))
+        return norm2(x + block.ffn(x) if ffn_residual else block.ffn(x))
+    a = attend(norm1(x))
     x = x + a if attn_residual else a
-    f = block.ffn(block.norm2(x))
+    f = block.ffn(norm2(x))
     return x + f if ffn_residual else f
 
 
-def modern_gpt(model, ids, *, causal=True, final_norm=True, scale_embeddings=False, **block_flags):
+def modern_gpt(model, ids, *, causal=True, final_norm=True, scale_embeddings=False, final_eps=None, **block_flags):
     T = ids.size(1)
     x = model.token_embedding.weight[ids]                                                   # (B, T, d_model)
     if scale_embeddings:
@@ -130,8 +138,8 @@ def modern_gpt(model, ids, *, causal=True, final_norm=True, scale_embeddings=Fal
     mask = torch.tril(torch.ones(T, T, dtype=torch.bool, device=ids.device)) if causal else None
     for block in model.blocks:
         x = llama_block(block, x, mask, **block_flags)
-    if final_norm:
-        x = model.norm(x)
+    if final_norm:   # `final_eps`: the final norm with that eps instead of the model's (its eps not passed on)
+        x = model.norm(x) if final_eps is None else rms_norm(model.norm.weight, x, final_eps)
     return model.lm_head(x)                                                                 # (B, T, V)
 
 
@@ -184,6 +192,9 @@ LLAMA_BLOCK = {  # llama_block(reference block, x, mask, **switches)
     "llama.post_norm": (llama_block, {"post_norm": True}),
     "llama.missing_residual": (llama_block, {"attn_residual": False}),
     **{mistake_id: (llama_block, {"attn_flags": flags}) for mistake_id, flags in ATTENTION_IN_BLOCK.items()},
+    # the arguments not passed on (a block built with rope_base or eps; with the defaults these are the reference)
+    "llama.rope_base_ignored": (llama_block, {"attn_flags": {"base": 10000.0}}),
+    "llama.eps_ignored": (llama_block, {"norm_eps": 1e-6}),
 }
 MODERN_GPT = {  # modern_gpt(reference model, ids, **switches)
     "modern_gpt.no_causal_mask": (modern_gpt, {"causal": False}),
@@ -191,10 +202,15 @@ MODERN_GPT = {  # modern_gpt(reference model, ids, **switches)
     "modern_gpt.embedding_scaled": (modern_gpt, {"scale_embeddings": True}),
     "llama.post_norm": (modern_gpt, {"post_norm": True}),
     **{mistake_id: (modern_gpt, {"attn_flags": flags}) for mistake_id, flags in ATTENTION_IN_BLOCK.items()},
+    # the arguments not passed on (a model built with rope_base or eps; with the defaults these are the reference)
+    "modern_gpt.rope_base_ignored": (modern_gpt, {"attn_flags": {"base": 10000.0}}),
+    "modern_gpt.eps_ignored": (modern_gpt, {"norm_eps": 1e-6, "final_eps": 1e-6}),
 }
 FORMS = {
     (rms_norm, "rms_norm.mean_wrong_axis"): [{"axis": None}],                # the mean over every axis
     (rotary_tables, "rotary.exponent_no_two"): [{"exponent": "four"}],
     (swiglu, "swiglu.relu"): [{"activation": "gelu"}, {"activation": "sigmoid"}],
     (llama_block, "llama.missing_residual"): [{"ffn_residual": False}],       # around the feed-forward
+    # eps reaches the blocks but not the final norm, or the final norm but not the blocks
+    (modern_gpt, "modern_gpt.eps_ignored"): [{"final_eps": 1e-6}, {"norm_eps": 1e-6}],
 }

@@ -120,9 +120,10 @@ def gqa(params, prefix, x, num_heads, num_kv_heads, keep, base=10000.0, mistake=
     return out @ params[prefix + "w_o.weight"].T
 
 
-def llama_block(params, prefix, x, num_heads, num_kv_heads, keep, mistake=None):
-    attend = lambda h: gqa(params, prefix + "attn.", h, num_heads, num_kv_heads, keep)   # noqa: E731
-    norm = lambda name, h: rms_norm(h, params[prefix + name + ".weight"], DEFAULT_EPS)  # noqa: E731
+def llama_block(params, prefix, x, num_heads, num_kv_heads, keep, mistake=None, base=10000.0, eps=DEFAULT_EPS):
+    """The block with rotary base `base` and the norms' `eps`."""
+    attend = lambda h: gqa(params, prefix + "attn.", h, num_heads, num_kv_heads, keep, base)   # noqa: E731
+    norm = lambda name, h: rms_norm(h, params[prefix + name + ".weight"], eps)          # noqa: E731
     ffn = lambda h: swiglu(params, prefix + "ffn.", h)                                   # noqa: E731
     if mistake == "post_norm":
         x = norm("norm1", x + attend(x))

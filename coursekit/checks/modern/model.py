@@ -11,7 +11,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from coursekit.criteria import edge_case
+from coursekit.criteria import argument, edge_case
 from coursekit.checks.modern.answers import DEFAULT_EPS, llama_block, randomize, rms_norm
 from coursekit.checks.modern.checks import expect_value_error
 from coursekit.checks.toolkit import (expect_close, expect_shape, expect_type, fail, first_matching_hint, mistake_hint,
@@ -20,6 +20,25 @@ from coursekit.tolerance import ROTARY_ATOL
 
 
 # ------------------------------------------------------------------------------------------------ block and model
+def _block_argument(LlamaBlock, d_model, d_ff, x, causal, extra: dict, mistake: str) -> None:
+    """LlamaBlock(d_model, 2, 1, d_ff, max_len=8, **extra) against the loop with that rotary base or eps; the
+    answer with the default instead is `mistake`."""
+    shown = ", ".join(f"{k}={v}" for k, v in extra.items())
+    label = f"LlamaBlock({d_model}, 2, 1, {d_ff}, max_len=8, {shown})"
+    block = run("LlamaBlock", LlamaBlock, d_model, 2, 1, d_ff, max_len=8, **extra)
+    block.eval()
+    params = randomize(block, seed=101)
+    with torch.no_grad():
+        out = run(f"{label}.forward", block, x.clone(), causal)
+    xs, keep = x.double().numpy(), causal.numpy()
+    base, eps = extra.get("rope_base", 10000.0), extra.get("eps", DEFAULT_EPS)
+    default = llama_block(params, "", xs, 2, 1, keep, base=10000.0 if "rope_base" in extra else base,
+                          eps=DEFAULT_EPS if "eps" in extra else eps)
+    hint = first_matching_hint(out, [(default, mistake_hint(mistake))], atol=ROTARY_ATOL)
+    expect_close(out, llama_block(params, "", xs, 2, 1, keep, base=base, eps=eps), f"{label}(x, causal mask)", hint,
+                 atol=ROTARY_ATOL)
+
+
 @uses_parts("LlamaBlock")
 def check_llama_block(LlamaBlock) -> None:
     d_model, num_heads, num_kv_heads, d_ff, T = 12, 6, 3, 10, 4
@@ -43,12 +62,54 @@ def check_llama_block(LlamaBlock) -> None:
         (answer("no_ffn_residual"), mistake_hint("llama.missing_residual")),
     ], atol=ROTARY_ATOL)
     expect_close(out, answer(), "LlamaBlock(x, causal mask)", hint, atol=ROTARY_ATOL)
+    # the arguments, on 2 heads over 1 (d_head 6: 3 pairs of features, so that the base matters) and inputs of size
+    # about 1 (where eps=0.1 matters)
+    with argument("LlamaBlock.rope_base"):
+        _block_argument(LlamaBlock, d_model, d_ff, x, causal, {"rope_base": 100.0}, "llama.rope_base_ignored")
+    with argument("LlamaBlock.eps"):
+        _block_argument(LlamaBlock, d_model, d_ff, x, causal, {"eps": 0.1}, "llama.eps_ignored")
     with edge_case("LlamaBlock.too_long"):
         short = run("LlamaBlock", LlamaBlock, d_model, num_heads, num_kv_heads, d_ff, max_len=T - 1)
         expect_value_error(f"LlamaBlock(..., max_len={T - 1}) on a sequence of {T}", lambda: short(x),
                            "pass max_len on to GroupedQueryAttention, whose forward raises ValueError when "
                            "T > max_len.")
-    passed("LlamaBlock")
+    passed("LlamaBlock", "(rope_base=100, eps=0.1 too)")
+
+
+def _gpt_answer(params, ids, num_heads, num_kv_heads, num_layers, base=10000.0, eps=DEFAULT_EPS, final_eps=None):
+    """ModernGPT's logits by the loops: the blocks with rotary base `base` and norms' `eps`, the final norm with
+    `final_eps` (default: `eps`)."""
+    T = ids.shape[1]
+    x = params["token_embedding.weight"][ids]                                          # (B, T, d_model)
+    keep = np.tril(np.ones((T, T), dtype=bool))
+    for layer in range(num_layers):
+        x = llama_block(params, f"blocks.{layer}.", x, num_heads, num_kv_heads, keep, base=base, eps=eps)
+    x = rms_norm(x, params["norm.weight"], eps if final_eps is None else final_eps)
+    return x @ params["token_embedding.weight"].T
+
+
+def _model_argument(ModernGPT, vocab, d_model, d_ff, num_layers, max_len, ids, extra: dict) -> None:
+    """ModernGPT(vocab, d_model, 2, 1, d_ff, num_layers, max_len, **extra) against the loops; an answer that leaves
+    the argument at its default somewhere (every block, the final norm) gets its mistake's hint."""
+    shown = ", ".join(f"{k}={v}" for k, v in extra.items())
+    label = f"ModernGPT({vocab}, {d_model}, 2, 1, {d_ff}, {num_layers}, {max_len}, {shown})"
+    model = run("ModernGPT", ModernGPT, vocab, d_model=d_model, num_heads=2, num_kv_heads=1, d_ff=d_ff,
+                num_layers=num_layers, max_len=max_len, **extra)
+    model.eval()
+    params = randomize(model, seed=102)
+    with torch.no_grad():
+        logits = run(f"{label}.forward", model, ids.clone())
+    ids_np = ids.numpy()
+    answer = lambda **kw: _gpt_answer(params, ids_np, 2, 1, num_layers, **kw)  # noqa: E731
+    if "rope_base" in extra:
+        right, wrong = answer(base=extra["rope_base"]), [(answer(), mistake_hint("modern_gpt.rope_base_ignored"))]
+    else:
+        eps, hint = extra["eps"], mistake_hint("modern_gpt.eps_ignored")
+        right = answer(eps=eps)
+        wrong = [(answer(), hint), (answer(eps=eps, final_eps=DEFAULT_EPS), hint),
+                 (answer(final_eps=eps), hint)]
+    hint = first_matching_hint(logits, wrong, atol=ROTARY_ATOL)
+    expect_close(logits, right, f"{label}(ids)", hint, atol=ROTARY_ATOL)
 
 
 @uses_parts("ModernGPT")
@@ -93,8 +154,14 @@ def check_modern_gpt(ModernGPT) -> None:
         (answer(scaled=True), mistake_hint("modern_gpt.embedding_scaled")),
     ], atol=ROTARY_ATOL)
     expect_close(logits, answer(), "ModernGPT(ids)", hint, atol=ROTARY_ATOL)
+    # the arguments, each in a model of 2 heads over 1 (d_head 6: the base matters); eps=0.1 matters on embeddings
+    # of size about 1
+    with argument("ModernGPT.rope_base"):
+        _model_argument(ModernGPT, vocab, d_model, d_ff, num_layers, max_len, ids, {"rope_base": 100.0})
+    with argument("ModernGPT.eps"):
+        _model_argument(ModernGPT, vocab, d_model, d_ff, num_layers, max_len, ids, {"eps": 0.1})
     with edge_case("ModernGPT.too_long"):
         expect_value_error(f"ModernGPT(..., max_len={max_len}) on ids of length {max_len + 1}",
                            lambda: model(torch.zeros(1, max_len + 1, dtype=torch.long)),
                            "compare T = ids.size(1) with self.max_len at the start of forward.")
-    passed("ModernGPT", "(tied, no position table, causal)")
+    passed("ModernGPT", "(tied, no position table, causal; rope_base=100, eps=0.1 too)")

@@ -124,10 +124,11 @@ def test_grouped_query_attention_equals_torch_sdpa_with_enable_gqa(heads, kv_hea
             lent.GroupedQueryAttention(*args)
 
 
-def test_llama_block_equals_the_reference():
+@pytest.mark.parametrize("extra", [{}, {"rope_base": 500.0, "eps": 0.05}], ids=["defaults", "rope_base-eps"])
+def test_llama_block_equals_the_reference(extra):
     lent = _lent("LlamaBlock")
-    ours = lent.LlamaBlock(24, 4, 2, 20, max_len=16).eval()
-    theirs = reference.LlamaBlock(24, 4, 2, 20, max_len=16).eval()
+    ours = lent.LlamaBlock(24, 4, 2, 20, max_len=16, **extra).eval()
+    theirs = reference.LlamaBlock(24, 4, 2, 20, max_len=16, **extra).eval()
     assert set(ours.state_dict()) == set(theirs.state_dict())
     with torch.no_grad():
         for parameter in ours.parameters():
@@ -137,6 +138,10 @@ def test_llama_block_equals_the_reference():
     mask = torch.ones(7, 7, dtype=torch.bool).tril()
     with torch.no_grad():
         torch.testing.assert_close(ours(x, mask), theirs(x, mask), atol=1e-5, rtol=1e-4)
+        if extra:   # the arguments reach the attention and both norms: the defaults give another block
+            default = reference.LlamaBlock(24, 4, 2, 20, max_len=16).eval()
+            default.load_state_dict(ours.state_dict())
+            assert not torch.allclose(ours(x, mask), default(x, mask), atol=1e-3)
 
 
 def test_switched_off_stand_ins_stop_working():

@@ -223,14 +223,18 @@ class LlamaBlockStudent(nn.Module):
     MISTAKE = None
     ATTENTION = GQATorchSDPA
 
-    def __init__(self, d_model, num_heads, num_kv_heads, d_ff, max_len=512):
+    def __init__(self, d_model, num_heads, num_kv_heads, d_ff, max_len=512, rope_base=1e4, eps=1e-6):
         super().__init__()
-        self.norm1 = RMSNormFunctional(d_model)
+        # the arguments passed by keyword; "eps_ignored": neither norm gets eps, "eps_norm1_only": norm2 does not,
+        # "rope_base_ignored": the attention keeps its default base
+        self.norm1 = RMSNormFunctional(d_model, **({} if self.MISTAKE == "eps_ignored" else {"eps": eps}))
+        attention_base = {} if self.MISTAKE == "rope_base_ignored" else {"rope_base": rope_base}
         if self.MISTAKE == "no_max_len":   # max_len not passed on: the attention takes its default, 512
-            self.attn = self.ATTENTION(d_model, num_heads, num_kv_heads)
+            self.attn = self.ATTENTION(d_model, num_heads, num_kv_heads, **attention_base)
         else:
-            self.attn = self.ATTENTION(d_model, num_heads, num_kv_heads, max_len)
-        self.norm2 = RMSNormSubclass(d_model)
+            self.attn = self.ATTENTION(d_model, num_heads, num_kv_heads, max_len=max_len, **attention_base)
+        norm2_default = self.MISTAKE in ("eps_ignored", "eps_norm1_only")
+        self.norm2 = RMSNormSubclass(d_model) if norm2_default else RMSNormSubclass(d_model, eps=eps)
         self.ffn = SwiGLUSigmoid(d_model, d_ff)
 
     def forward(self, x, mask=None):
@@ -246,7 +250,8 @@ class LlamaBlockStudent(nn.Module):
 class ModernGPTStudent(nn.Module):
     MISTAKE = None
 
-    def __init__(self, vocab_size, d_model=128, num_heads=4, num_kv_heads=2, d_ff=344, num_layers=4, max_len=256):
+    def __init__(self, vocab_size, d_model=128, num_heads=4, num_kv_heads=2, d_ff=344, num_layers=4, max_len=256,
+                 rope_base=10_000, eps=0.000001):
         super().__init__()
         self.max_len = max_len
         self.token_embedding = nn.Embedding(vocab_size, d_model)
@@ -254,9 +259,18 @@ class ModernGPTStudent(nn.Module):
             self.position_embedding = nn.Embedding(max_len, d_model)
         # "no_length_check": no ValueError of its own, and the blocks keep their default max_len (512)
         block_max_len = 512 if self.MISTAKE == "no_length_check" else max_len
-        self.blocks = nn.ModuleList(LlamaBlockStudent(d_model, num_heads, num_kv_heads, d_ff, block_max_len)
-                                    for _ in range(num_layers))
-        self.norm = RMSNormFunctional(d_model)
+        # the arguments not passed on: "rope_base_ignored" (no block gets rope_base), "rope_base_first_block" (only
+        # the first does), "blocks_eps" (the blocks keep eps 1e-6, the final norm gets eps), "final_norm_eps" (the
+        # blocks get eps, the final norm keeps 1e-6)
+        kwargs = [{"rope_base": rope_base, "eps": eps} for _ in range(num_layers)]
+        for layer, block_kwargs in enumerate(kwargs):
+            if self.MISTAKE == "rope_base_ignored" or (self.MISTAKE == "rope_base_first_block" and layer > 0):
+                del block_kwargs["rope_base"]
+            if self.MISTAKE == "blocks_eps":
+                del block_kwargs["eps"]
+        self.blocks = nn.ModuleList(LlamaBlockStudent(d_model, num_heads, num_kv_heads, d_ff, block_max_len, **kw)
+                                    for kw in kwargs)
+        self.norm = RMSNormFunctional(d_model, **({} if self.MISTAKE == "final_norm_eps" else {"eps": eps}))
         self.lm_head = nn.Linear(d_model, vocab_size, bias=False)
         if self.MISTAKE != "untied":
             self.lm_head.weight = self.token_embedding.weight

@@ -220,11 +220,19 @@ ONLY_ONE_ARGUMENT = [
      V.mistake(W.GQAStudent, "rope_base_ignored")),
     ("GroupedQueryAttention.rope_base", checks.check_grouped_query_attention,
      V.mistake(W.GQATorchSDPA, "rope_base_ignored")),
+    # 09's fifth-edition arguments: a block or a model that does not pass rope_base or eps on
+    ("LlamaBlock.rope_base", model.check_llama_block, V.mistake(W.LlamaBlockStudent, "rope_base_ignored")),
+    ("LlamaBlock.eps", model.check_llama_block, V.mistake(W.LlamaBlockStudent, "eps_ignored")),
+    ("LlamaBlock.eps", model.check_llama_block, V.mistake(W.LlamaBlockStudent, "eps_norm1_only")),
+    ("ModernGPT.rope_base", model.check_modern_gpt, V.mistake(W.ModernGPTStudent, "rope_base_ignored")),
+    ("ModernGPT.rope_base", model.check_modern_gpt, V.mistake(W.ModernGPTStudent, "rope_base_first_block")),
+    ("ModernGPT.eps", model.check_modern_gpt, V.mistake(W.ModernGPTStudent, "final_norm_eps")),
+    ("ModernGPT.eps", model.check_modern_gpt, V.mistake(W.ModernGPTStudent, "blocks_eps")),
 ]
 
 
 @pytest.mark.parametrize("criterion, check, answer", ONLY_ONE_ARGUMENT,
-                         ids=[f"{c}-{a.__name__}" for c, _k, a in ONLY_ONE_ARGUMENT])
+                         ids=[f"{c}-{a.__name__}-{getattr(a, 'MISTAKE', None)}" for c, _k, a in ONLY_ONE_ARGUMENT])
 def test_an_answer_that_ignores_one_argument_keeps_most_of_its_points(criterion, check, answer):
     """Right with the argument at its default, wrong with another value: 75 % of the points (the exercise's only
     argument with teeth fails), the argument listed with a cross."""
