@@ -20,9 +20,9 @@ from coursekit.tolerance import ROTARY_ATOL
 
 
 # ------------------------------------------------------------------------------------------------ block and model
-def _block_argument(LlamaBlock, d_model, d_ff, x, causal, extra: dict, mistake: str) -> None:
+def _block_argument(LlamaBlock, d_model, d_ff, x, causal, extra: dict, default_hint: str) -> None:
     """LlamaBlock(d_model, 2, 1, d_ff, max_len=8, **extra) against the loop with that rotary base or eps; the
-    answer with the default instead is `mistake`."""
+    answer with the default instead gets `default_hint` (the catalogue's hint of that mistake)."""
     shown = ", ".join(f"{k}={v}" for k, v in extra.items())
     label = f"LlamaBlock({d_model}, 2, 1, {d_ff}, max_len=8, {shown})"
     block = run("LlamaBlock", LlamaBlock, d_model, 2, 1, d_ff, max_len=8, **extra)
@@ -34,7 +34,7 @@ def _block_argument(LlamaBlock, d_model, d_ff, x, causal, extra: dict, mistake: 
     base, eps = extra.get("rope_base", 10000.0), extra.get("eps", DEFAULT_EPS)
     default = llama_block(params, "", xs, 2, 1, keep, base=10000.0 if "rope_base" in extra else base,
                           eps=DEFAULT_EPS if "eps" in extra else eps)
-    hint = first_matching_hint(out, [(default, mistake_hint(mistake))], atol=ROTARY_ATOL)
+    hint = first_matching_hint(out, [(default, default_hint)], atol=ROTARY_ATOL)
     expect_close(out, llama_block(params, "", xs, 2, 1, keep, base=base, eps=eps), f"{label}(x, causal mask)", hint,
                  atol=ROTARY_ATOL)
 
@@ -65,9 +65,10 @@ def check_llama_block(LlamaBlock) -> None:
     # the arguments, on 2 heads over 1 (d_head 6: 3 pairs of features, so that the base matters) and inputs of size
     # about 1 (where eps=0.1 matters)
     with argument("LlamaBlock.rope_base"):
-        _block_argument(LlamaBlock, d_model, d_ff, x, causal, {"rope_base": 100.0}, "llama.rope_base_ignored")
+        _block_argument(LlamaBlock, d_model, d_ff, x, causal, {"rope_base": 100.0},
+                        mistake_hint("llama.rope_base_ignored"))
     with argument("LlamaBlock.eps"):
-        _block_argument(LlamaBlock, d_model, d_ff, x, causal, {"eps": 0.1}, "llama.eps_ignored")
+        _block_argument(LlamaBlock, d_model, d_ff, x, causal, {"eps": 0.1}, mistake_hint("llama.eps_ignored"))
     with edge_case("LlamaBlock.too_long"):
         short = run("LlamaBlock", LlamaBlock, d_model, num_heads, num_kv_heads, d_ff, max_len=T - 1)
         expect_value_error(f"LlamaBlock(..., max_len={T - 1}) on a sequence of {T}", lambda: short(x),
