@@ -242,33 +242,6 @@ def _rusage_seconds() -> float:
     return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
 
 
-def _cpuacct_mount() -> str | None:
-    """Where the cgroup v1 controller `cpuacct` is mounted (alone or with `cpu`); None where it is not."""
-    try:
-        with open("/proc/self/mountinfo") as fh:
-            for line in fh:
-                fields, _, tail = line.partition(" - ")
-                fstype, _, options = (tail.split() + ["", "", ""])[:3]
-                parts = fields.split()
-                if fstype == "cgroup" and "cpuacct" in options.split(",") and parts[3] == "/":
-                    return parts[4]
-    except OSError:
-        pass
-    return None
-
-
-def _own_cpuacct_group() -> str | None:
-    try:
-        with open("/proc/self/cgroup") as fh:
-            for line in fh:
-                _, controllers, path = line.rstrip("\n").split(":", 2)
-                if "cpuacct" in controllers.split(","):
-                    return path
-    except OSError:
-        pass
-    return None
-
-
 class TreeCpu:
     """The CPU seconds of everything a measured run starts (`run` for a subprocess, `here` for work in this
     process). Where this process can make a cgroup v1 `cpuacct` group (root on a cgroup v1 machine, as ours), the
@@ -279,12 +252,14 @@ class TreeCpu:
 
     def __init__(self):
         self.folder = self.home = None
-        mount, own = _cpuacct_mount(), _own_cpuacct_group()
-        if mount and own is not None and not os.environ.get("AUTOGRADER_CGROUP_PARENT"):
-            folder = os.path.join(mount, own.lstrip("/"), f"bench-grading-{os.getpid()}-{time.monotonic_ns()}")
+        from autograder.sandbox import cgroup
+
+        home = cgroup._v1_folder(cgroup.ROOT, cgroup._own_groups(), "cpuacct")  # this process's v1 cpuacct group
+        if home is not None and not os.environ.get(cgroup.PARENT_ENV):
+            folder = os.path.join(home, f"bench-grading-{os.getpid()}-{time.monotonic_ns()}")
             try:
                 os.mkdir(folder)
-                self.folder, self.home = folder, os.path.join(mount, own.lstrip("/"))
+                self.folder, self.home = folder, home
             except OSError:
                 pass
         self.rusage = 0.0

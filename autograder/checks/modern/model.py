@@ -71,8 +71,7 @@ def check_llama_block(LlamaBlock) -> None:
         prepare(module, ref, device, name)
         x = randn(B_, T_, d_model, seed=75 + seed, device=device)
         mask = causal_padding_mask(B_, T_, padded, device)
-        shown = ", ".join([f"{d_model}, {H}, {kv_heads}, {d_ff}", *(f"{k}={v:g}" if isinstance(v, float) else
-                                                                  f"{k}={v}" for k, v in extra.items())])
+        shown = ", ".join([f"{d_model}, {H}, {kv_heads}, {d_ff}", *([_shown(extra)] if extra else [])])
         tested = f"{name}({shown}) on x {shape_of(x)} with a causal and padding mask {shape_of(mask)}"
         with torch.no_grad():
             expected = ref(x, mask)
@@ -134,6 +133,22 @@ def _model_defaults(ModernGPT, name: str, vocab: int, solution, device) -> None:
     expect_tensor(got, expected, f"{name} logits", device, tested=tested, looser=ROTARY_LOOSER, note=DEFAULTS_NOTE)
 
 
+def _shown(arguments: dict) -> str:
+    """`k=v, ...` of a constructor's keyword arguments (floats short: rope_base=500, eps=0.05)."""
+    return ", ".join(f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}" for k, v in arguments.items())
+
+
+def _compare_logits(module, ref, name: str, vocab: int, arguments: dict, ids, device) -> None:
+    """The student's ModernGPT(vocab, **arguments) against the reference built the same way, on `ids`."""
+    tested = f"{name}({vocab}, {_shown(arguments)}) on ids {shape_of(ids)}"
+    with torch.no_grad():
+        expected = ref(ids)
+        got = call(f"{name}.forward", module, ids.clone(), tested=tested)
+    expect_tensor(got, expected, f"{name} logits", device, tested=tested, looser=ROTARY_LOOSER,
+                  shape_hint="(B, T, vocab_size)", mistakes=lambda: candidates(
+                      M.MODERN_GPT, lambda variant, switches: variant(ref, ids, **switches)))
+
+
 def _model_argument(ModernGPT, name: str, vocab: int, B_: int, sizes: dict, extra: dict, seed: int, solution,
                     device) -> None:
     """ModernGPT(vocab, **sizes, **extra) against the reference built the same way (rope_base or eps not default)."""
@@ -141,14 +156,7 @@ def _model_argument(ModernGPT, name: str, vocab: int, B_: int, sizes: dict, extr
     ref = reference_module(solution.ModernGPT, seed, vocab, **sizes, **extra)
     prepare(module, ref, device, name)
     ids = randint(0, vocab, (B_, pick("modern_gpt.argument_length", [7, 6, 8, 9])), seed=seed + 1, device=device)
-    shown = ", ".join(f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}" for k, v in {**sizes, **extra}.items())
-    tested = f"{name}({vocab}, {shown}) on ids {shape_of(ids)}"
-    with torch.no_grad():
-        expected = ref(ids)
-        got = call(f"{name}.forward", module, ids.clone(), tested=tested)
-    expect_tensor(got, expected, f"{name} logits", device, tested=tested, looser=ROTARY_LOOSER,
-                  shape_hint="(B, T, vocab_size)", mistakes=lambda: candidates(
-                      M.MODERN_GPT, lambda variant, switches: variant(ref, ids, **switches)))
+    _compare_logits(module, ref, name, vocab, {**sizes, **extra}, ids, device)
 
 
 @hidden_check
@@ -171,15 +179,8 @@ def check_modern_gpt(ModernGPT) -> None:
     _model_structure(module, ref, name, max_len)
     prepare(module, ref, device, name)
     for T_, seed in ((pick("modern_gpt.length", [9, 5, 7, 10, 11]), 81), (max_len, 82)):
-        ids = randint(0, vocab, (B_, T_), seed=seed, device=device)
-        shown = ", ".join(f"{k}={v}" for k, v in sizes.items())
-        tested = f"{name}({vocab}, {shown}) on ids {shape_of(ids)}"
-        with torch.no_grad():
-            expected = ref(ids)
-            got = call(f"{name}.forward", module, ids.clone(), tested=tested)
-        expect_tensor(got, expected, f"{name} logits", device, tested=tested, looser=ROTARY_LOOSER,
-                      shape_hint="(B, T, vocab_size)", mistakes=lambda ids=ids: candidates(
-                          M.MODERN_GPT, lambda variant, switches: variant(ref, ids, **switches)))
+        _compare_logits(module, ref, name, vocab, sizes, randint(0, vocab, (B_, T_), seed=seed, device=device),
+                        device)
     _model_defaults(ModernGPT, name, vocab, solution, device)
     # the arguments, each in its own model: every block (at least 2) and the final norm must get them
     with argument("ModernGPT.rope_base"):
