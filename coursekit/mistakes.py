@@ -673,6 +673,7 @@ _CATALOGUE = [
      "a tensor name that maps to nothing (an unknown name, or a block the model does not have) is ignored; "
      "it must raise ValueError naming it",
      "raise ValueError with the name for every tensor you cannot place"),
+    # (11 checkpoint: more ids above this line)
     ("kv.no_rotary_offset", "cached_forward",
      "the new tokens are rotated as if they started at position 0; they sit at positions T_past .. "
      "T_past + T - 1",
@@ -702,6 +703,7 @@ _CATALOGUE = [
     ("kv_generate.returns_prompt", "cached_generate",
      "the prompt is returned with the new tokens; cached_generate returns the new tokens only",
      "return only the tokens generated after the prompt"),
+    # (11 cache: more ids above this line)
     ("lora.b_random", "LoRALinear",
      "lora_B starts random; it must start at zeros so that the adapter equals base at initialisation",
      "initialise lora_B with zeros (and lora_A with kaiming_uniform_(a=math.sqrt(5)))"),
@@ -731,6 +733,7 @@ _CATALOGUE = [
     ("final_hidden.no_causal_mask", "final_hidden",
      "the blocks run without the causal mask, so a position reads the tokens after it",
      "pass make_causal_mask(T, ids.device) to every block, as ModernGPT.forward does"),
+    # (11 lora and features: more ids above this line)
 ]
 
 MISTAKES: dict[str, Mistake] = {entry[0]: Mistake(*entry) for entry in _CATALOGUE}
