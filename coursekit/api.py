@@ -201,8 +201,9 @@ NOTEBOOKS: tuple[Notebook, ...] = (
         "exported head is evaluated outside the student's kernel, on the grader's own copy of the base model, on "
         "reviews the grader draws for that submission, against a bar set from the reference at the grading "
         "budget."),
-        # 09's ModernGPT with what it is built from, and 08's sampling and BPE: not 02, 05-07 or 10
-        builds_on=("embeddings", "attention", "multi_head", "gpt", "modern")),
+        # 09's ModernGPT with what it is built from, 08's sampling and BPE merge, and 07's classifier (trained from
+        # scratch beside the probe) with what it is built from: not 06 or 10
+        builds_on=("embeddings", "positional", "attention", "multi_head", "encoder", "classifier", "gpt", "modern")),
 )
 
 _NB = {notebook.topic: notebook.name for notebook in NOTEBOOKS}

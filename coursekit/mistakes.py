@@ -673,6 +673,10 @@ _CATALOGUE = [
      "a tensor name that maps to nothing (an unknown name, or a block the model does not have) is ignored; "
      "it must raise ValueError naming it",
      "raise ValueError with the name for every tensor you cannot place"),
+    ("q4_1.float16_arithmetic", "dequantize_q4_1",
+     "the weights are computed in float16 (numpy keeps float16 when the codes are multiplied by the float16 d and "
+     "m) and only converted afterwards, so q * d + m is rounded to float16",
+     "convert d and m to float32 first (.astype(np.float32)), then compute q * d + m"),
     # (11 checkpoint: more ids above this line)
     ("kv.no_rotary_offset", "cached_forward",
      "the new tokens are rotated as if they started at position 0; they sit at positions T_past .. "
@@ -703,6 +707,28 @@ _CATALOGUE = [
     ("kv_generate.returns_prompt", "cached_generate",
      "the prompt is returned with the new tokens; cached_generate returns the new tokens only",
      "return only the tokens generated after the prompt"),
+    ("kv.keys_stored_unrotated", "cached_forward",
+     "the cache holds the keys before their rotation (they are rotated each time they are read); it must hold them "
+     "already rotated at their own positions",
+     "rotate the new keys with the rows T_past .. T_past + T - 1 of the tables, then concatenate them to the cache "
+     "and store that"),
+    ("kv_generate.no_cache", "cached_generate",
+     "every new token runs the whole sequence through the model again (model(ids), or cached_forward without the "
+     "cache): the cache is not used",
+     "after the prompt's one call, give cached_forward only the newest token, shape (1, 1), with the cache it "
+     "returned"),
+    ("kv.sets_mode", "cached_forward",
+     "cached_forward switches the model's mode (model.eval() or model.train()) or its parameters' requires_grad; "
+     "the mode and the gradients are the caller's",
+     "leave model.train()/model.eval() and requires_grad to the caller: cached_forward only computes"),
+    ("kv_generate.mode_not_restored", "cached_generate",
+     "cached_generate leaves a model that was in training mode in eval mode: the mode it found must be restored",
+     "remember was_training = model.training, then model.eval(), and call model.train(was_training) in a finally: "
+     "block"),
+    ("kv_generate.train_mode_or_grad", "cached_generate",
+     "cached_generate runs the model in training mode or with gradients on; greedy decoding runs in eval mode "
+     "without gradients",
+     "call model.eval() and decode inside `with torch.no_grad():` (then restore the mode)"),
     # (11 cache: more ids above this line)
     ("lora.b_random", "LoRALinear",
      "lora_B starts random; it must start at zeros so that the adapter equals base at initialisation",
@@ -733,6 +759,31 @@ _CATALOGUE = [
     ("final_hidden.no_causal_mask", "final_hidden",
      "the blocks run without the causal mask, so a position reads the tokens after it",
      "pass make_causal_mask(T, ids.device) to every block, as ModernGPT.forward does"),
+    ("lora.a_not_kaiming", "LoRALinear",
+     "lora_A does not start as kaiming_uniform_(a=math.sqrt(5)) draws (zeros, or values outside "
+     "±1/sqrt(in_features)); with lora_A and lora_B both zero no gradient ever reaches either of them",
+     "nn.init.kaiming_uniform_(self.lora_A, a=math.sqrt(5)) on the (rank, in_features) parameter"),
+    ("add_lora.adapters_frozen", "add_lora",
+     "the adapters are frozen too: the model was frozen after the adapters were put in, so nothing is left to "
+     "train",
+     "freeze model.parameters() first, then replace the targets: the new lora_A and lora_B stay trainable"),
+    ("add_lora.targets_ignored", "add_lora",
+     "the targets argument is ignored: the adapters go on w_q and w_v whatever targets lists",
+     "replace exactly the linears named in targets (each one of w_q, w_k, w_v, w_o)"),
+    ("add_lora.rank_not_passed", "add_lora",
+     "rank is not passed on to LoRALinear: the adapters keep its default rank 8",
+     "build each adapter as LoRALinear(linear, rank, alpha) with add_lora's own rank and alpha"),
+    ("add_lora.alpha_not_passed", "add_lora",
+     "alpha is not passed on to LoRALinear: the adapters keep its default alpha 16 (a scaling of 16 / rank)",
+     "build each adapter as LoRALinear(linear, rank, alpha), passing alpha on as well"),
+    ("final_hidden.no_grad", "final_hidden",
+     "final_hidden runs without gradients (torch.no_grad() or .detach()), so no gradient reaches the model or "
+     "its LoRA adapters; gradients are the caller's",
+     "leave torch.no_grad() to the caller: return the hidden states as the model computes them"),
+    ("final_hidden.sets_mode", "final_hidden",
+     "final_hidden switches the model to eval (or training) mode and leaves it there; the model's mode is the "
+     "caller's",
+     "do not call model.eval() or model.train() in final_hidden"),
     # (11 lora and features: more ids above this line)
 ]
 

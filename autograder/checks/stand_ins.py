@@ -396,6 +396,67 @@ class LlamaBlock(nn.Module):
 
 # -------------------------------------------------------------------------------------------------- the source
 # what each stand-in needs of the others (the module sent holds them all, each once, needs first)
+
+# ------------------------------------------------------------------------------------------------ notebook 11
+def cached_forward(model, ids, cache=None):
+    """Logits of new tokens ids (B, T) at positions T_past.., and the per-block (k, v) cache extended by them."""
+    _in_use()
+    B, T = ids.shape
+    T_past = 0 if cache is None else cache[0][0].size(2)
+    if T_past + T > model.max_len:
+        raise ValueError(f"{T_past} cached + {T} new positions is longer than max_len {model.max_len}")
+    allowed = torch.ones(T, T_past + T, dtype=torch.bool, device=ids.device).tril(diagonal=T_past)  # (T, T_past+T)
+    x = model.token_embedding(ids)                                                       # (B, T, d_model)
+    extended = []
+    for i, block in enumerate(model.blocks):
+        attn, h = block.attn, block.norm1(x)
+        q = split_heads(attn.w_q(h), attn.num_heads)                                     # (B, H, T, d_head)
+        k = split_heads(attn.w_k(h), attn.num_kv_heads)                                  # (B, H_kv, T, d_head)
+        v = split_heads(attn.w_v(h), attn.num_kv_heads)
+        cos, sin = attn.cos[T_past:T_past + T], attn.sin[T_past:T_past + T]
+        q, k = apply_rotary(q, cos, sin), apply_rotary(k, cos, sin)
+        if cache is not None:
+            k, v = torch.cat([cache[i][0], k], dim=2), torch.cat([cache[i][1], v], dim=2)  # (B, H_kv, T_past+T, d)
+        extended.append((k, v))
+        groups = attn.num_heads // attn.num_kv_heads
+        out, _ = _attend(q, k.repeat_interleave(groups, dim=1), v.repeat_interleave(groups, dim=1), allowed)
+        x = x + attn.w_o(merge_heads(out))
+        x = x + block.ffn(block.norm2(x))
+    return model.lm_head(model.norm(x)), extended
+
+
+class LoRALinear(nn.Module):
+    """base(x) + (alpha / rank) * x A^T B^T, with base frozen, A (rank, in) Kaiming-uniform and B (out, rank) zeros."""
+
+    def __init__(self, base, rank=8, alpha=16.0):
+        _in_use()
+        super().__init__()
+        if rank < 1:
+            raise ValueError(f"rank must be at least 1, got {rank}")
+        self.base = base
+        for parameter in base.parameters():
+            parameter.requires_grad_(False)
+        self.scaling = alpha / rank
+        like = {"device": base.weight.device, "dtype": base.weight.dtype}
+        self.lora_A = nn.Parameter(torch.empty(rank, base.in_features, **like))
+        nn.init.kaiming_uniform_(self.lora_A, a=math.sqrt(5))
+        self.lora_B = nn.Parameter(torch.zeros(base.out_features, rank, **like))
+
+    def forward(self, x):
+        _in_use()
+        return self.base(x) + self.scaling * (x @ self.lora_A.T) @ self.lora_B.T
+
+    def merged(self):
+        _in_use()
+        base = self.base
+        layer = nn.Linear(base.in_features, base.out_features, bias=base.bias is not None,
+                          device=base.weight.device, dtype=base.weight.dtype)
+        with torch.no_grad():
+            layer.weight.copy_(base.weight + self.scaling * self.lora_B @ self.lora_A)
+            if base.bias is not None:
+                layer.bias.copy_(base.bias)
+        return layer
+
 NEEDS = {
     "sinusoidal_positional_encoding": (),
     "PositionalEncoding": ("sinusoidal_positional_encoding",),
@@ -419,6 +480,8 @@ NEEDS = {
     "SwiGLU": (),
     "GroupedQueryAttention": ("rotary_cos_sin", "apply_rotary", "split_heads", "merge_heads", "_attend"),
     "LlamaBlock": ("RMSNorm", "GroupedQueryAttention", "SwiGLU"),
+    "cached_forward": ("split_heads", "merge_heads", "apply_rotary", "_attend"),
+    "LoRALinear": (),
 }
 STAND_INS = frozenset(name for name in NEEDS if not name.startswith("_"))
 

@@ -69,6 +69,9 @@ WRONG = {
                                ("v = v.repeat_interleave(groups, dim=1)", "v = v.repeat(1, groups, 1, 1)")]),
     "LlamaBlock": ("modern", "llama.missing_residual",
                    [("return x + self.ffn(self.norm2(x))", "return self.ffn(self.norm2(x))")]),
+    "cached_forward": ("pretrained", "kv.no_rotary_offset",
+                       [("attn.cos[T_past:T_past + T], attn.sin[T_past:T_past + T]", "attn.cos[:T], attn.sin[:T]")]),
+    "LoRALinear": ("pretrained", "lora.scaling_alpha", [("self.scaling = alpha / rank", "self.scaling = alpha")]),
 }
 
 
@@ -114,7 +117,7 @@ def _objects(composite: str, namespace):
               "transformer_classifier": ["TransformerClassifier"], "generate": ["generate"],
               "train_step": ["train_step"],
               "grouped_query_attention": ["GroupedQueryAttention"], "llama_block": ["LlamaBlock"],
-              "modern_gpt": ["ModernGPT"]}[composite]
+              "modern_gpt": ["ModernGPT"], "cached_generate": ["cached_generate"], "add_lora": ["add_lora"]}[composite]
     return [getattr(namespace, name) for name in handed]
 
 
