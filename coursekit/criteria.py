@@ -77,18 +77,18 @@ _CATALOGUE = [
     # 11 pre-trained
     ("dequantize_q4_1.bad_input", "dequantize_q4_1",
      "raw of another dtype than uint8 or another shape than (n_blocks, 20) raises ValueError",
-     "another dtype or shape raises `ValueError`"),
+     "dtype or shape raises `ValueError`"),
     ("llama_state_dict.missing", "llama_state_dict", "a tensor the model needs and tensors lacks raises KeyError "
-     "naming it", "raises `KeyError` naming it"),
+     "naming it", "lacks raises `KeyError` naming it"),
     ("llama_state_dict.unknown", "llama_state_dict", "a tensor that maps to nothing (an unknown name, a block index "
-     ">= num_layers) raises ValueError naming it", "raises `ValueError` naming it"),
+     ">= num_layers) raises ValueError naming it", "`ValueError` naming it"),
     ("cached_forward.too_long", "cached_forward", "T_past + T > model.max_len raises ValueError",
      "`T_past + T > model.max_len` raises `ValueError`"),
-    ("LoRALinear.bad_rank", "LoRALinear", "rank < 1 raises ValueError", "`rank < 1` raises `ValueError`"),
+    ("LoRALinear.bad_rank", "LoRALinear", "rank < 1 raises ValueError", "a `rank` below 1 raises `ValueError`"),
     ("add_lora.unknown_target", "add_lora", "a target outside w_q, w_k, w_v, w_o raises ValueError",
-     "an unknown target or block index raises `ValueError`"),
+     "An unknown target or a block index"),
     ("add_lora.bad_block", "add_lora", "a block index the model does not have raises ValueError",
-     "an unknown target or block index raises `ValueError`"),
+     "outside the model raises `ValueError`"),
 ]
 
 # The arguments with teeth: (id "<api>.<argument>", api, what the feedback lists, a phrase of the statement).
@@ -234,18 +234,18 @@ _ARGUMENTS = [
     # 11 pre-trained
     ("cached_generate.eos_id", "cached_generate",
      "generation stops after eos_id, which is returned as the last new token (None: only max_new_tokens stops it)",
-     "stops after `eos_id`"),
+     "Stop after `eos_id` (which is included in the result)"),
     ("LoRALinear.rank", "LoRALinear", "rank is the inner size of lora_A (rank, in) and lora_B (out, rank)",
      "`lora_A` of shape `(rank, in_features)`"),
     ("LoRALinear.alpha", "LoRALinear", "the update is scaled by alpha / rank", "`scaling = alpha / rank`"),
     ("add_lora.rank", "add_lora", "rank goes on to every LoRALinear it adds (and to the count it returns)",
-     "with `LoRALinear(that linear, rank, alpha)`"),
+     "by `LoRALinear(that linear, rank, alpha)`"),
     ("add_lora.alpha", "add_lora", "alpha goes on to every LoRALinear it adds (their scaling alpha / rank)",
-     "with `LoRALinear(that linear, rank, alpha)`"),
+     "by `LoRALinear(that linear, rank, alpha)`"),
     ("add_lora.targets", "add_lora", "targets names the attention linears that get adapters (among w_q, w_k, w_v, "
      "w_o)", "each linear named in `targets`"),
     ("add_lora.blocks", "add_lora", "blocks lists the blocks whose attention gets adapters (None: every block)",
-     "each block whose index is in `blocks`"),
+     "whose index is in `blocks` (every block when `blocks` is `None`)"),
 ]
 
 _SIZE = "a size: the core's shapes and parameter counts already judge it"

@@ -397,6 +397,40 @@ class LlamaBlock(nn.Module):
 # -------------------------------------------------------------------------------------------------- the source
 # what each stand-in needs of the others (the module sent holds them all, each once, needs first)
 
+class ModernGPT(nn.Module):
+    """09's ModernGPT: token embedding, LlamaBlocks with the causal mask, a final RMSNorm, lm_head tied to the
+    embedding (notebook 11's checks build the grader's small models with it in the kernel; runs here too)."""
+
+    def __init__(self, vocab_size, d_model=128, num_heads=4, num_kv_heads=2, d_ff=344, num_layers=4, max_len=256,
+                 rope_base=10000.0, eps=1e-6):
+        _in_use()
+        super().__init__()
+        self.max_len = max_len
+        self.token_embedding = nn.Embedding(vocab_size, d_model)
+        self.blocks = nn.ModuleList(LlamaBlock(d_model, num_heads, num_kv_heads, d_ff, max_len, rope_base, eps)
+                                    for _ in range(num_layers))
+        self.norm = RMSNorm(d_model, eps)
+        self.lm_head = nn.Linear(d_model, vocab_size, bias=False)
+        self.lm_head.weight = self.token_embedding.weight
+
+    def forward(self, ids):
+        _in_use()
+        T = ids.shape[1]
+        if T > self.max_len:
+            raise ValueError(f"sequence length {T} is longer than max_len {self.max_len}")
+        mask = torch.ones(T, T, dtype=torch.bool, device=ids.device).tril()                   # (T, T)
+        x = self.token_embedding(ids)                                                         # (B, T, d_model)
+        for block in self.blocks:
+            x = block(x, mask)
+        return self.lm_head(self.norm(x))                                                    # (B, T, V)
+
+
+def _output_requires_grad(function, *args):
+    """Whether `function(*args)` returns a tensor that carries gradients (run in the kernel, gradients on)."""
+    _in_use()
+    return bool(getattr(function(*args), "requires_grad", False))
+
+
 # ------------------------------------------------------------------------------------------------ notebook 11
 def cached_forward(model, ids, cache=None):
     """Logits of new tokens ids (B, T) at positions T_past.., and the per-block (k, v) cache extended by them."""
@@ -480,6 +514,8 @@ NEEDS = {
     "SwiGLU": (),
     "GroupedQueryAttention": ("rotary_cos_sin", "apply_rotary", "split_heads", "merge_heads", "_attend"),
     "LlamaBlock": ("RMSNorm", "GroupedQueryAttention", "SwiGLU"),
+    "ModernGPT": ("LlamaBlock", "RMSNorm"),
+    "_output_requires_grad": (),
     "cached_forward": ("split_heads", "merge_heads", "apply_rotary", "_attend"),
     "LoRALinear": (),
 }

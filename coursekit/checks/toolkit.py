@@ -171,6 +171,19 @@ def to_tensor(value: Any, name: str) -> torch.Tensor:
         fail(f"{name} should be a tensor or an array of numbers, got {type(value).__name__}.")
 
 
+def expect_value_error(label: str, action, hint: str) -> None:
+    """`action()` raises ValueError; otherwise a failure naming `label` with `hint`."""
+    try:
+        action()
+    except ValueError:
+        return
+    except NotImplementedError:
+        fail(f"{label.split('(')[0]} is not implemented yet (it still raises NotImplementedError).")
+    except Exception as error:  # noqa: BLE001
+        fail(f"{label} raised {type(error).__name__}: {error}; expected ValueError.", hint)
+    fail(f"{label} should raise ValueError.", hint)
+
+
 def expect_type(value: Any, types: type | tuple[type, ...], name: str, hint: str | None = None) -> None:
     if not isinstance(value, types):
         expected = types.__name__ if isinstance(types, type) else " or ".join(t.__name__ for t in types)

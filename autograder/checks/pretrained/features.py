@@ -2,8 +2,8 @@
 checks lend to the student's functions (`kernel_models`; the LoRA part's add_lora check uses it too).
 
 The model. The student's functions run in the jailed kernel, so the model they are given is built there: the grader
-sends the course's stand-ins of 09's block (`autograder/checks/stand_ins.py`: RMSNorm, GroupedQueryAttention, SwiGLU,
-LlamaBlock) together with `ModernGPT` below, compiled (`stand_ins.compiled_for`'s way: the kernel runs them but never
+sends the course's stand-ins of 09's model (`autograder/checks/stand_ins.py`: RMSNorm, GroupedQueryAttention, SwiGLU,
+LlamaBlock, ModernGPT) and a gradient probe, compiled (`stand_ins.compiled_for`: the kernel runs them but never
 holds their source), as one module (`remote.define`), builds a ModernGPT of this submission's sizes from it and loads
 the grader's weights. These are 09's exercises, which notebook 11 hands every student in its provided module anyway;
 the module is switched off when the check is over (`unlend`). The grader's own copy of the model is the reference's
@@ -23,8 +23,6 @@ called in eval mode it stays in eval mode).
 from __future__ import annotations
 
 import contextlib
-import inspect
-import marshal
 
 import torch
 from torch import nn
@@ -39,55 +37,18 @@ from autograder.checks.kit.toolkit import (
     call, expect_callable, fail, grader_step, randint, seeded, shape_of, start_check,
 )
 from autograder.checks.pretrained import mistakes_features as M
-from autograder.checks.stand_ins import KERNEL_FILENAME, LlamaBlock, RMSNorm, _in_use, source_for
+from autograder.checks.stand_ins import compiled_for, source_for
 from coursekit.tolerance import ROTARY_LOOSER
 
 FEATURES_SEED = 190
 
 
-# ======================================================================================= the model in the kernel
-class ModernGPT(nn.Module):
-    """09's ModernGPT: token embedding, LlamaBlocks with the causal mask, a final RMSNorm, lm_head tied to the
-    embedding (sent to the kernel with the stand-ins of its parts; runs here too)."""
-
-    def __init__(self, vocab_size, d_model=128, num_heads=4, num_kv_heads=2, d_ff=344, num_layers=4, max_len=256,
-                 rope_base=10000.0, eps=1e-6):
-        _in_use()
-        super().__init__()
-        self.max_len = max_len
-        self.token_embedding = nn.Embedding(vocab_size, d_model)
-        self.blocks = nn.ModuleList(LlamaBlock(d_model, num_heads, num_kv_heads, d_ff, max_len, rope_base, eps)
-                                    for _ in range(num_layers))
-        self.norm = RMSNorm(d_model, eps)
-        self.lm_head = nn.Linear(d_model, vocab_size, bias=False)
-        self.lm_head.weight = self.token_embedding.weight
-
-    def forward(self, ids):
-        _in_use()
-        T = ids.shape[1]
-        if T > self.max_len:
-            raise ValueError(f"sequence length {T} is longer than max_len {self.max_len}")
-        mask = torch.ones(T, T, dtype=torch.bool, device=ids.device).tril()                   # (T, T)
-        x = self.token_embedding(ids)                                                         # (B, T, d_model)
-        for block in self.blocks:
-            x = block(x, mask)
-        return self.lm_head(self.norm(x))                                                    # (B, T, V)
-
-
-def output_requires_grad(function, *args):
-    """Whether `function(*args)` returns a tensor that carries gradients (run in the kernel, gradients on)."""
-    _in_use()
-    return bool(getattr(function(*args), "requires_grad", False))
+KERNEL_NAMES = ["ModernGPT", "_output_requires_grad"]   # the stand-ins of 09's model and the gradient probe
 
 
 def kernel_source() -> str:
-    """The module sent to the kernel: the stand-ins of 09's block, then ModernGPT and output_requires_grad."""
-    return "\n\n".join([source_for(["LlamaBlock"]), inspect.getsource(ModernGPT),
-                        inspect.getsource(output_requires_grad)])
-
-
-def _compiled() -> bytes:
-    return marshal.dumps(compile(kernel_source(), KERNEL_FILENAME, "exec", dont_inherit=True, optimize=2))
+    """The module sent to the kernel (its text; the kernel receives it compiled)."""
+    return source_for(KERNEL_NAMES)
 
 
 class KernelModels:
@@ -111,13 +72,13 @@ class KernelModels:
         return grader_step("a small ModernGPT lent to your function", make)
 
     def output_requires_grad(self, label: str, function, *args, tested: str) -> bool:
-        return call(label, self.module.attr("output_requires_grad"), function, *args, tested=tested)
+        return call(label, self.module.attr("_output_requires_grad"), function, *args, tested=tested)
 
 
 @contextlib.contextmanager
 def kernel_models(channel):
     """`KernelModels` for one check; everything it sent is switched off when the check is over."""
-    module = grader_step("building a small ModernGPT in your notebook", lambda: define(channel, _compiled()))
+    module = grader_step("building a small ModernGPT in your notebook", lambda: define(channel, compiled_for(KERNEL_NAMES)))
     try:
         yield KernelModels(channel, module)
     finally:

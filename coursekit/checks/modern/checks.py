@@ -12,22 +12,9 @@ from torch import nn
 
 from coursekit.criteria import argument, edge_case
 from coursekit.checks.modern.answers import DEFAULT_EPS, angles, gqa, or_none, randomize, rms_norm, rotate, swiglu
-from coursekit.checks.toolkit import (expect_close, expect_dtype, expect_shape, expect_type, fail,
+from coursekit.checks.toolkit import (expect_close, expect_dtype, expect_shape, expect_type, expect_value_error, fail,
                                      first_matching_hint, mistake_hint, passed, run, uses_parts)
 from coursekit.tolerance import CPU_FLOAT32, ROTARY_ATOL, ROTARY_OFFSET_ATOL
-
-
-def expect_value_error(label: str, action, hint: str) -> None:
-    """`action()` raises ValueError; otherwise a failure naming `label` with `hint`."""
-    try:
-        action()
-    except ValueError:
-        return
-    except NotImplementedError:
-        fail(f"{label.split('(')[0]} is not implemented yet (it still raises NotImplementedError).")
-    except Exception as error:  # noqa: BLE001
-        fail(f"{label} raised {type(error).__name__}: {error}; expected ValueError.", hint)
-    fail(f"{label} should raise ValueError.", hint)
 
 
 def _only_parameters(module: nn.Module, owner: str, expected: dict[str, tuple], hint: str) -> None:

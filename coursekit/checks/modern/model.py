@@ -13,9 +13,8 @@ from torch import nn
 
 from coursekit.criteria import argument, edge_case
 from coursekit.checks.modern.answers import DEFAULT_EPS, llama_block, randomize, rms_norm
-from coursekit.checks.modern.checks import expect_value_error
-from coursekit.checks.toolkit import (expect_close, expect_shape, expect_type, fail, first_matching_hint, mistake_hint,
-                                     passed, run, uses_parts)
+from coursekit.checks.toolkit import (expect_close, expect_shape, expect_type, expect_value_error, fail,
+                                     first_matching_hint, mistake_hint, passed, run, uses_parts)
 from coursekit.tolerance import ROTARY_ATOL
 
 

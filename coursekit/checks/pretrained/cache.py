@@ -15,8 +15,8 @@ import math
 import numpy as np
 import torch
 
-from coursekit.checks.toolkit import (expect_close, expect_shape, expect_type, fail, first_matching_hint, mistake_hint,
-                                     passed, run, uses_parts)
+from coursekit.checks.toolkit import (expect_close, expect_shape, expect_type, expect_value_error, fail,
+                                     first_matching_hint, mistake_hint, passed, run, uses_parts)
 from coursekit.criteria import argument, edge_case
 from coursekit.probe.hooks import StatefulProjection
 from coursekit.tolerance import ROTARY_ATOL
@@ -203,16 +203,6 @@ def _small_model(ModernGPT, size: dict, seed: int, std: float = 0.5):
     return model.eval(), params
 
 
-def _expect_value_error(label: str, action, hint: str) -> None:
-    try:
-        action()
-    except ValueError:
-        return
-    except Exception as error:  # noqa: BLE001
-        fail(f"{label} raised {type(error).__name__}: {error}; expected ValueError.", hint)
-    fail(f"{label} should raise ValueError.", hint)
-
-
 # ------------------------------------------------------------------------------------------ cached_forward
 def _pair(result, label: str):
     if not isinstance(result, (tuple, list)) or len(result) != 2:
@@ -292,7 +282,7 @@ def check_cached_forward(cached_forward, ModernGPT=None) -> None:
         tokens = torch.arange(max_len + 1)[None, :] % _VOCAB                      # (1, max_len + 1)
         with torch.no_grad():
             _, cache = _pair(run("cached_forward", cached_forward, model, tokens[:, :max_len - 2]), "cached_forward")
-            _expect_value_error(f"cached_forward(model, 3 tokens, a cache of {max_len - 2}) with max_len={max_len}",
+            expect_value_error(f"cached_forward(model, 3 tokens, a cache of {max_len - 2}) with max_len={max_len}",
                                 lambda: cached_forward(model, tokens[:, :3], cache), hint)
 
             def at_max_len():
@@ -304,7 +294,7 @@ def check_cached_forward(cached_forward, ModernGPT=None) -> None:
 
             logits, _ = _pair(run("cached_forward", at_max_len), "cached_forward")
             expect_shape(logits, (1, 2, _VOCAB), f"the logits of 2 tokens after a cache of {max_len - 2}")
-            _expect_value_error(f"cached_forward(model, {max_len + 1} tokens) with max_len={max_len}",
+            expect_value_error(f"cached_forward(model, {max_len + 1} tokens) with max_len={max_len}",
                                 lambda: cached_forward(model, tokens), hint)
     passed("cached_forward", "(3 tokens then 4 with the cache, one token at a time; 2 key/value heads)")
 

@@ -15,10 +15,10 @@ import numpy as np
 import torch
 from torch import nn
 
-from coursekit.checks.modern.checks import expect_value_error
 from coursekit.checks.pretrained.features import PROBE_CONFIG, probe_model
 from coursekit.checks.toolkit import (
-    close, expect_close, expect_shape, expect_type, fail, isclose, mistake_hint, passed, run, uses_parts,
+    close, expect_close, expect_shape, expect_type, expect_value_error, fail, isclose, mistake_hint, passed, run,
+    uses_parts,
 )
 from coursekit.criteria import argument, edge_case
 

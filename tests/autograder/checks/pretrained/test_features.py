@@ -54,7 +54,7 @@ def test_the_lent_model_computes_the_references_forward():
         torch.testing.assert_close(lent.eval()(ids), ref(ids), atol=1e-5, rtol=1e-4)
     with pytest.raises(ValueError):
         lent(torch.zeros(1, config["max_len"] + 1, dtype=torch.long))
-    assert module.output_requires_grad(solutions.final_hidden, lent.train(), ids) is True
+    assert module._output_requires_grad(solutions.final_hidden, lent.train(), ids) is True
 
 
 def test_the_lent_model_stops_working_after_the_check():
