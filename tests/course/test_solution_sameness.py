@@ -747,6 +747,109 @@ def scenario_corpus_bleu(get):
         raised(lambda: bleu(hypotheses, references[:3]))]
 
 
+def _q4_1_blocks(seed, n):
+    """n random Q4_1 blocks (n, 20) uint8: finite float16 d and m of both signs, random codes."""
+    rng = np.random.default_rng(seed)
+    header = rng.normal(0, 0.05, size=(n, 2)).astype("<f2").view(np.uint8)                # (n, 4)
+    return np.concatenate([header, rng.integers(0, 256, size=(n, 16), dtype=np.uint8)], axis=1)
+
+
+def _small_modern_gpt(seed, scale=3.0):
+    """A small ModernGPT with non-default rotary base and eps, its blocks' matrices scaled so greedy decoding moves."""
+    torch.manual_seed(seed)
+    model = solutions.ModernGPT(29, 16, 4, 2, 20, 2, 16, 500.0, 1e-5)
+    with torch.no_grad():
+        for name, parameter in model.named_parameters():
+            if name.startswith("blocks.") and parameter.dim() == 2:
+                parameter.mul_(scale)
+    return model
+
+
+def _gguf_tensors(model):
+    """A ModernGPT's weights under their GGUF names (the reverse of llama_state_dict's table)."""
+    names = {"norm1": "attn_norm", "attn.w_q": "attn_q", "attn.w_k": "attn_k", "attn.w_v": "attn_v",
+             "attn.w_o": "attn_output", "norm2": "ffn_norm", "ffn.w_gate": "ffn_gate", "ffn.w_up": "ffn_up",
+             "ffn.w_down": "ffn_down"}
+    tensors = {"token_embd.weight": model.token_embedding.weight.detach().clone(),
+               "output_norm.weight": model.norm.weight.detach().clone()}
+    for i, block in enumerate(model.blocks):
+        state = block.state_dict()
+        for ours, theirs in names.items():
+            tensors[f"blk.{i}.{theirs}.weight"] = state[f"{ours}.weight"].clone()
+    return tensors
+
+
+def scenario_dequantize_q4_1(get):
+    decode = get("dequantize_q4_1")
+    raw = _q4_1_blocks(50, 7)
+    return [decode(raw), decode(raw[:1]), raised(lambda: decode(raw.astype(np.int16))),
+            raised(lambda: decode(raw[:, :18])), raised(lambda: decode(raw.reshape(-1)))]
+
+
+def scenario_llama_state_dict(get):
+    mapping = get("llama_state_dict")
+    tensors = _gguf_tensors(_small_modern_gpt(51))
+    state = mapping(tensors, 2)
+    missing = {k: v for k, v in tensors.items() if k != "blk.1.ffn_up.weight"}
+    return [dict(sorted(state.items())), state["lm_head.weight"] is state["token_embedding.weight"],
+            raised(lambda: mapping(missing, 2)), raised(lambda: mapping(tensors, 1)),
+            raised(lambda: mapping({**tensors, "rope_freqs.weight": torch.ones(3)}, 2))]
+
+
+def scenario_cached_forward(get):
+    step = get("cached_forward")
+    model = _small_modern_gpt(52).eval()
+    ids = torch.randint(0, 29, (2, 9), generator=_seeded(53))
+    with torch.no_grad():
+        first, cache = step(model, ids[:, :4])
+        second, cache = step(model, ids[:, 4:7], cache)
+        third, cache = step(model, ids[:, 7:8], cache)
+    return [first, second, third, [list(pair) for pair in cache], model.training,
+            raised(lambda: step(model, torch.zeros(1, 17, dtype=torch.long)))]
+
+
+def scenario_cached_generate(get):
+    generate = get("cached_generate")
+    model = _small_modern_gpt(54).train()
+    prompt = torch.randint(0, 29, (5,), generator=_seeded(55)).tolist()
+    plain = generate(model, prompt, 8)
+    return [plain, model.training, generate(model, prompt, 8, eos_id=plain[3]), generate(model, prompt[:1], 3)]
+
+
+def scenario_LoRALinear(get):
+    cls = get("LoRALinear")
+    x = torch.randn(2, 3, 7, generator=_seeded(56))
+    results = []
+    for bias, rank, alpha in ((True, 8, 16.0), (False, 3, 6.0)):
+        torch.manual_seed(57)
+        base = torch.nn.Linear(7, 5, bias=bias)
+        lora = cls(base, rank, alpha)
+        with torch.no_grad():
+            lora.lora_B.copy_(torch.randn(5, rank, generator=_seeded(58)))
+            merged = lora.merged()
+        results += [module_report(lora), lora.scaling, lora(x).detach(), merged(x).detach(), merged.weight.detach()]
+    return results + [raised(lambda: cls(torch.nn.Linear(3, 2), rank=0))]
+
+
+def scenario_add_lora(get):
+    add = get("add_lora")
+    results = []
+    for kwargs in ({}, {"rank": 3, "alpha": 6.0, "targets": ("w_k", "w_o"), "blocks": [1]}):
+        model = _small_modern_gpt(59)
+        torch.manual_seed(60)
+        results += [add(model, **kwargs), module_report(model)]
+    model = _small_modern_gpt(59)
+    return results + [raised(lambda: add(model, targets=("w_x",))), raised(lambda: add(model, blocks=[2]))]
+
+
+def scenario_final_hidden(get):
+    hidden = get("final_hidden")
+    model = _small_modern_gpt(61)
+    ids = torch.randint(0, 29, (2, 6), generator=_seeded(62))
+    with torch.no_grad():
+        return [hidden(model, ids), model.training]
+
+
 SCENARIOS = {name[len("scenario_"):]: fn for name, fn in globals().items() if name.startswith("scenario_")}
 
 
