@@ -23,7 +23,7 @@ REPO = Path(__file__).resolve().parents[1]
 FILES = Path(__file__).resolve().parent / "student_repo_files"
 DEFAULT_OUT = REPO / "dist" / "student-repo"
 
-COPIED_FILES = ("pyproject.toml", "setup.py", "constraints.txt")
+COPIED_FILES = ("pyproject.toml", "setup.py", "constraints.txt", "requirements-model.txt")
 COPIED_FOLDERS = ("coursekit", "exercises")
 SKIPPED = shutil.ignore_patterns("__pycache__", "*.pyc", ".ipynb_checkpoints", "provided.py", "_bundled_data")
 

@@ -100,7 +100,7 @@ def _key() -> str:
     import tomllib
 
     project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
-    digest = hashlib.sha256((REPO / "constraints.txt").read_bytes())
+    digest = hashlib.sha256((REPO / "constraints.txt").read_bytes() + (REPO / "requirements-model.txt").read_bytes())
     digest.update(repr((project.get("requires-python"), project.get("dependencies"),
                         project.get("optional-dependencies", {}).get("student"))).encode())
     return digest.hexdigest()[:16]

@@ -276,7 +276,7 @@ def test_reference_detector_finds_a_provided_module(tmp_path):
 # --- the student repository (make student-repo, tools/student_repo.py): what students clone ---------------------
 
 STUDENT_REPO_TOP = {".git", ".gitignore", "README.md", "Makefile", "pyproject.toml", "setup.py", "constraints.txt",
-                    "coursekit", "data", "exercises"}
+                    "requirements-model.txt", "coursekit", "data", "exercises"}
 INSTRUCTOR_PARTS = {"solutions", "autograder", "course", "source", "tests", "deploy", "docs", "bench", "tools",
                     "release", "submitted", "autograded", "feedback", "gradebook.db", PROVIDED_FILENAME}
 
