@@ -7,6 +7,8 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 PIP    := $(PY) -m pip --disable-pip-version-check
+# pytest-xdist workers of `make test` (tests/conftest.py groups the tests that share a fixture)
+TEST_WORKERS ?= 2
 
 .PHONY: demo test test-fast install release lock bench clean-course
 .PHONY: student browser-deps jail-deps
@@ -15,7 +17,7 @@ demo: $(STAMP) jail-deps
 	$(PY) -m autograder demo
 
 test: $(STAMP) browser-deps jail-deps
-	$(PY) -m pytest
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup
 
 # The quick tiers only (no notebooks, class grading, hub or browser): a developer's inner loop.
 test-fast: $(STAMP) jail-deps

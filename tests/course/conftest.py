@@ -30,14 +30,16 @@ _NOTEBOOK_TIMES: dict[str, float] = {}
 _AUTOGRADE_TIMES: dict[str, float] = {}
 
 
-def pytest_terminal_summary(terminalreporter):
+def summary_lines() -> list[str]:
+    """What the terminal summary says of this process's runs (tests/conftest.py prints it, from each xdist worker)."""
+    lines = []
     if _NOTEBOOK_TIMES:
         line = ", ".join(f"{a}: {t:.1f}s" for a, t in sorted(_NOTEBOOK_TIMES.items()))
-        terminalreporter.write_line(
-            f"course notebooks, top to bottom (full mode, {FULL_RUNS_AT_ONCE} at a time): {line}")
+        lines.append(f"course notebooks, top to bottom (full mode, {FULL_RUNS_AT_ONCE} at a time): {line}")
     if _AUTOGRADE_TIMES:
         line = ", ".join(f"{a}: {t:.1f}s" for a, t in sorted(_AUTOGRADE_TIMES.items()))
-        terminalreporter.write_line(f"autograder grade (2 submissions each, one run per line): {line}")
+        lines.append(f"autograder grade (2 submissions each, one run per line): {line}")
+    return lines
 
 
 def _ignore(directory, names):
