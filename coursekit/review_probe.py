@@ -22,6 +22,7 @@ from __future__ import annotations
 import math
 import random
 import string
+import time
 from dataclasses import dataclass
 from typing import Callable, Mapping, Sequence
 
@@ -34,7 +35,7 @@ from .data.yelp_format import read_yelp_csv
 
 __all__ = ["NUM_CLASSES", "MAX_PROBE_NUMBERS", "PROBE_PRIOR", "RATING_QUESTION", "OCCUPATIONS",
            "load_synthetic_yelp", "last_token_features", "ProbeHead", "fit_probe", "accuracy", "tfidf_baseline",
-           "balanced_subset", "sample_efficiency", "zero_shot_rating", "pronoun_gap"]
+           "balanced_subset", "sample_efficiency", "train_lora_head", "zero_shot_rating", "pronoun_gap"]
 
 NUM_CLASSES = 5
 # from_dict refuses a head with more numbers than this (SmolLM2: d = 576, C = 5 gives 2*576 + 5*576 + 5 = 4,037)
@@ -346,6 +347,73 @@ def sample_efficiency(train_features: torch.Tensor, train_labels: Sequence[int],
                                                  seed),
                          "probe": accuracy(head.predict(test_features), test_labels)})
     return rows
+
+
+# ------------------------------------------------------------------------------------------------ LoRA + a head
+
+def _causal_mask(size: int, device) -> torch.Tensor:
+    """(size, size) bool, True where position i may look at position j <= i (the course's mask convention)."""
+    return torch.ones(size, size, dtype=torch.bool, device=device).tril()
+
+
+def train_lora_head(model: torch.nn.Module, encode: Callable[[str], Sequence[int]], texts: Sequence[str],
+                    labels: Sequence[int], first_block: int, steps: int, batch_size: int = 16, lr: float = 1e-3,
+                    seed: int = 0, max_tokens: int = 128, num_classes: int = NUM_CLASSES):
+    """Train the parameters of `model` that require gradients together with a new linear head on the final hidden
+    state of each review's last token: (head, losses, seconds).
+
+    Meant for a ModernGPT whose blocks first_block.. carry LoRA adapters (add_lora froze everything else). The
+    blocks before first_block have nothing to train, so their output never changes: it is computed once per batch,
+    without gradients, and kept. Each step draws one batch (batches hold reviews of similar length, padded on the
+    right: the model is causal, so the pads after a review's last token change nothing that is read) from a
+    generator seeded with `seed`; AdamW, no weight decay.
+    """
+    for name, value, least in (("steps", steps, 1), ("batch_size", batch_size, 1), ("max_tokens", max_tokens, 1),
+                               ("first_block", first_block, 0)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < least:
+            raise ValueError(f"{name} must be an int >= {least}, got {value!r}")
+    if first_block >= len(model.blocks):
+        raise ValueError(f"first_block={first_block}, but the model has {len(model.blocks)} blocks")
+    if len(texts) != len(labels) or not texts:
+        raise ValueError(f"{len(texts)} reviews and {len(labels)} labels: give one label per review, at least one")
+    bad = [y for y in labels if not 0 <= int(y) < num_classes]
+    if bad:
+        raise ValueError(f"labels must lie in 0..{num_classes - 1}, got {bad[:5]}")
+    device = _model_device(model)
+    generator = torch.Generator().manual_seed(seed)
+    id_lists = _encode_all(encode, texts, max_tokens)
+    order = sorted(range(len(texts)), key=lambda i: len(id_lists[i]))                # shortest first
+    batches = [order[s:s + batch_size] for s in range(0, len(order), batch_size)]
+    head = torch.nn.Linear(model.norm.weight.numel(), num_classes).to(device)
+    trainable = [p for p in model.parameters() if p.requires_grad] + list(head.parameters())
+    optimizer = torch.optim.AdamW(trainable, lr=lr, weight_decay=0.0)
+    kept, losses = {}, []
+    start = time.perf_counter()
+    for _ in range(steps):
+        b = int(torch.randint(len(batches), (1,), generator=generator))
+        if b not in kept:                                                            # the frozen blocks, once
+            rows = batches[b]
+            lengths = torch.tensor([len(id_lists[i]) for i in rows], device=device)      # (B,)
+            ids = torch.zeros(len(rows), int(lengths.max()), dtype=torch.long, device=device)   # (B, T)
+            for r, i in enumerate(rows):
+                ids[r, :len(id_lists[i])] = torch.tensor(id_lists[i], dtype=torch.long)
+            with torch.no_grad():
+                x = model.token_embedding(ids)                                       # (B, T, d)
+                mask = _causal_mask(ids.size(1), device)
+                for block in model.blocks[:first_block]:
+                    x = block(x, mask)
+            kept[b] = (x, lengths, torch.tensor([int(labels[i]) for i in rows], device=device))
+        x, lengths, y = kept[b]
+        mask = _causal_mask(x.size(1), device)
+        for block in model.blocks[first_block:]:                                     # the blocks with adapters
+            x = block(x, mask)
+        last = model.norm(x)[torch.arange(x.size(0), device=device), lengths - 1]    # (B, d)
+        loss = F.cross_entropy(head(last), y)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        losses.append(loss.item())
+    return head, losses, time.perf_counter() - start
 
 
 # ------------------------------------------------------------------------------------------------ the model itself

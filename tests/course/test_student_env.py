@@ -129,7 +129,7 @@ def test_student_wheel_carries_the_course_data(student):
     assert set(carried) == set(shipped), (sorted(carried), sorted(shipped))
     assert carried == shipped
     assert {"tinyshakespeare/input.txt", "yelp_synthetic/train.csv", "modern_vs_gpt.json", "multi30k/train.de.gz",
-            "multi30k/README.md"} <= set(carried)
+            "multi30k/README.md", "pretrained_runs.json"} <= set(carried)
 
 
 def test_data_found_from_the_students_own_folder(student, tmp_path):

@@ -11,6 +11,7 @@ import pytest
 import coursekit.data.yelp as yelp
 import coursekit.modern_comparison as modern
 import coursekit.multi30k as multi30k
+import coursekit.pretrained_runs as pretrained_runs
 import coursekit.shakespeare as shakespeare
 import coursekit.translation_training as translation_training
 from coursekit.bundled_data import BUNDLED_DATA
@@ -20,7 +21,8 @@ LOOKUPS = [(shakespeare, "shakespeare_path", "tinyshakespeare/input.txt"),
            (modern, "results_path", "modern_vs_gpt.json"),
            (yelp, "synthetic_dir", "yelp_synthetic"),
            (multi30k, "multi30k_dir", "multi30k"),
-           (translation_training, "translation_runs_path", "translation_runs.json")]
+           (translation_training, "translation_runs_path", "translation_runs.json"),
+           (pretrained_runs, "pretrained_runs_path", "pretrained_runs.json")]
 
 
 @pytest.fixture()

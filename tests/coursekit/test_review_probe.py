@@ -303,3 +303,64 @@ def test_load_synthetic_yelp_has_five_balanced_classes(split, per_class):
     assert texts == [text.replace("\\n", "\n") for _, text in rows]
     with pytest.raises(ValueError, match="split"):
         rp.load_synthetic_yelp("validation")
+
+
+# ------------------------------------------------------------------------------------------------ train_lora_head
+
+def _lora_model(seed=0):
+    from solutions.pretrained import add_lora
+
+    torch.manual_seed(seed)
+    model = ModernGPT(VOCAB, d_model=32, num_heads=4, num_kv_heads=2, d_ff=64, num_layers=3, max_len=256)
+    add_lora(model, rank=4, alpha=8.0, targets=("w_q", "w_v"), blocks=[1, 2])
+    return model
+
+
+LORA_LABELS = [0, 1, 2, 3, 4, 0, 1, 2]       # one per TEXTS
+
+
+def test_with_one_batch_and_no_steps_taken_the_loss_is_that_of_each_review_alone():
+    """lr=0: nothing moves, so every step's loss is the head's cross-entropy on the final hidden state of each
+    review's last token, each review run alone (no padding), through every block (the kept ones included)."""
+    model = _lora_model()
+    head, losses, _ = rp.train_lora_head(model, encode, TEXTS, LORA_LABELS, first_block=1, steps=3,
+                                         batch_size=len(TEXTS), lr=0.0)
+    with torch.no_grad():
+        last = torch.stack([final_hidden(model, torch.tensor([encode(t)]))[0, -1] for t in TEXTS])   # (N, d)
+        expected = torch.nn.functional.cross_entropy(head(last), torch.tensor(LORA_LABELS)).item()
+    assert losses == pytest.approx([expected] * 3, rel=1e-5, abs=1e-6)
+
+
+def test_the_blocks_before_first_block_run_once_per_batch_and_nothing_of_them_trains():
+    model = _lora_model()
+    calls = []
+    model.blocks[0].register_forward_hook(lambda *args: calls.append(1))
+    frozen = {name: p.detach().clone() for name, p in model.named_parameters() if not p.requires_grad}
+    adapters = {name: p.detach().clone() for name, p in model.named_parameters() if p.requires_grad}
+    rp.train_lora_head(model, encode, TEXTS, LORA_LABELS, first_block=1, steps=6, batch_size=4, lr=1e-2)
+    assert len(calls) <= 2                           # two batches of 4 reviews, each through block 0 at most once
+    assert all(torch.equal(p, frozen[n]) for n, p in model.named_parameters() if n in frozen)
+    assert any(not torch.equal(p, adapters[n]) for n, p in model.named_parameters() if n in adapters)
+
+
+def test_training_learns_the_labels_and_repeats_with_its_seed():
+    runs = []
+    for _ in range(2):
+        model = _lora_model()
+        _, losses, seconds = rp.train_lora_head(model, encode, TEXTS, LORA_LABELS, first_block=1, steps=40,
+                                                batch_size=len(TEXTS), lr=2e-2, seed=3)
+        runs.append(losses)
+        assert seconds >= 0
+    assert runs[0] == runs[1]
+    assert sum(runs[0][-5:]) / 5 < 0.5 * runs[0][0], runs[0]
+
+
+@pytest.mark.parametrize("change, message", [
+    (dict(steps=0), "steps"), (dict(first_block=3), "first_block=3"), (dict(first_block=-1), "first_block"),
+    (dict(labels=[0, 5] + LORA_LABELS[2:]), "labels must lie"), (dict(labels=LORA_LABELS[:3]), "one label per review"),
+    (dict(batch_size=True), "batch_size")])
+def test_train_lora_head_refuses_bad_arguments(change, message):
+    arguments = dict(texts=TEXTS, labels=LORA_LABELS, first_block=1, steps=2)
+    arguments.update(change)
+    with pytest.raises(ValueError, match=message):
+        rp.train_lora_head(_lora_model(), encode, **arguments)
