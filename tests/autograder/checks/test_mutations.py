@@ -1,4 +1,4 @@
-"""Mechanical mutants of the reference must fail their hidden checks (notebooks 01-06, 08, 09 and 10).
+"""Mechanical mutants of the reference must fail their hidden checks (notebooks 01-06 and 08-11).
 
 A check has teeth on an argument only if an answer that misuses that argument fails. Rather than writing such
 answers by hand, this test makes them mechanically from the reference in `solutions/` for every API name of
@@ -13,7 +13,7 @@ notebooks 01-06 and requires each check to reject each of them:
     transpose    the last two dims of an output tensor transposed (the checks use shapes where this matters,
                  including square ones: causal masks, self-attention weights)
     swap_outputs the two returned values in swapped order
-    reverse      a returned list in reverse order
+    reverse      a returned list (or 1-D array: 11's dequantised weights) in reverse order
 
 Functions are wrapped; module classes are subclassed, with `__init__`, `forward` (and for the Transformer also
 `encode` and `decode`, which the check calls directly) doing the mutation around the reference's own method. A
@@ -35,12 +35,14 @@ import dataclasses
 import inspect
 import itertools
 
+import numpy as np
 import pytest
 import torch
 
 import solutions
+import solutions.pretrained
 from autograder.checks import (
-    attention, embeddings, encoder, gpt, modern, multi_head, positional, transformer, translation,
+    attention, embeddings, encoder, gpt, modern, multi_head, positional, pretrained, transformer, translation,
 )
 
 HAS_CUDA = torch.cuda.is_available()
@@ -218,6 +220,21 @@ SUBJECTS = {
                                   defaults=("bos_id", "eos_id", "length_penalty"), reverse=True)}),
     "corpus_bleu": (translation.check_corpus_bleu, solutions.corpus_bleu,
                     {"call": Spec(swap=(("hypotheses", "references"),), defaults=("max_n",))}),
+    # 11 pre-trained
+    "dequantize_q4_1": (pretrained.check_dequantize_q4_1, solutions.pretrained.dequantize_q4_1,
+                        {"call": Spec(reverse=True)}),
+    "llama_state_dict": (pretrained.check_llama_state_dict, solutions.pretrained.llama_state_dict,
+                         {"call": Spec(ignore=("num_layers",))}),
+    "cached_forward": (pretrained.check_cached_forward, solutions.pretrained.cached_forward,
+                       {"call": Spec(defaults=("cache",), transpose=(0,), swap_outputs=True)}),
+    "cached_generate": (pretrained.check_cached_generate, solutions.pretrained.cached_generate,
+                        {"call": Spec(swap=(("max_new_tokens", "eos_id"),), defaults=("eos_id",), reverse=True)}),
+    "LoRALinear": (pretrained.check_lora_linear, solutions.pretrained.LoRALinear,
+                   {"__init__": Spec(defaults=("rank", "alpha")), "forward": Spec(transpose=(None,))}),
+    "add_lora": (pretrained.check_add_lora, solutions.pretrained.add_lora,
+                 {"call": Spec(defaults=("rank", "alpha", "targets", "blocks"))}),
+    "final_hidden": (pretrained.check_final_hidden, solutions.pretrained.final_hidden,
+                     {"call": Spec(transpose=(None,))}),
 }
 
 # (API name, argument) -> why dropping that optional argument is not a mutant (see the module docstring)
@@ -292,6 +309,8 @@ def _mutate_output(result, mutation: Mutation):
         first, second = result
         return second, first
     if mutation.kind == "reverse":
+        if isinstance(result, np.ndarray) and result.ndim == 1:   # 11's dequantised weights, in reverse order
+            return np.ascontiguousarray(result[::-1])
         if not isinstance(result, list):
             raise MutationError(f"cannot reverse a {type(result).__name__}")
         return list(reversed(result))
@@ -344,7 +363,7 @@ def test_identity_wrapper_passes(api):
 
 
 TOPICS = ("embeddings", "positional", "attention", "multi_head", "encoder", "transformer", "gpt", "modern",
-          "translation")
+          "translation", "pretrained")
 
 
 def test_every_check_of_the_topic_modules_has_mutants():
