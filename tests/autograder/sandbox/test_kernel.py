@@ -457,3 +457,23 @@ def test_each_dask_worker_gets_its_own_gpu(monkeypatch):
     assert all(gpus[address] == str(int(names[address]) % 2) for address in gpus)
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
     assert assigned_gpu("auto") is None and assigned_gpu("3") == "3"
+
+
+def test_a_socket_folder_too_deep_for_a_unix_socket_is_refused_and_leaves_nothing(tmp_path, monkeypatch):
+    """A Unix socket's path has at most 107 bytes: a too long $AUTOGRADER_IPC_ROOT gets an error that names the
+    variable, instead of a kernel that never answers, and no folder is left behind."""
+    import asyncio
+
+    from autograder.sandbox import scratch
+    from autograder.sandbox.kernel import MAX_SOCKET_PATH
+
+    deep = tmp_path / ("d" * 60) / ("e" * 60)
+    deep.mkdir(parents=True)
+    monkeypatch.setenv(scratch.SOCKET_ROOT_ENV, str(deep))
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    monkeypatch.setattr(scratch.tempfile, "tempdir", None)
+    manager = kernel_manager_class(kernel_spec(LIMITS), LIMITS)()
+    with pytest.raises(ValueError, match=rf"longer than the {MAX_SOCKET_PATH} bytes .*{scratch.SOCKET_ROOT_ENV}"):
+        asyncio.run(manager._async_pre_start_kernel())
+    assert os.listdir(deep) == [] and not [n for n in os.listdir(tmp_path) if n.startswith("ag-")]
+    assert manager.ipc_dir is None and manager.submission_cgroup is None
