@@ -10,7 +10,6 @@ import sys
 from collections import defaultdict
 from pathlib import Path
 
-import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 FILES = ["tests/test_course_api.py", "tests/test_architecture.py"]
