@@ -2,6 +2,7 @@
 processes, memory, disk, output and time are capped for the whole submission (issue #11)."""
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import resource
@@ -350,6 +351,18 @@ def test_total_output_of_the_notebook_is_capped(tmp_path):
     assert all(errors(c) == ["ValueError"] for c in nb.cells[10:20])  # errors always kept (they decide scores)
     assert len(nb.cells[19].outputs[0]["evalue"]) <= 500
     assert any("whole notebook" in text(c) for c in nb.cells[5:])
+
+
+def test_a_print_flushed_in_pieces_is_one_output_whatever_the_timing(tmp_path):
+    """A busy kernel flushes a `print` in pieces (one stream message each): the graded notebook keeps one output per
+    run of one stream, so that what reads it (the leak scan, feedback) sees the printed line whole."""
+    nb, _ = run(["import sys, time\n"
+                 "for piece in ('MARK one', ' two', ' three\\n'):\n"
+                 "    sys.stdout.write(piece); sys.stdout.flush(); time.sleep(0.3)\n"
+                 "sys.stderr.write('warned\\n'); sys.stderr.flush(); time.sleep(0.3)\n"
+                 "print('after')"], tmp_path, dataclasses.replace(LIMITS, output_bytes=100_000))
+    outputs = [(o["name"], o["text"]) for o in nb.cells[0].outputs]
+    assert outputs == [("stdout", "MARK one two three\n"), ("stderr", "warned\n"), ("stdout", "after\n")], outputs
 
 
 def rss_bytes() -> int:
