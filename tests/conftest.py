@@ -7,18 +7,24 @@
 
 `make test` runs every tier; markers only make them visible and selectable.
 
-`make test` runs the suite on two pytest-xdist workers (`--dist loadgroup`). Each test gets an `xdist_group`, so
-that what shares an expensive fixture runs in one worker (it is built once) and the longest groups start first:
+`make test` runs the suite on two pytest-xdist workers (`-n 2 --dist loadgroup`). Each test belongs to a group, and a
+group runs in one worker, so that what shares an expensive session fixture is built once (`group_of`):
 
-    course-runs      tests of tests/course that read the full notebook runs (notebook_runner)
-    course-grading   tests of tests/course that read the graded course copy (course_copy, autograded)
-    browser          tests/browser (one student environment, one JupyterLab)
+    course-runs      the files that name the full notebook runs (notebook_runner, executed_notebook)
+    course-grading   the files that name the graded course copy (course_copy, autograded)
+    browser          tests/browser and the files that name its cached student environment
     deploy           tests/deploy (one installed machine, one hub at a time)
-    <file>           everything else, a file at a time (module fixtures are built once)
+    <file>           any other file (its module fixtures are built once)
+
+pytest-xdist's own loadgroup reads `xdist_group` marks through a nodeid suffix that pytest 9.2 no longer takes
+(pytest-xdist issue #1386: the tests are spread one by one), so the scheduler here groups by `group_of` itself.
+The longest groups start first (collection order, which the scheduler keeps).
 """
 from __future__ import annotations
 
+import functools
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -36,25 +42,32 @@ def pytest_configure(config):
 
 
 # The groups that take longest first (measured with --durations): a worker that starts them late ends the run late.
-FIRST = ("course-runs", "course-grading", "browser", "deploy",
-         "tests/autograder/pipeline/test_busy_machine.py")
+FIRST = ("course-runs", "course-grading", "browser", "deploy", "tests/autograder/pipeline/test_busy_machine.py")
+# A file that names one of these runs in that group's worker: what it names is built once per worker (the course
+# runs and the graded course copy are session fixtures of tests/course; the student environment is cached on disk,
+# and a refresh of its coursekit must not happen under a JupyterLab that runs from it).
+SHARED = {"course-runs": ("tests/course/", ("notebook_runner", "executed_notebook")),   # group: (where, names)
+          "course-grading": ("tests/course/", ("course_copy", "autograded")),
+          "browser": ("tests/", ("cached_student_env",))}
+REPO = Path(__file__).resolve().parents[1]
 
 
-def xdist_group(item, parts: tuple[str, ...]) -> str:
-    """The group of a test (the module docstring): `parts` is its path relative to tests/."""
-    fixtures = set(getattr(item, "fixturenames", ()))
-    if parts[0] == "course" and fixtures & {"notebook_runner", "executed_notebook"}:
-        return "course-runs"
-    if parts[0] == "course" and fixtures & {"course_copy", "autograded"}:
-        return "course-grading"
-    if parts[0] in ("browser", "deploy"):
-        return parts[0]
-    return "tests/" + "/".join(parts)
+@functools.lru_cache(maxsize=None)
+def group_of(path: str) -> str:
+    """The group of the tests of the file `path` (relative to the repository, as in a nodeid)."""
+    parts = Path(path).parts
+    if len(parts) > 2 and parts[1] in ("browser", "deploy"):
+        return parts[1]
+    if (REPO / path).is_file():
+        text = (REPO / path).read_text(encoding="utf-8")
+        for group, (where, names) in SHARED.items():
+            if path.startswith(where) and any(re.search(rf"\b{name}\b", text) for name in names):
+                return group
+    return path
 
 
 def pytest_collection_modifyitems(config, items):
     here = Path(__file__).resolve().parent
-    groups = {}
     for item in items:
         try:
             parts = Path(str(item.fspath)).resolve().relative_to(here).parts
@@ -63,11 +76,24 @@ def pytest_collection_modifyitems(config, items):
         for part in parts[:-1]:
             if part in TIERS:
                 item.add_marker(getattr(pytest.mark, TIERS[part]))
-        groups[item.nodeid] = xdist_group(item, parts)
-        item.add_marker(pytest.mark.xdist_group(groups[item.nodeid]))
     # the longest groups first; a stable sort keeps every other order (and each file's) as collected
     rank = {group: i for i, group in enumerate(FIRST)}
-    items.sort(key=lambda item: rank.get(groups.get(item.nodeid), len(FIRST)))
+    items.sort(key=lambda item: rank.get(group_of(item.nodeid.split("::", 1)[0]), len(FIRST)))
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    """`--dist loadgroup`: whole groups (group_of) to a worker, in collection order."""
+    if config.getoption("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class GroupScheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return group_of(nodeid.split("::", 1)[0])
+
+    config.option.loadscopereorder = False  # keep the collection order (longest first), not the largest groups first
+    return GroupScheduling(config, log)
 
 
 def _course_conftest(config):

@@ -61,6 +61,9 @@ def kernel_spec(limits: Limits, gpu: str | None = None, extra_env: dict | None =
                       interrupt_mode="message")
 
 
+MAX_SOCKET_PATH = 107  # bytes of a Unix socket's path on Linux (sun_path holds 108, the last one NUL)
+
+
 class SandboxKernelManager(AsyncKernelManager):
     """An AsyncKernelManager that launches `sandbox_spec` whatever kernel name the notebook asks for, each kernel in
     its own cgroup (capped by `sandbox_limits`) and, when `sandbox_jailed`, its own jail. `kernel_manager_class`
@@ -87,6 +90,13 @@ class SandboxKernelManager(AsyncKernelManager):
             self.transport = "ipc"
             self.connection_file = os.path.join(self.connection_dir, "kernel.json")
             self.ip = os.path.join(self.ipc_dir, "k")
+            longest = f"{self.ip}-99"  # jupyter_client's sockets are <ip>-<n>, n = 1..5
+            if len(os.fsencode(longest)) > MAX_SOCKET_PATH:
+                for name in ("ipc_dir", "connection_dir"):
+                    scratch.remove(getattr(self, name))
+                    setattr(self, name, None)
+                raise ValueError(f"the kernel's socket path {longest} is longer than the {MAX_SOCKET_PATH} bytes a "
+                                 f"Unix socket allows: set ${scratch.SOCKET_ROOT_ENV} to a folder with a shorter path")
         if self.submission_cgroup is None:
             limits = self.sandbox_limits
             self.submission_cgroup = cgroup.create(int(limits.memory_bytes), int(limits.processes),

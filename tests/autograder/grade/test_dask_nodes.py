@@ -12,11 +12,18 @@ import pytest
 from autograder.grade.cluster import dask_client
 
 
-def _listening() -> set[int]:
-    """The TCP ports this process and its children listen on."""
+def _listening(before: set[int] = frozenset()) -> set[int]:
+    """The TCP ports this process and its children listen on, less those of `before` (the ports open before the
+    cluster started: under pytest-xdist a worker may still hold a server or kernels of an earlier test's
+    session-scoped fixture)."""
     me = psutil.Process()
-    return {c.laddr.port for proc in [me, *me.children(recursive=True)] for c in proc.net_connections(kind="inet")
-            if c.status == psutil.CONN_LISTEN}
+    ports = set()
+    for proc in [me, *me.children(recursive=True)]:
+        try:
+            ports.update(c.laddr.port for c in proc.net_connections(kind="inet") if c.status == psutil.CONN_LISTEN)
+        except psutil.NoSuchProcess:  # a child that ended meanwhile
+            continue
+    return ports - set(before)
 
 
 def _has_http_server(dask_worker) -> bool:
@@ -25,6 +32,7 @@ def _has_http_server(dask_worker) -> bool:
 
 @pytest.mark.timeout(300)
 def test_the_local_cluster_listens_on_its_tls_comms_only():
+    before = _listening()
     with warnings.catch_warnings(record=True) as caught, dask_client(workers=1) as client:
         warnings.simplefilter("always")
         scheduler = client.cluster.scheduler
@@ -35,7 +43,7 @@ def test_the_local_cluster_listens_on_its_tls_comms_only():
         nannies = [w["nanny"] for w in workers.values()]
         comms = {int(address.rsplit(":", 1)[1]) for address in [scheduler.address, *workers, *nannies]}
         assert all(address.startswith("tls://127.0.0.1:") for address in [scheduler.address, *workers, *nannies])
-        assert _listening() == comms and len(comms) == 3, (_listening(), comms)
+        assert _listening(before) == comms and len(comms) == 3, (_listening(before), comms)
     assert not [w for w in caught if "HTTP server" in str(w.message)]
 
 

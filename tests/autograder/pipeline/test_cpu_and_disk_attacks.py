@@ -205,7 +205,8 @@ def _ours(folder) -> list[str]:
     return sorted(name for name in os.listdir(folder) if name.startswith("ag-"))
 
 
-def test_what_a_killed_grading_run_left_is_removed_by_the_next_run(released_course, helpers, tmp_path, monkeypatch):
+def test_what_a_killed_grading_run_left_is_removed_by_the_next_run(released_course, helpers, tmp_path, monkeypatch,
+                                                                    request):
     """`autograder grade` SIGKILLed (coordinator and worker) while a kernel runs leaves its folders and cgroup;
     the next grading run on the machine removes them."""
     import signal
@@ -214,9 +215,11 @@ def test_what_a_killed_grading_run_left_is_removed_by_the_next_run(released_cour
 
     from autograder.sandbox import cgroup
 
-    private_tmp, sockets = tmp_path / "tmp", tmp_path / "shm"
+    private_tmp = tmp_path / "tmp"
     private_tmp.mkdir()
-    sockets.mkdir()
+    # a short path: a Unix socket's path has at most 107 bytes, and an xdist worker's tmp_path is a folder deeper
+    sockets = Path(tempfile.mkdtemp(prefix="t101-killed-", dir="/tmp"))
+    request.addfinalizer(lambda: shutil.rmtree(sockets, ignore_errors=True))
     env = {**os.environ, "TMPDIR": str(private_tmp), "AUTOGRADER_IPC_ROOT": str(sockets)}
     course = _class(tmp_path / "killed", released_course, helpers,
                     {"sleeper": ("solution", ["import time\ntime.sleep(300)"])})

@@ -2,6 +2,7 @@
 processes, memory, disk, output and time are capped for the whole submission (issue #11)."""
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import resource
@@ -352,6 +353,18 @@ def test_total_output_of_the_notebook_is_capped(tmp_path):
     assert any("whole notebook" in text(c) for c in nb.cells[5:])
 
 
+def test_a_print_flushed_in_pieces_is_one_output_whatever_the_timing(tmp_path):
+    """A busy kernel flushes a `print` in pieces (one stream message each): the graded notebook keeps one output per
+    run of one stream, so that what reads it (the leak scan, feedback) sees the printed line whole."""
+    nb, _ = run(["import sys, time\n"
+                 "for piece in ('MARK one', ' two', ' three\\n'):\n"
+                 "    sys.stdout.write(piece); sys.stdout.flush(); time.sleep(0.3)\n"
+                 "sys.stderr.write('warned\\n'); sys.stderr.flush(); time.sleep(0.3)\n"
+                 "print('after')"], tmp_path, dataclasses.replace(LIMITS, output_bytes=100_000))
+    outputs = [(o["name"], o["text"]) for o in nb.cells[0].outputs]
+    assert outputs == [("stdout", "MARK one two three\n"), ("stderr", "warned\n"), ("stdout", "after\n")], outputs
+
+
 def rss_bytes() -> int:
     with open("/proc/self/statm") as fh:
         return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
@@ -457,3 +470,23 @@ def test_each_dask_worker_gets_its_own_gpu(monkeypatch):
     assert all(gpus[address] == str(int(names[address]) % 2) for address in gpus)
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
     assert assigned_gpu("auto") is None and assigned_gpu("3") == "3"
+
+
+def test_a_socket_folder_too_deep_for_a_unix_socket_is_refused_and_leaves_nothing(tmp_path, monkeypatch):
+    """A Unix socket's path has at most 107 bytes: a too long $AUTOGRADER_IPC_ROOT gets an error that names the
+    variable, instead of a kernel that never answers, and no folder is left behind."""
+    import asyncio
+
+    from autograder.sandbox import scratch
+    from autograder.sandbox.kernel import MAX_SOCKET_PATH
+
+    deep = tmp_path / ("d" * 60) / ("e" * 60)
+    deep.mkdir(parents=True)
+    monkeypatch.setenv(scratch.SOCKET_ROOT_ENV, str(deep))
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    monkeypatch.setattr(scratch.tempfile, "tempdir", None)
+    manager = kernel_manager_class(kernel_spec(LIMITS), LIMITS)()
+    with pytest.raises(ValueError, match=rf"longer than the {MAX_SOCKET_PATH} bytes .*{scratch.SOCKET_ROOT_ENV}"):
+        asyncio.run(manager._async_pre_start_kernel())
+    assert os.listdir(deep) == [] and not [n for n in os.listdir(tmp_path) if n.startswith("ag-")]
+    assert manager.ipc_dir is None and manager.submission_cgroup is None
