@@ -147,6 +147,18 @@ WRONG = {
             ("sum(min(count, ref_counts[gram]) for gram, count in hyp_counts.items())",
              "sum(count for gram, count in hyp_counts.items() if gram in ref_counts)")]),
     },
+    "11_pretrained": {
+        "dequantize_q4_1": ("q4_1.high_nibble_unshifted", [("qs >> 4], axis=1)", "qs & 0xF0], axis=1)")]),
+        "llama_state_dict": ("state_dict.untied_head", [('state["lm_head.weight"] = tensor', "pass")]),
+        "cached_forward": ("kv.no_rotary_offset", [
+            ("cos, sin = attn.cos[T_past:T_past + T], attn.sin[T_past:T_past + T]", "cos, sin = attn.cos[:T], attn.sin[:T]")]),
+        "cached_generate": ("kv_generate.returns_prompt", [("return new_tokens", "return prompt_ids + new_tokens")]),
+        "lora_linear": ("lora.scaling_alpha", [("self.scaling = alpha / rank", "self.scaling = alpha")],
+                        "LoRALinear.alpha"),
+        "add_lora": ("add_lora.rank_not_passed", [("LoRALinear(getattr(attn, name), rank, alpha)",
+                                                   "LoRALinear(getattr(attn, name), alpha=alpha)")], "add_lora.rank"),
+        "final_hidden": ("final_hidden.no_final_norm", [("return model.norm(x)", "return x")]),
+    },
 }
 MAX_BROKEN = 4  # exercises one student breaks at most
 
