@@ -153,8 +153,7 @@ WRONG = {
         "cached_forward": ("kv.no_rotary_offset", [
             ("cos, sin = attn.cos[T_past:T_past + T], attn.sin[T_past:T_past + T]", "cos, sin = attn.cos[:T], attn.sin[:T]")]),
         "cached_generate": ("kv_generate.returns_prompt", [("return new_tokens", "return prompt_ids + new_tokens")]),
-        "lora_linear": ("lora.scaling_alpha", [("self.scaling = alpha / rank", "self.scaling = alpha")],
-                        "LoRALinear.alpha"),
+        "lora_linear": ("lora.scaling_alpha", [("self.scaling = alpha / rank", "self.scaling = alpha")]),  # wrong at the defaults too
         "add_lora": ("add_lora.rank_not_passed", [("LoRALinear(getattr(attn, name), rank, alpha)",
                                                    "LoRALinear(getattr(attn, name), alpha=alpha)")], "add_lora.rank"),
         "final_hidden": ("final_hidden.no_final_norm", [("return model.norm(x)", "return x")]),
