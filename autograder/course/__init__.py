@@ -8,5 +8,5 @@
 - `heldout_translation.py` the Multi30k caption pairs 10's trained-translator check scores on, and the jail's
                    copies of the test files without them.
 - `draw_secret.py`  the course's draw secret (kept in the course root) and each submission's draw salt.
-- `provided.py`    the gated `provided.py` of notebooks 04-10 (earlier notebooks' reference, generated).
+- `provided.py`    the gated `provided.py` of notebooks 04-11 (earlier notebooks' reference, generated).
 """

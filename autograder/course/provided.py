@@ -38,7 +38,7 @@ FIRST_WITH_PROVIDED = 4
 
 
 def provided_range() -> str:
-    """The assignments that have a provided.py, e.g. "04-10" (from the course API, never written by hand; the prose
+    """The assignments that have a provided.py, e.g. "04-11" (from the course API, never written by hand; the prose
     that names the range is held to it by tests/test_drift.py)."""
     return f"{FIRST_WITH_PROVIDED:02d}-{len(TOPICS):02d}"
 

@@ -18,7 +18,7 @@ MAX_NOTEBOOK_BYTES makes that submission fail with a message naming the file (ev
 timestamp (no late penalty) and the notebooks are flagged for review ("timestamp-unreadable"). Any other failure
 while preparing one submission costs that submission only, in the same way.
 
-provided.py of a course assignment (every notebook from `provided.FIRST_WITH_PROVIDED` on: 04-10) is always
+provided.py of a course assignment (every notebook from `provided.FIRST_WITH_PROVIDED` on: 04-11) is always
 generated here from solutions/ (the grader is trusted), whatever the release or course/source hold, so grading
 never depends on whether it was released to students.
 """
@@ -52,7 +52,7 @@ MAX_EXTRA_FILE_BYTES = 50 * 1024 * 1024
 def assignment_files(course_dir: Path, assignment: str) -> dict[str, bytes]:
     """The assignment's files other than notebooks (provided.py, data), as nbgrader's autograde copies them.
 
-    A course assignment with a provided module (04-10) always gets provided.py freshly generated from solutions/
+    A course assignment with a provided module (04-11) always gets provided.py freshly generated from solutions/
     (never released to students while gated, so never taken from the release or trusted from course/source)."""
     source = Path(course_dir) / "source" / assignment
     files: dict[str, bytes] = {}

@@ -11,7 +11,7 @@ Where the course has an nbgrader exchange (`c.Exchange.root` in its configuratio
 ExchangeReleaseAssignment, as the formgrader's Release button runs it (NbGraderAPI), replacing an earlier release of
 the assignment there (nbgrader's --force).
 
-The provided module of 04-10 is the reference of the earlier notebooks it builds on, so it is GATED: with
+The provided module of 04-11 is the reference of the earlier notebooks it builds on, so it is GATED: with
 `provided="gated"` (the default) it reaches the release only once every assignment it covers is past its due date
 in the course gradebook (nbgrader's `Assignment.duedate`, set with `nbgrader db assignment add NAME --duedate ...`
 or the formgrader); an assignment without a due date, or not in the gradebook, counts as open. Until then the

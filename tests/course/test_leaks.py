@@ -1,7 +1,7 @@
 """Nothing of the reference or of the hidden tests reaches students through exercises/ or the student image; nor
 does the model answer or the rubric of a written answer (graded by hand: only "YOUR ANSWER HERE" is released).
 
-provided.py (the reference of every earlier notebook, 04-10) is never committed and never in the student image's
+provided.py (the reference of every earlier notebook, 04-11) is never committed and never in the student image's
 build context; a release holds it only once the notebooks it covers are past due (tests/autograder/publish/test_release.py),
 so exercises/ as committed, and a fresh gated release, hold none.
 """

@@ -1,5 +1,5 @@
 """release(): nbgrader generate_assignment through its Python API, then a clean swap into exercises/; provided.py
-of 04-10 gated by the due dates of the assignments it covers."""
+of 04-11 gated by the due dates of the assignments it covers."""
 from __future__ import annotations
 
 import datetime
