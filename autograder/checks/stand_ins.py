@@ -398,31 +398,30 @@ class LlamaBlock(nn.Module):
 # what each stand-in needs of the others (the module sent holds them all, each once, needs first)
 
 class ModernGPT(nn.Module):
-    """09's ModernGPT: token embedding, LlamaBlocks with the causal mask, a final RMSNorm, lm_head tied to the
-    embedding (notebook 11's checks build the grader's small models with it in the kernel; runs here too)."""
+    """09's ModernGPT, for notebook 11's checks, which build the grader's small models with it in the kernel (it
+    runs here too): ids -> embedding -> LlamaBlocks under the causal mask -> final RMSNorm -> the embedding's own
+    matrix as the output layer."""
 
     def __init__(self, vocab_size, d_model=128, num_heads=4, num_kv_heads=2, d_ff=344, num_layers=4, max_len=256,
                  rope_base=10000.0, eps=1e-6):
         _in_use()
         super().__init__()
-        self.max_len = max_len
-        self.token_embedding = nn.Embedding(vocab_size, d_model)
-        self.blocks = nn.ModuleList(LlamaBlock(d_model, num_heads, num_kv_heads, d_ff, max_len, rope_base, eps)
-                                    for _ in range(num_layers))
-        self.norm = RMSNorm(d_model, eps)
-        self.lm_head = nn.Linear(d_model, vocab_size, bias=False)
-        self.lm_head.weight = self.token_embedding.weight
+        sizes = (d_model, num_heads, num_kv_heads, d_ff, max_len, rope_base, eps)
+        self.max_len, self.token_embedding = max_len, nn.Embedding(vocab_size, d_model)
+        self.blocks = nn.ModuleList([LlamaBlock(*sizes) for _layer in range(num_layers)])
+        self.norm, self.lm_head = RMSNorm(d_model, eps), nn.Linear(d_model, vocab_size, bias=False)
+        self.lm_head.weight = self.token_embedding.weight                    # tied: one (V, d_model) matrix
 
     def forward(self, ids):
         _in_use()
-        T = ids.shape[1]
-        if T > self.max_len:
-            raise ValueError(f"sequence length {T} is longer than max_len {self.max_len}")
-        mask = torch.ones(T, T, dtype=torch.bool, device=ids.device).tril()                   # (T, T)
-        x = self.token_embedding(ids)                                                         # (B, T, d_model)
-        for block in self.blocks:
-            x = block(x, mask)
-        return self.lm_head(self.norm(x))                                                    # (B, T, V)
+        length = ids.shape[-1]
+        if length > self.max_len:
+            raise ValueError(f"{length} positions do not fit in max_len {self.max_len}")
+        causal = torch.ones(length, length, dtype=torch.bool, device=ids.device).tril()   # True = may attend
+        hidden = self.token_embedding(ids)                                   # (B, T, d_model)
+        for layer in self.blocks:
+            hidden = layer(hidden, causal)
+        return self.lm_head(self.norm(hidden))                               # (B, T, V)
 
 
 def _output_requires_grad(function, *args):

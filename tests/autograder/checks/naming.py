@@ -19,7 +19,9 @@ from dataclasses import dataclass
 NAMED_AT_LEAST = 0.95
 FORM = ("wrong shape", "must return", "must be a", "expected submodule", "needs a method", "float32", "int64",
         "bool tensor", "NaN or inf", "must be a buffer", "raised an error", "tuple (output", "numpy array",
-        "needs the vocabulary", "needs your trained model", "too large to be evaluated", "the contract's names")
+        "needs the vocabulary", "needs your trained model", "too large to be evaluated", "the contract's names",
+        "was not defined", "needs the parameter", "must be tensors", "does not load into", "could not be read as",
+        "is not the exported")
 
 
 def kind(message: str) -> str:
