@@ -33,6 +33,10 @@ def test_the_groups_of_the_shared_fixtures():
         == "browser"
     assert group_of("tests/deploy/test_hub.py") == "deploy"
     assert group_of("tests/autograder/pipeline/test_attacks.py") == "tests/autograder/pipeline/test_attacks.py"
+    # the naming figure counts what every test of the hidden checks tried: it must run in their worker, after them
+    assert group_of("tests/autograder/checks/test_zz_naming_figure.py") \
+        == group_of("tests/autograder/checks/attention/test_checks.py") \
+        == group_of("tests/autograder/checks/test_mutations.py") == "tests/autograder/checks/"
 
 
 def test_each_group_runs_whole_in_one_worker():
