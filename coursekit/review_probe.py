@@ -31,11 +31,12 @@ import torch
 import torch.nn.functional as F
 
 from .bundled_data import find_data
+from .data import load_yelp
 from .data.yelp_format import read_yelp_csv
 
 __all__ = ["NUM_CLASSES", "MAX_PROBE_NUMBERS", "PROBE_PRIOR", "RATING_QUESTION", "OCCUPATIONS",
            "load_synthetic_yelp", "last_token_features", "ProbeHead", "fit_probe", "accuracy", "tfidf_baseline",
-           "balanced_subset", "sample_efficiency", "train_lora_head", "zero_shot_rating", "pronoun_gap"]
+           "balanced_subset", "sample_efficiency", "by_labels", "real_yelp_sample_efficiency", "train_lora_head", "zero_shot_rating", "pronoun_gap"]
 
 NUM_CLASSES = 5
 # from_dict refuses a head with more numbers than this (SmolLM2: d = 576, C = 5 gives 2*576 + 5*576 + 5 = 4,037)
@@ -347,6 +348,42 @@ def sample_efficiency(train_features: torch.Tensor, train_labels: Sequence[int],
                                                  seed),
                          "probe": accuracy(head.predict(test_features), test_labels)})
     return rows
+
+
+def by_labels(rows: Sequence[Mapping], keys: Sequence[str] = ("tfidf", "probe")) -> dict[int, dict]:
+    """{labels: {key: (mean, standard deviation over the rows of that label count)}}, in the rows' order."""
+    summary: dict[int, dict] = {}
+    for n in dict.fromkeys(int(row["labels"]) for row in rows):
+        mine = [row for row in rows if int(row["labels"]) == n]
+        summary[n] = {key: (float(np.mean([row[key] for row in mine])), float(np.std([row[key] for row in mine])))
+                      for key in keys}
+    return summary
+
+
+def real_yelp_sample_efficiency(model: torch.nn.Module, encode: Callable[[str], Sequence[int]], final_hidden: Callable,
+                                source, label_counts: Sequence[int], test_reviews: int, seeds: Sequence[int] = (0, 1, 2),
+                                seed: int = 0) -> dict:
+    """Section 7's comparison on the real yelp_review_full set (07's download; `source` as `load_yelp` takes it).
+
+    Draws max(label_counts) class-balanced training reviews and `test_reviews` class-balanced test reviews with
+    `load_yelp(..., limit=, seed=seed)`, turns them into last-token features, and runs `sample_efficiency`: each
+    smaller count over `seeds`, the largest (all the drawn reviews) once. Returns {"rows", "train", "test",
+    "feature_seconds"}, the last two being the numbers of reviews.
+    """
+    counts = sorted({int(n) for n in label_counts})
+    if not counts or counts[0] < 1:
+        raise ValueError(f"label_counts must hold positive ints, got {label_counts!r}")
+    train_texts, train_labels = load_yelp(source, "train", limit=counts[-1], seed=seed)
+    test_texts, test_labels = load_yelp(source, "test", limit=test_reviews, seed=seed)
+    start = time.perf_counter()
+    train_features = last_token_features(model, encode, train_texts, final_hidden)             # (N, d)
+    test_features = last_token_features(model, encode, test_texts, final_hidden)               # (N_test, d)
+    seconds = time.perf_counter() - start
+    rows = sample_efficiency(train_features, train_labels, train_texts, test_features, test_labels, test_texts,
+                             label_counts=counts[:-1], seeds=tuple(seeds))
+    rows += sample_efficiency(train_features, train_labels, train_texts, test_features, test_labels, test_texts,
+                              label_counts=counts[-1:], seeds=(seed,))
+    return {"rows": rows, "train": len(train_texts), "test": len(test_texts), "feature_seconds": seconds}
 
 
 # ------------------------------------------------------------------------------------------------ LoRA + a head

@@ -255,6 +255,51 @@ def test_sample_efficiency_rows(model):
     assert all(r["probe"] == 1.0 and 0.0 <= r["tfidf"] <= 1.0 for r in rows)
 
 
+def test_by_labels_gives_mean_and_spread_per_label_count():
+    rows = [{"labels": 50, "tfidf": 0.2, "probe": 0.4}, {"labels": 50, "tfidf": 0.4, "probe": 0.4},
+            {"labels": 200, "tfidf": 0.5, "probe": 0.7}]
+    summary = rp.by_labels(rows)
+    assert list(summary) == [50, 200]
+    assert summary[50]["tfidf"] == pytest.approx((0.3, 0.1)) and summary[50]["probe"] == pytest.approx((0.4, 0.0))
+    assert summary[200] == {"tfidf": pytest.approx((0.5, 0.0)), "probe": pytest.approx((0.7, 0.0))}
+
+
+def _write_real_format(folder, per_class: int, seed: int) -> None:
+    """yelp_review_full_csv/{train,test}.csv as 07's download unpacks: "stars","text", one word set per rating."""
+    import random
+
+    words = {1: "awful rude", 2: "bland slow", 3: "okay plain", 4: "good tasty", 5: "superb wonderful"}
+    for split, count in (("train", per_class), ("test", per_class // 2)):
+        rng = random.Random(f"{seed}-{split}")
+        lines = [f'"{stars}","We ate there on day {rng.randint(1, 99)}. It was {words[stars]}, {i} times."\n'
+                 for stars in words for i in range(count)]
+        rng.shuffle(lines)
+        (folder / f"{split}.csv").write_text("".join(lines), encoding="utf-8")
+
+
+def test_real_yelp_sample_efficiency_runs_section_7_on_a_real_format_set(model, tmp_path):
+    folder = tmp_path / "yelp_review_full_csv"
+    folder.mkdir()
+    _write_real_format(folder, per_class=8, seed=0)
+    calls = []
+
+    def counted_final_hidden(m, ids):
+        calls.append(tuple(ids.shape))
+        return final_hidden(m, ids)
+
+    result = rp.real_yelp_sample_efficiency(model, encode, counted_final_hidden, folder, label_counts=(20, 10),
+                                            test_reviews=10, seeds=(0, 1), seed=3)
+    assert (result["train"], result["test"]) == (20, 10) and result["feature_seconds"] >= 0
+    assert [(r["labels"], r["seed"]) for r in result["rows"]] == [(10, 0), (10, 1), (20, 3)]
+    assert all(0.0 <= r[key] <= 1.0 for r in result["rows"] for key in ("tfidf", "probe"))
+    assert sum(shape[0] for shape in calls) == 30                       # every review's features, once
+    again = rp.real_yelp_sample_efficiency(model, encode, final_hidden, folder, label_counts=(10, 20),
+                                           test_reviews=10, seeds=(0, 1), seed=3)
+    assert again["rows"] == result["rows"]                              # repeatable with its seeds
+    with pytest.raises(ValueError, match="label_counts"):
+        rp.real_yelp_sample_efficiency(model, encode, final_hidden, folder, label_counts=(), test_reviews=10)
+
+
 # ------------------------------------------------------------------------------------------------ the model itself
 def chat_prompt(user_text: str) -> str:
     return f"<u>{user_text}</u><a>"
