@@ -47,7 +47,6 @@ import shutil
 import subprocess
 import sys
 
-from autograder.course import heldout, heldout_translation
 from autograder.errors import AutograderError
 from autograder.sandbox import scratch
 
@@ -164,6 +163,8 @@ def held_out_texts(data_dir: str | None) -> list[str]:
 def masked_text_file(source: str) -> str:
     """A private, read-only file holding `heldout.masked()` of the text file `source`: made once per process in a
     scratch folder of its own (removed at exit, or swept once this process is gone: scratch.py)."""
+    from autograder.course import heldout  # here: a launcher of a warm template's kernel never needs it
+
     folder = scratch.mkdtemp("heldout")
     atexit.register(scratch.remove, folder)
     target = os.path.join(folder, "input.txt")
@@ -180,6 +181,8 @@ def held_out_multi30k(data_dir: str | None) -> list[str]:
     wheel carries inside coursekit."""
     folders = [os.path.join(data_dir, "multi30k")] if data_dir else []
     folders += [os.path.join(folder, "_bundled_data", "multi30k") for folder in _package_dirs("coursekit")]
+    from autograder.course import heldout_translation  # imports coursekit (torch): only where a jail is built
+
     candidates = [os.path.join(folder, name) for folder in folders for name in heldout_translation.MASKED_FILES]
     return [path for path in dict.fromkeys(candidates) if os.path.isfile(path)]
 
@@ -189,6 +192,8 @@ def masked_multi30k_file(source: str) -> str:
     """A private, read-only file holding `heldout_translation.masked()` of the Multi30k test file `source`, under
     the same name: made once per process in a scratch folder of its own (removed at exit, or swept once this
     process is gone)."""
+    from autograder.course import heldout_translation
+
     folder = scratch.mkdtemp("heldout")
     atexit.register(scratch.remove, folder)
     target = os.path.join(folder, os.path.basename(source))
@@ -203,11 +208,11 @@ def gpu_devices() -> list[str]:
     return sorted(glob.glob("/dev/nvidia*"))
 
 
-def bwrap_command(bwrap: str, *, kernel_cmd: list[str], ipc_dir: str, notebook_src: str, disk_bytes: int,
-                  env: dict[str, str], gpu: bool = False, connection_dir: str | None = None) -> list[str]:
-    """The argv that runs `kernel_cmd` (python -m ipykernel_launcher ...) in a new jail (see the module doc)."""
-    ro, hide, pythonpath, data_dir = view()
-    argv = [bwrap, "--unshare-all", "--unshare-user", "--disable-userns", "--die-with-parent", "--cap-drop", "ALL",
+def _view_options(bwrap: str, disk_bytes: int, gpu: bool, capabilities: list[str]) -> list[str]:
+    """The options every jail shares: new namespaces, the read-only view of the environment, a private /tmp.
+    `capabilities`: bwrap's options for them (`--cap-drop ALL`, or the template's own)."""
+    ro, hide, _pythonpath, data_dir = view()
+    argv = [bwrap, "--unshare-all", "--unshare-user", "--die-with-parent", *capabilities,
             "--hostname", "jail", "--clearenv"]
     # /tmp first: folders bound below may live under the host's /tmp (a clone or a venv there)
     size = ["--size", str(int(disk_bytes))] if disk_bytes > 0 else []
@@ -230,19 +235,47 @@ def bwrap_command(bwrap: str, *, kernel_cmd: list[str], ipc_dir: str, notebook_s
     if gpu:
         for device in gpu_devices():
             argv += ["--dev-bind-try", device, device]
-    argv += [*size, "--tmpfs", "/dev/shm",
-             "--ro-bind", notebook_src, SUBMISSION_DIR,
-             "--bind", ipc_dir, ipc_dir,
-             *(["--ro-bind", connection_dir, connection_dir] if connection_dir else []),
-             "--chdir", "/tmp"]
+    return argv
+
+
+def kernel_env(env: dict[str, str]) -> dict[str, str]:
+    """The whole environment of a kernel in the jail: `env` (the kernel spec's variables...) and the jail's own."""
+    _ro, _hide, pythonpath, data_dir = view()
     full_env = {"HOME": "/tmp", "TMPDIR": "/tmp", "MPLCONFIGDIR": "/tmp/.matplotlib",
                 "PATH": f"{os.path.dirname(sys.executable)}:/usr/local/bin:/usr/bin:/bin", **env}
     if pythonpath:
         full_env["PYTHONPATH"] = os.pathsep.join(pythonpath)
     if data_dir and os.environ.get("COURSE_DATA_DIR"):
         full_env["COURSE_DATA_DIR"] = data_dir
-    for key, value in sorted(full_env.items()):
-        argv += ["--setenv", key, value]
+    return full_env
+
+
+def _env_options(env: dict[str, str]) -> list[str]:
+    return [arg for key, value in sorted(kernel_env(env).items()) for arg in ("--setenv", key, value)]
+
+
+def bwrap_command(bwrap: str, *, kernel_cmd: list[str], ipc_dir: str, notebook_src: str, disk_bytes: int,
+                  env: dict[str, str], gpu: bool = False, connection_dir: str | None = None) -> list[str]:
+    """The argv that runs `kernel_cmd` (python -m ipykernel_launcher ...) in a new jail (see the module doc)."""
+    argv = _view_options(bwrap, disk_bytes, gpu, ["--disable-userns", "--cap-drop", "ALL"])
+    size = ["--size", str(int(disk_bytes))] if disk_bytes > 0 else []
+    argv += [*size, "--tmpfs", "/dev/shm",
+             "--ro-bind", notebook_src, SUBMISSION_DIR,
+             "--bind", ipc_dir, ipc_dir,
+             *(["--ro-bind", connection_dir, connection_dir] if connection_dir else []),
+             "--chdir", "/tmp"]
+    argv += _env_options(env)
     # copy the submission's folder into the private tmpfs, then become the kernel (PID 2 of the jail)
     script = f'mkdir -p {NOTEBOOK_DIR} && cp -R {SUBMISSION_DIR}/. {NOTEBOOK_DIR}/ && cd {NOTEBOOK_DIR} && exec "$@"'
     return [*argv, "--", "/bin/sh", "-c", script, "sh", *kernel_cmd]
+
+
+def template_command(bwrap: str, *, exchange: str, env: dict[str, str], command: list[str]) -> list[str]:
+    """The argv of a warm template's jail (zygote.py): the kernel's view of the environment, the capabilities of
+    its own user namespace kept (its children make their own namespaces with them, then drop them all; with
+    bwrap's --disable-userns a child could not mount its PID namespace's /proc where the grader runs as root, so
+    each child closes nested user namespaces itself: user.max_user_namespaces = 0), and the worker's exchange
+    folder bound read-write (the template's socket, each kernel's folders)."""
+    argv = _view_options(bwrap, 64 * 1024 * 1024, False, ["--cap-add", "ALL"])
+    argv += ["--bind", exchange, exchange, "--chdir", "/tmp", *_env_options(env)]
+    return [*argv, "--", *command]

@@ -31,7 +31,7 @@ import sys
 from jupyter_client.kernelspec import KernelSpec
 from jupyter_client.manager import AsyncKernelManager
 
-from autograder.sandbox import cgroup, jail, scratch
+from autograder.sandbox import cgroup, jail, scratch, zygote
 from autograder.sandbox.limits import Limits
 
 
@@ -76,17 +76,30 @@ class SandboxKernelManager(AsyncKernelManager):
     submission_cgroup: cgroup.Cgroup | None = None
     ipc_dir: str | None = None
     connection_dir: str | None = None
+    template: zygote.Template | None = None  # the warm template this kernel is forked from (zygote.py)
 
     @property
     def kernel_spec(self):  # noqa: D401 - property of jupyter_client's API
         return self.sandbox_spec
 
+    def _template(self) -> zygote.Template | None:
+        """The worker's warm template for this kernel, where it is used (jailed, no GPU, not turned off)."""
+        spec = self.sandbox_spec
+        if not (self.sandbox_jailed and self.sandbox_limits.warm_template and spec is not None
+                and "--gpu" not in spec.argv):
+            return None
+        passed = {name: os.environ[name] for name in jail.PASSED_ENV if name in os.environ}
+        return zygote.template(jail.kernel_env({**passed, **spec.env, "JPY_PARENT_PID": "1"}))
+
     async def _async_pre_start_kernel(self, **kw):
         if self.sandbox_jailed and self.ipc_dir is None:
             # sockets in a folder bound writable into the jail (no network there), on a tmpfs whose pages the
-            # submission's cgroup pays for; the connection file apart, bound read-only (scratch.py)
-            self.ipc_dir = scratch.mkdtemp("ipc", scratch.socket_root())
-            self.connection_dir = scratch.mkdtemp("conn")
+            # submission's cgroup pays for; the connection file apart, bound read-only (scratch.py). From a
+            # warm template: both in its exchange folder, which the template's jail sees
+            self.template = self._template()
+            root = self.template.exchange if self.template is not None else None
+            self.ipc_dir = scratch.mkdtemp("ipc", root or scratch.socket_root())
+            self.connection_dir = scratch.mkdtemp("conn", root)
             self.transport = "ipc"
             self.connection_file = os.path.join(self.connection_dir, "kernel.json")
             self.ip = os.path.join(self.ipc_dir, "k")
@@ -112,6 +125,8 @@ class SandboxKernelManager(AsyncKernelManager):
             per_kernel += ["--cgroup", folder]
         if self.ipc_dir:
             per_kernel += ["--ipc-dir", self.ipc_dir, "--connection-dir", self.connection_dir]
+        if self.template is not None:
+            per_kernel += ["--template", self.template.socket]
         at = cmd.index("--")
         return cmd[:at] + per_kernel + cmd[at:]
 

@@ -52,6 +52,7 @@ def parse(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--ipc-dir", default=None, help="the kernel's socket folder; given: run in the jail")
     parser.add_argument("--connection-dir", default=None, help="the connection file's folder (read-only in the jail)")
     parser.add_argument("--gpu", action="store_true")
+    parser.add_argument("--template", default=None, help="a warm template's socket (zygote.py): fork the kernel there")
     parser.add_argument("--keep-env", action="append", default=[], help="a variable passed into the jail")
     parser.add_argument("kernel_args", nargs=argparse.REMAINDER)
     args = parser.parse_args(argv)
@@ -88,12 +89,51 @@ def main(argv: list[str] | None = None) -> None:
     # not the worker's pid: inside the PID namespace the kernel's parent is PID 1 (bwrap's init), which ipykernel
     # would take for an orphaned kernel. 1 means "no parent to watch" (--die-with-parent ties the jail to the worker)
     env["JPY_PARENT_PID"] = "1"
+    if args.template is not None:
+        raise SystemExit(from_template(args, jail.kernel_env(env)))
     argv = jail.bwrap_command(bwrap, kernel_cmd=kernel_command(args.kernel_args), ipc_dir=args.ipc_dir,
                               connection_dir=args.connection_dir, notebook_src=os.getcwd(),
                               disk_bytes=args.disk_bytes, env=env, gpu=args.gpu)
     apply_limits(args.memory_bytes, args.rlimit, args.disk_bytes, 0 if args.cgroup else args.processes)
     at = argv.index("--")
     exec_quietly(bwrap, argv[1:at], argv[at:])
+
+
+def rlimits(memory_bytes: int, which: str, disk_bytes: int = 0, processes: int = 0) -> dict[str, int]:
+    """apply_limits's rlimits, by name, for a kernel the template forks (template_main.RLIMITS)."""
+    chosen = {"core": 0}
+    if memory_bytes > 0:
+        chosen[which] = memory_bytes
+    if disk_bytes > 0:
+        chosen["fsize"] = disk_bytes
+    if processes > 0:
+        chosen["nproc"] = processes
+    return chosen
+
+
+def from_template(args: argparse.Namespace, env: dict[str, str]) -> int:
+    """Have the warm template at `args.template` fork this submission's kernel (zygote.fork_kernel) from a copy of
+    the submission's folder in the exchange folder; the exit code is the kernel's."""
+    import shutil
+
+    from autograder.sandbox import jail, scratch, zygote
+
+    exchange = os.path.dirname(args.template)
+    submission = scratch.mkdtemp("sub", exchange)
+    try:
+        shutil.copytree(os.getcwd(), submission, symlinks=True, dirs_exist_ok=True)
+        request = {"kernel_args": ipykernel_args(args.kernel_args), "env": env, "exchange": exchange,
+                   "submission": submission, "notebook_dir": jail.NOTEBOOK_DIR, "ipc_dir": args.ipc_dir,
+                   "connection_dir": args.connection_dir, "disk_bytes": args.disk_bytes,
+                   "rlimits": rlimits(args.memory_bytes, args.rlimit, args.disk_bytes,
+                                      0 if args.cgroup else args.processes)}
+        return zygote.fork_kernel(args.template, request, args.cgroup,
+                                  on_started=lambda: scratch.remove(submission))
+    except zygote.TemplateUnavailable as exc:
+        print(f"autograder.sandbox.launcher: {exc}", file=sys.stderr)
+        return 1
+    finally:
+        scratch.remove(submission)
 
 
 # What bwrap itself is started with. PID 1 of the jail IS this bwrap process: the submission can read its

@@ -60,6 +60,13 @@ class SandboxLimits(LoggingConfigurable):
         "of a submission, CPU time not accounted): said in one line per run. Off: `autograder grade` refuses to run "
         "there (`--allow-unenforced-limits` allows it for one run). Not a limit of the submission: not in `Limits`."
     )).tag(config=True)
+    warm_template = Bool(True, help=(
+        "Not a limit but how a kernel starts: each grading worker keeps a warm template in a jail that has imported "
+        "what kernels import (ipykernel, numpy, torch, matplotlib, coursekit) and forks every submission's kernel "
+        "into fresh namespaces of its own, in the submission's cgroup, with no capability (autograder/sandbox/"
+        "zygote.py). The same jail and limits, without paying Python and torch start-up per notebook. False: every "
+        "kernel starts in a new jail of its own (the cold path, also used on GPU workers)."
+    )).tag(config=True)
     cpus = Float(1.0, help=(
         "CPU cores the whole submission may use at once, all its processes together (its cgroup's CPU quota: "
         "v2 `cpu.max`, v1 `cpu.cfs_quota_us`; each submission also gets the same CPU weight); 0: no cap."
@@ -98,6 +105,7 @@ class Limits:
     interrupt_grace: float = _default("interrupt_grace")
     cpus: float = _default("cpus")
     wall_factor: float = _default("wall_factor")
+    warm_template: bool = _default("warm_template")
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)

@@ -1,0 +1,210 @@
+"""The warm template of a grading worker (the zygote pattern of Android and Chromium's sandbox).
+
+Without it, every submission's kernel pays its own Python, ipykernel, torch, numpy, matplotlib and coursekit
+start-up (about 1.7 s of CPU). With it, each worker process keeps one template per kernel environment: a jail
+(jail.template_command) whose program (template_main.py, run as text: nothing of `autograder` is importable in
+a jail) has imported those libraries and, per submission, forks a child that makes its own fresh namespaces,
+joins the submission's cgroup, drops every capability and becomes that submission's ipykernel
+(template_main.py's doc says how). The template never runs a submission's code.
+
+    worker (kernel manager)  --starts-->  launcher --template SOCKET  --connects-->  template (in its jail)
+                                            | moves the child into the cgroup          | forks the child
+
+The template is started on the worker's first kernel and lives as long as the worker (its jail dies with it:
+--die-with-parent). A template that died or cannot be reached is started again on the next kernel; one that
+cannot start at all leaves the worker on the cold path (a new jail per kernel, jail.bwrap_command), said once in
+the log. `c.SandboxLimits.warm_template = False` turns it off (docs/grading-config.md).
+"""
+from __future__ import annotations
+
+import atexit
+import logging
+import os
+import subprocess
+import sys
+import threading
+import time
+
+from autograder.errors import AutograderError
+from autograder.sandbox import jail, scratch
+
+log = logging.getLogger("autograder.grade")
+
+# imported by the template once, before any fork: what a grading kernel imports anyway
+PRELOAD = ("ipykernel.kernelapp", "ipykernel.ipkernel", "ipykernel.zmqshell", "numpy", "torch", "matplotlib",
+           "matplotlib.pyplot", "coursekit")
+START_TIMEOUT = 120.0  # seconds for the template to import PRELOAD on a busy machine
+SOCKET = "t.sock"
+SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "template_main.py")
+
+
+class TemplateUnavailable(AutograderError, RuntimeError):
+    """The warm template could not be started; the worker grades on the cold path."""
+
+
+class Template:
+    """One running template: its jail's process, its exchange folder (socket, kernels' folders) and socket."""
+
+    def __init__(self, env: dict[str, str]):
+        self.env = dict(env)
+        self.exchange = scratch.mkdtemp("tpl", scratch.socket_root())
+        self.socket = os.path.join(self.exchange, SOCKET)
+        self.process: subprocess.Popen | None = None
+        self.started_s: float | None = None  # wall seconds from launch to ready
+
+    def start(self) -> "Template":
+        bwrap = jail.bwrap_path()
+        if bwrap is None:
+            raise TemplateUnavailable("no jail (AUTOGRADER_UNSAFE_NO_JAIL=1): the template needs one")
+        program = os.path.join(self.exchange, "template_main.py")
+        with open(SOURCE, encoding="utf-8") as src, open(program, "w", encoding="utf-8") as dst:
+            dst.write(src.read())
+        command = [sys.executable, "-s", "-P", program, self.socket, ",".join(PRELOAD)]
+        argv = jail.template_command(bwrap, exchange=self.exchange, env=self.env, command=command)
+        at = argv.index("--")
+        from autograder.sandbox.launcher import args_fd
+
+        fd = args_fd(argv[1:at])
+        began = time.monotonic()
+        errors = open(os.path.join(self.exchange, "template.log"), "wb")
+        try:
+            # as the kernel's jail: an empty environment, nothing of the grader on its stdin/stdout/stderr
+            self.process = subprocess.Popen([bwrap, "--args", str(fd), *argv[at:]], env={}, pass_fds=(fd,),
+                                            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                            stderr=errors, start_new_session=True)
+        finally:
+            os.close(fd)
+            errors.close()
+        ready = self.socket + ".ready"
+        while not os.path.exists(ready):
+            if self.process.poll() is not None:
+                with open(errors.name, "rb") as fh:
+                    err = fh.read().decode(errors="replace").strip()[-2000:]
+                self.stop()
+                raise TemplateUnavailable(f"the warm template exited ({self.process.returncode}): {err}")
+            if time.monotonic() - began > START_TIMEOUT:
+                self.stop()
+                raise TemplateUnavailable(f"the warm template was not ready in {START_TIMEOUT:.0f} s")
+            time.sleep(0.02)
+        self.started_s = time.monotonic() - began
+        self.probe()
+        return self
+
+    def probe(self) -> None:
+        """One child through the whole set-up (namespaces, mounts, capabilities dropped), without a kernel: the
+        template is only used where that works."""
+        probe = scratch.mkdtemp("probe", self.exchange)
+        try:
+            request = {"probe": True, "kernel_args": [], "env": self.env, "exchange": self.exchange,
+                       "submission": probe, "notebook_dir": jail.NOTEBOOK_DIR, "ipc_dir": probe,
+                       "connection_dir": probe, "disk_bytes": 1 << 20, "rlimits": {}}
+            code = fork_kernel(self.socket, request)
+            if code != 0:
+                raise TemplateUnavailable(f"the warm template's check ended with {code}")
+        except TemplateUnavailable:
+            self.stop()
+            raise
+        finally:
+            scratch.remove(probe)
+
+    def alive(self) -> bool:
+        return self.process is not None and self.process.poll() is None and os.path.exists(self.socket)
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.kill()  # bwrap, the template's PID 1: its namespace takes every process with it
+            try:
+                self.process.wait(10)
+            except subprocess.TimeoutExpired:
+                pass
+        scratch.remove(self.exchange)
+
+
+def _line(conn, pending: bytearray) -> str:
+    while b"\n" not in pending:
+        chunk = conn.recv(4096)
+        if not chunk:
+            return ""
+        pending += chunk
+    line, _, rest = bytes(pending).partition(b"\n")
+    pending[:] = rest
+    return line.decode(errors="replace")
+
+
+def fork_kernel(socket_path: str, request: dict, cgroup_dirs=(), on_started=None) -> int:
+    """Ask the template at `socket_path` for a kernel (template_main.py): its child says "ready", whose message
+    credentials give its pid in this process's PID namespace; it goes into the submission's cgroup (each folder of
+    `cgroup_dirs`) before it makes its namespaces ("go"); `on_started()` once the kernel has its own copy of the
+    submission; returns the kernel's exit code when it ends. Raises TemplateUnavailable when the template fails."""
+    import json
+    import socket
+    import struct
+
+    conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        conn.setsockopt(socket.SOL_SOCKET, socket.SO_PASSCRED, 1)
+        try:
+            conn.connect(socket_path)
+        except OSError as exc:
+            raise TemplateUnavailable(f"the warm template cannot be reached: {exc}") from exc
+        conn.sendall(json.dumps(request).encode() + b"\n")
+        data, ancillary, _flags, _addr = conn.recvmsg(64, socket.CMSG_SPACE(struct.calcsize("3i")))
+        child = next((struct.unpack("3i", cdata[:12])[0] for level, kind, cdata in ancillary
+                      if level == socket.SOL_SOCKET and kind == socket.SCM_CREDENTIALS), 0)
+        if data != b"ready\n" or child <= 0:
+            raise TemplateUnavailable(f"the warm template answered {data!r}")
+        for folder in cgroup_dirs:  # before it makes its namespaces: everything it starts is counted
+            with open(os.path.join(folder, "cgroup.procs"), "w") as fh:
+                fh.write(str(child))
+        conn.sendall(b"go\n")
+        pending = bytearray()
+        while True:
+            line = _line(conn, pending)
+            if line == "started":
+                if on_started is not None:
+                    on_started()
+            elif line.startswith("exit "):
+                return int(line.split()[1])
+            else:
+                raise TemplateUnavailable(f"the warm template's child: {line or 'ended without a word'}")
+    finally:
+        conn.close()
+
+
+_templates: dict[tuple, Template] = {}
+_failed: set[tuple] = set()
+_lock = threading.Lock()
+
+
+def template(env: dict[str, str]) -> Template | None:
+    """This worker's template for kernels with environment `env`, started (again) if needed; None where none can
+    start (the cause is logged once, and the worker grades on the cold path)."""
+    key = tuple(sorted(env.items()))
+    with _lock:
+        found = _templates.get(key)
+        if found is not None and found.alive():
+            return found
+        if found is not None:
+            log.warning("the warm template of this worker died; starting a new one")
+            found.stop()
+            del _templates[key]
+        if key in _failed:
+            return None
+        try:
+            made = Template(env).start()
+        except (TemplateUnavailable, OSError) as exc:
+            _failed.add(key)
+            log.warning("no warm template (%s): every kernel starts cold", exc)
+            return None
+        _templates[key] = made
+        return made
+
+
+def stop_all() -> None:
+    with _lock:
+        for made in _templates.values():
+            made.stop()
+        _templates.clear()
+
+
+atexit.register(stop_all)
