@@ -89,7 +89,9 @@ class SandboxKernelManager(AsyncKernelManager):
                 and "--gpu" not in spec.argv):
             return None
         passed = {name: os.environ[name] for name in jail.PASSED_ENV if name in os.environ}
-        return zygote.template(jail.kernel_env({**passed, **spec.env, "JPY_PARENT_PID": "1"}))
+        made = zygote.template(jail.kernel_env({**passed, **spec.env, "JPY_PARENT_PID": "1"}))
+        # the address-space cap (RLIMIT_AS; not on GPU workers) counts what the template has mapped
+        return made if made is not None and zygote.fits(made, int(self.sandbox_limits.memory_bytes)) else None
 
     async def _async_pre_start_kernel(self, **kw):
         if self.sandbox_jailed and self.ipc_dir is None:

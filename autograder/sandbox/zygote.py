@@ -51,8 +51,15 @@ class Template:
         self.socket = os.path.join(self.exchange, SOCKET)
         self.process: subprocess.Popen | None = None
         self.started_s: float | None = None  # wall seconds from launch to ready
+        self.address_space_bytes = 0  # what every kernel forked from it has mapped from the start
+        self.modules = 0  # modules imported
 
     def start(self) -> "Template":
+        from autograder.sandbox.kernel import MAX_SOCKET_PATH
+
+        if len(os.fsencode(self.socket)) > MAX_SOCKET_PATH:
+            self.stop()
+            raise TemplateUnavailable(f"its socket path {self.socket} is longer than a Unix socket allows")
         bwrap = jail.bwrap_path()
         if bwrap is None:
             raise TemplateUnavailable("no jail (AUTOGRADER_UNSAFE_NO_JAIL=1): the template needs one")
@@ -87,6 +94,11 @@ class Template:
                 raise TemplateUnavailable(f"the warm template was not ready in {START_TIMEOUT:.0f} s")
             time.sleep(0.02)
         self.started_s = time.monotonic() - began
+        import json
+
+        with open(ready, encoding="utf-8") as fh:
+            facts = json.load(fh)
+        self.address_space_bytes, self.modules = int(facts["address_space_bytes"]), int(facts["modules"])
         self.probe()
         return self
 
@@ -176,10 +188,20 @@ _failed: set[tuple] = set()
 _lock = threading.Lock()
 
 
+# a kernel forked from the template needs this much address space beyond what the template maps (when its cap is
+# RLIMIT_AS): below, it starts cold, where only what the notebook imports counts
+ADDRESS_SPACE_HEADROOM = 1 << 30
+
+
+def fits(made: Template, address_space_cap: int) -> bool:
+    """Whether a kernel whose address space is capped at `address_space_cap` (0: no cap) can be forked from `made`."""
+    return address_space_cap <= 0 or address_space_cap >= made.address_space_bytes + ADDRESS_SPACE_HEADROOM
+
+
 def template(env: dict[str, str]) -> Template | None:
     """This worker's template for kernels with environment `env`, started (again) if needed; None where none can
     start (the cause is logged once, and the worker grades on the cold path)."""
-    key = tuple(sorted(env.items()))
+    key = (scratch.socket_root(), *sorted(env.items()))
     with _lock:
         found = _templates.get(key)
         if found is not None and found.alive():
