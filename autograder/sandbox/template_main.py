@@ -123,9 +123,11 @@ def become_kernel(request):
     os.environ.update(request["env"])
     os.chdir(request["notebook_dir"])
     import random
-    random.seed()  # as a fresh interpreter: its own seed, not the template's
+    random.seed()  # as a fresh interpreter: seeds of its own, not the template's (torch, too, seeds at random)
     if "numpy" in sys.modules:
         sys.modules["numpy"].random.seed()
+    if "torch" in sys.modules:
+        sys.modules["torch"].seed()
     sys.argv = ["ipykernel_launcher", *request["kernel_args"]]
     from ipykernel import kernelapp
 
@@ -165,6 +167,9 @@ def child(conn):
     """A forked child of the template: wait to be placed in the submission's cgroup, then make its namespaces."""
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
     request = json.loads(read_line(conn))
+    if request.get("ping"):  # zygote.py's health check before each kernel
+        conn.sendall(b"pong\n")
+        os._exit(0)
     conn.sendall(b"ready\n")  # the launcher reads this process's pid from the message's credentials
     if read_line(conn).strip() != "go":
         os._exit(1)

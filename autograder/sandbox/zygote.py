@@ -34,6 +34,7 @@ log = logging.getLogger("autograder.grade")
 PRELOAD = ("ipykernel.kernelapp", "ipykernel.ipkernel", "ipykernel.zmqshell", "numpy", "torch", "matplotlib",
            "matplotlib.pyplot", "coursekit")
 START_TIMEOUT = 120.0  # seconds for the template to import PRELOAD on a busy machine
+PING_TIMEOUT = 20.0  # seconds for a template's child to answer (a fork, on a busy machine)
 SOCKET = "t.sock"
 SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "template_main.py")
 
@@ -122,6 +123,23 @@ class Template:
     def alive(self) -> bool:
         return self.process is not None and self.process.poll() is None and os.path.exists(self.socket)
 
+    def healthy(self) -> bool:
+        """Alive, and it answers: one forked child says "pong" within PING_TIMEOUT."""
+        if not self.alive():
+            return False
+        import socket
+
+        conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        conn.settimeout(PING_TIMEOUT)
+        try:
+            conn.connect(self.socket)
+            conn.sendall(b'{"ping": true}\n')
+            return _line(conn, bytearray()) == "pong"
+        except OSError:
+            return False
+        finally:
+            conn.close()
+
     def stop(self) -> None:
         if self.process is not None and self.process.poll() is None:
             self.process.kill()  # bwrap, the template's PID 1: its namespace takes every process with it
@@ -153,6 +171,7 @@ def fork_kernel(socket_path: str, request: dict, cgroup_dirs=(), on_started=None
     import struct
 
     conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    conn.settimeout(PING_TIMEOUT)  # until the kernel is made; then as long as it lives
     try:
         conn.setsockopt(socket.SOL_SOCKET, socket.SO_PASSCRED, 1)
         try:
@@ -173,12 +192,15 @@ def fork_kernel(socket_path: str, request: dict, cgroup_dirs=(), on_started=None
         while True:
             line = _line(conn, pending)
             if line == "started":
+                conn.settimeout(None)
                 if on_started is not None:
                     on_started()
             elif line.startswith("exit "):
                 return int(line.split()[1])
             else:
                 raise TemplateUnavailable(f"the warm template's child: {line or 'ended without a word'}")
+    except socket.timeout as exc:
+        raise TemplateUnavailable(f"the warm template did not answer in {PING_TIMEOUT:.0f} s") from exc
     finally:
         conn.close()
 
@@ -204,10 +226,10 @@ def template(env: dict[str, str]) -> Template | None:
     key = (scratch.socket_root(), *sorted(env.items()))
     with _lock:
         found = _templates.get(key)
-        if found is not None and found.alive():
+        if found is not None and found.healthy():
             return found
         if found is not None:
-            log.warning("the warm template of this worker died; starting a new one")
+            log.warning("the warm template of this worker died or does not answer; starting a new one")
             found.stop()
             del _templates[key]
         if key in _failed:

@@ -12,40 +12,17 @@ import sys
 import time
 
 import pytest
-from nbformat.v4 import new_code_cell, new_notebook
+from sandboxkit import LIMITS, errors, run, text
 
 import autograder
 from autograder.sandbox import cgroup
 from autograder.sandbox import jail
-from autograder.sandbox.execute import SandboxedExecute
 from autograder.course.units import GiB, MiB
 from autograder.sandbox.kernel import kernel_manager_class, kernel_spec
 from autograder.sandbox.limits import Limits
 
 SHADOW = ("for name in ('autograder.py', 'solutions.py', 'coursekit.py', 'numpy.py'):\n"
           "    open(name, 'w').write('raise SystemExit(\"shadowed\")')")
-LIMITS = Limits(cell_timeout=20, notebook_timeout=120, memory_bytes=2 * GiB, output_bytes=1000,
-                disk_bytes=64 * MiB, processes=64, interrupt_grace=3)
-
-
-def run(cells: list[str], tmp_path, limits: Limits = LIMITS, gpu: str | None = None):
-    nb = new_notebook(cells=[new_code_cell(c) for c in cells])
-    folder = tmp_path / "nb"
-    folder.mkdir(exist_ok=True)
-    (folder / "provided.py").write_text("ANSWER = 42\n")
-    manager = kernel_manager_class(kernel_spec(limits, gpu), limits)
-    executor = SandboxedExecute(limits=limits, deadline=time.monotonic() + limits.notebook_timeout,
-                                skip_cells=set(), kernel_manager_class=manager)
-    nb, _ = executor.preprocess(nb, {"metadata": {"path": str(folder)}})
-    return nb, executor
-
-
-def text(cell) -> str:
-    return "".join(o.get("text", "") for o in cell.outputs if o.get("output_type") == "stream")
-
-
-def errors(cell) -> list[str]:
-    return [o["ename"] for o in cell.outputs if o.get("output_type") == "error"]
 
 
 def processes_with(marker: bytes) -> list[int]:
