@@ -471,9 +471,10 @@ class PhaseProbes:
         self._saved.clear()
 
 
-def graded_phases(course: Path, assignments: list[str], meter: TreeCpu) -> list[dict]:
+def graded_phases(course: Path, assignments: list[str], meter: TreeCpu, warm: bool = True) -> list[dict]:
     """Every submitted notebook graded by `grade_job` in this process, one after another, jailed, as
-    `worker_seconds` does (one warm-up job first, not counted), with PhaseProbes: one dict per notebook with its
+    `worker_seconds` does (one warm-up job first, not counted), kernels forked from the worker's warm template
+    (`warm`, the default: zygote.py) or each in a new jail of its own, with PhaseProbes: one dict per notebook with its
     assignment, status, wall seconds, each phase (PHASES), the kernel's CPU (its cgroups, from the result) and
     this process's CPU (the worker's own: set-up, judge, write-back)."""
     from autograder.course.coursedir import nbgrader_config
@@ -481,7 +482,10 @@ def graded_phases(course: Path, assignments: list[str], meter: TreeCpu) -> list[
     from autograder.grade.worker import grade_job
     from autograder.sandbox.limits import course_limits
 
-    limits = course_limits(nbgrader_config(course))
+    from autograder.sandbox import zygote
+
+    limits = course_limits(nbgrader_config(course), warm_template=warm)
+    zygote.stop_all()  # the warm pass starts its template in its warm-up job, not counted
     jobs = [dataclasses.replace(job, gpu=None) for assignment in assignments
             for job in build_jobs(course, f"sqlite:///{course / 'gradebook.db'}", assignment, force=True,
                                   limits=limits).jobs]
@@ -507,6 +511,16 @@ def graded_phases(course: Path, assignments: list[str], meter: TreeCpu) -> list[
     return rows
 
 
+def template_facts() -> dict:
+    """Start-up wall seconds, RSS and address space of the warm template this process made (zygote.py)."""
+    from autograder.sandbox import zygote
+
+    made = next(iter(zygote._templates.values()), None)
+    if made is None:
+        return {}
+    return {"start": made.started_s, "rss": made.rss_bytes, "vm": made.address_space_bytes, "modules": made.modules}
+
+
 OURS_SCRIPT = """\
 import json, sys
 from autograder.grade.engine import grade_many
@@ -528,7 +542,7 @@ def class_report(students: int, chosen: list[str] | None) -> int:
               f"{students}, {', '.join(unknown)}", file=sys.stderr)
         return 2
     load_before = os.getloadavg()
-    meters = {name: TreeCpu() for name in ("ours", "plain", "bare", "worker")}
+    meters = {name: TreeCpu() for name in ("ours", "plain", "bare", "worker", "cold")}
     try:
         with tempfile.TemporaryDirectory(prefix="bench-grading-class-") as tmp:
             course, kinds = build_course_class(Path(tmp), assignments, students)
@@ -545,10 +559,12 @@ def class_report(students: int, chosen: list[str] | None) -> int:
                 for assignment in assignments:
                     bare[assignment] = bare_nbclient_seconds(course, assignment)
             rows = graded_phases(fresh_copy(course, "phases"), assignments, meters["worker"])
+            template = template_facts()
+            cold = graded_phases(fresh_copy(course, "cold"), assignments, meters["cold"], warm=False)
     finally:
         for meter in meters.values():
             meter.close()
-    print_class_report(students, assignments, kinds, graded, meters, bare, rows, load_before)
+    print_class_report(students, assignments, kinds, graded, meters, bare, rows, load_before, cold, template)
     return 0
 
 
@@ -557,7 +573,7 @@ def _mean(values) -> float:
     return statistics.mean(values) if values else float("nan")
 
 
-def print_class_report(students, assignments, kinds, graded, meters, bare, rows, load_before) -> None:
+def print_class_report(students, assignments, kinds, graded, meters, bare, rows, load_before, cold, template) -> None:
     count = students * len(assignments)
     load = os.getloadavg()
     print(f"# Grading benchmark: a class ({datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC)\n")
@@ -571,13 +587,14 @@ def print_class_report(students, assignments, kinds, graded, meters, bare, rows,
           f"{graded['refused']} refused).\n")
     bare_all = [t for times in bare.values() for t in times]
     per_minute = {"ours": count / meters["ours"].wall * 60, "plain": count / meters["plain"].wall * 60,
-                  "bare": len(bare_all) / sum(bare_all) * 60, "worker": len(rows) / sum(r["wall"] for r in rows) * 60}
+                  "bare": len(bare_all) / sum(bare_all) * 60, "worker": len(rows) / sum(r["wall"] for r in rows) * 60,
+                  "cold": len(cold) / sum(r["wall"] for r in cold) * 60}
     core = {name: meter.seconds / count for name, meter in meters.items()}
     ratio = per_minute["ours"] / per_minute["plain"]
     on = RATIO_ASSIGNMENT if RATIO_ASSIGNMENT in assignments else assignments[0]
     worker_on = _mean(r["wall"] for r in rows if r["assignment"] == on)
+    cold_on = _mean(r["wall"] for r in cold if r["assignment"] == on)
     bare_on = _mean(bare[on])
-    starts = sum(r.get("kernel starts", 0) for r in rows) or 1
     mib = 2 ** 20
     print("| measurement | wall s | notebooks per minute | core-s per notebook | ratio | goal |\n"
           "|---|---:|---:|---:|---|---|")
@@ -588,16 +605,26 @@ def print_class_report(students, assignments, kinds, graded, meters, bare, rows,
           f"{per_minute['plain']:.1f} | {core['plain']:.2f} | | |")
     print(f"| bare nbclient, one notebook after another (in this process) | {sum(bare_all):.1f} | "
           f"{per_minute['bare']:.1f} | {core['bare']:.2f} | | |")
-    print(f"| our worker (`grade_job`, jailed, in this process), one notebook after another | "
+    print(f"| our worker (`grade_job`, jailed, warm template, in this process), one notebook after another | "
           f"{sum(r['wall'] for r in rows):.1f} | {per_minute['worker']:.1f} | {core['worker']:.2f} | "
           f"{core['worker'] / core['bare']:.2f}x the core-s of bare nbclient | |")
-    print(f"| our worker on `{on}`, mean per notebook | {worker_on:.2f} | | | {worker_on / bare_on:.2f}x bare "
-          f"nbclient's {bare_on:.2f} s | <= 0.6x |")
-    print("| warm template: start-up and memory | not applicable: no warm template yet | | | | |")
-    print(f"| a kernel start today (cgroup, jail, Python, ipykernel), mean | "
-          f"{_mean_of(rows, 'kernel start', starts):.2f} | | | RSS "
-          f"{_mean_of(rows, 'rss after start', starts) / mib:.0f} MiB after the start, "
-          f"{_mean_of(rows, 'peak rss', starts) / mib:.0f} MiB at its peak over the notebook | |")
+    print(f"| our worker without the template (`warm_template = False`: a new jail per kernel) | "
+          f"{sum(r['wall'] for r in cold):.1f} | {per_minute['cold']:.1f} | {core['cold']:.2f} | "
+          f"{core['cold'] / core['bare']:.2f}x the core-s of bare nbclient | |")
+    print(f"| our worker on `{on}`, mean per notebook, warm template | {worker_on:.2f} | | | "
+          f"{worker_on / bare_on:.2f}x bare nbclient's {bare_on:.2f} s | <= 0.6x |")
+    print(f"| our worker on `{on}`, mean per notebook, without the template | {cold_on:.2f} | | | "
+          f"{cold_on / bare_on:.2f}x bare nbclient's {bare_on:.2f} s | |")
+    if template:
+        print(f"| warm template: start-up (jail, imports, the start-up check) and memory | {template['start']:.2f} "
+              f"| | | | RSS {template['rss'] / mib:.0f} MiB, address space {template['vm'] / mib:.0f} MiB, "
+              f"{template['modules']} modules imported |")
+    for label, which in (("from the warm template", rows), ("without the template", cold)):
+        count_starts = sum(r.get("kernel starts", 0) for r in which) or 1
+        print(f"| a kernel start {label} (cgroup, jail, ipykernel), mean | "
+              f"{_mean_of(which, 'kernel start', count_starts):.2f} | | | RSS "
+              f"{_mean_of(which, 'rss after start', count_starts) / mib:.0f} MiB after the start, "
+              f"{_mean_of(which, 'peak rss', count_starts) / mib:.0f} MiB at its peak over the notebook | |")
     print()
     how = meters["ours"].how
     print("Core-seconds: the CPU time of each measurement's whole process tree, counted by "
@@ -608,32 +635,35 @@ def print_class_report(students, assignments, kinds, graded, meters, bare, rows,
           + ", ".join(f"{name} {meter.rusage / count:.2f}" for name, meter in meters.items())
           + ". Plain nbgrader has no judge: its `hand_in` cells fail fast, so it does a little less work.\n")
     columns = list(assignments) + ["all"]
-    print("Where the time of one graded notebook goes (`grade_job` in this process, jailed; mean seconds per "
-          "notebook; `share`: of the whole):\n")
-    print("| phase | " + " | ".join(f"`{c[:2]}`" if c != "all" else "all" for c in columns) + " | share |\n"
-          "|---|" + "---:|" * (len(columns) + 1))
+    print("Where the time of one graded notebook goes (`grade_job` in this process, jailed, warm template; mean "
+          "seconds per notebook; `share`: of the whole; the last column without the template):\n")
+    print("| phase | " + " | ".join(f"`{c[:2]}`" if c != "all" else "all" for c in columns) + " | share | "
+          "all, no template |\n|---|" + "---:|" * (len(columns) + 2))
 
     def of(column):
+        if column == "cold":
+            return cold
         return [r for r in rows if column == "all" or r["assignment"] == column]
 
-    total = _mean(r["wall"] for r in rows)
+    total, total_cold = _mean(r["wall"] for r in rows), _mean(r["wall"] for r in cold)
     for key, label in PHASES:
         means = [_mean(r.get(key, 0.0) for r in of(c)) for c in columns]
-        print(f"| {label} | " + " | ".join(f"{m:.2f}" for m in means) + f" | {means[-1] / total:.0%} |")
+        print(f"| {label} | " + " | ".join(f"{m:.2f}" for m in means) + f" | {means[-1] / total:.0%} | "
+              f"{_mean(r.get(key, 0.0) for r in cold):.2f} |")
     print("| **total `grade_job`** | " + " | ".join(f"{_mean(r['wall'] for r in of(c)):.2f}" for c in columns)
-          + " | 100% |")
+          + f" | 100% | {total_cold:.2f} |")
     print("| bare nbclient, same notebooks | " + " | ".join(
-        f"{_mean(bare[c] if c != 'all' else bare_all):.2f}" for c in columns) + " | |")
-    print("| CPU s of the kernel (its cgroups) | " + " | ".join(
-        f"{_mean(r['kernel_cpu'] or 0.0 for r in of(c)):.2f}" for c in columns) + " | |")
-    print("| CPU s of the worker process (set-up, judge, write-back) | " + " | ".join(
-        f"{_mean(r['worker_cpu'] for r in of(c)):.2f}" for c in columns) + " | |")
+        f"{_mean(bare[c] if c != 'all' else bare_all):.2f}" for c in columns) + f" | | {_mean(bare_all):.2f} |")
+    def line(label, value) -> str:  # the assignments' columns, the share left empty, then without the template
+        return f"| {label} | " + " | ".join(value(c) for c in columns) + f" | | {value('cold')} |"
+
+    print(line("CPU s of the kernel (its cgroups)", lambda c: f"{_mean(r['kernel_cpu'] or 0.0 for r in of(c)):.2f}"))
+    print(line("CPU s of the worker process (set-up, judge, write-back)",
+               lambda c: f"{_mean(r['worker_cpu'] for r in of(c)):.2f}"))
     for key, label in (("rss after start", "kernel RSS right after its start, MiB"),
                        ("peak rss", "kernel peak RSS over the notebook (VmHWM), MiB"),
                        ("cgroup peak", "submission cgroup's peak memory (RSS + page cache), MiB")):
-        print(f"| {label} | " + " | ".join(
-            f"{_mean_of(of(c), key, sum(r.get('kernel starts', 0) for r in of(c)) or 1) / mib:.0f}"
-            for c in columns) + " | |")
+        print(line(label, lambda c, key=key: f"{_mean_of(of(c), key, sum(r.get('kernel starts', 0) for r in of(c)) or 1) / mib:.0f}"))
 
 
 def _mean_of(rows, key: str, starts: int) -> float:

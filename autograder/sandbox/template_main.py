@@ -197,10 +197,11 @@ def serve(path, modules):
     for target in (0, 1, 2):  # from here on, nothing a kernel inherits reaches the worker's files
         os.dup2(null, target)
     os.close(null)
-    with open("/proc/self/status") as fh:  # what every kernel starts with mapped: its address-space cap must exceed it
-        vm = next(int(line.split()[1]) * 1024 for line in fh if line.startswith("VmSize:"))
+    with open("/proc/self/status") as fh:  # VmSize: every kernel starts with it mapped (its address-space cap)
+        status = {line.split(":")[0]: int(line.split()[1]) * 1024 for line in fh if line.startswith("Vm")}
     with open(path + ".tmp", "w") as fh:
-        json.dump({"modules": len(sys.modules), "address_space_bytes": vm}, fh)
+        json.dump({"modules": len(sys.modules), "address_space_bytes": status["VmSize"],
+                   "rss_bytes": status["VmRSS"]}, fh)
     os.rename(path + ".tmp", path + ".ready")
     while True:
         conn, _ = server.accept()

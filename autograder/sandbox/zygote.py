@@ -54,6 +54,7 @@ class Template:
         self.started_s: float | None = None  # wall seconds from launch to ready
         self.address_space_bytes = 0  # what every kernel forked from it has mapped from the start
         self.modules = 0  # modules imported
+        self.rss_bytes = 0  # its resident memory once ready, shared copy-on-write with every kernel
 
     def start(self) -> "Template":
         from autograder.sandbox.kernel import MAX_SOCKET_PATH
@@ -100,6 +101,7 @@ class Template:
         with open(ready, encoding="utf-8") as fh:
             facts = json.load(fh)
         self.address_space_bytes, self.modules = int(facts["address_space_bytes"]), int(facts["modules"])
+        self.rss_bytes = int(facts["rss_bytes"])
         self.probe()
         return self
 

@@ -38,17 +38,21 @@ def test_class_bench_prints_every_measurement():
     assert "Ours graded 2 of 2 (0 errors" in report
     number = r"\d+\.\d+"
     for row in ("ours: `grade_many(..., workers=2)`", "plain sequential `nbgrader autograde`", "bare nbclient, one",
-                "our worker (`grade_job`, jailed, in this process)"):
+                "our worker (`grade_job`, jailed, warm template, in this process)",
+                "our worker without the template"):
         line = next((line for line in report.splitlines() if line.startswith(f"| {row}")), None)
         assert line is not None, f"missing row: {row}"
         wall, per_minute, core = line.split("|")[2:5]  # seconds, notebooks per minute, core-seconds per notebook
         for cell in (wall, per_minute, core):
             assert re.fullmatch(rf"\s*{number}\s*", cell), f"not a measured number in {line!r}"
     assert re.search(rf"\| {number}x the notebooks per minute of sequential nbgrader \| >= 3x \|", report)
-    assert re.search(rf"\| our worker on `03_attention`, mean per notebook \| {number} \|.*{number}x bare nbclient's "
-                     rf"{number} s \| <= 0.6x \|", report)
-    assert "| warm template: start-up and memory | not applicable: no warm template yet |" in report
-    assert re.search(rf"\| a kernel start today .* \| {number} \|.*RSS \d+ MiB after the start", report)
+    assert re.search(rf"\| our worker on `03_attention`, mean per notebook, warm template \| {number} \|.*{number}x "
+                     rf"bare nbclient's {number} s \| <= 0.6x \|", report)
+    assert re.search(rf"\| our worker on `03_attention`, mean per notebook, without the template \| {number} \|", report)
+    assert re.search(rf"\| warm template: start-up .* \| {number} \|.*RSS \d+ MiB, address space \d+ MiB, \d+ "
+                     rf"modules imported \|", report)
+    for how in ("from the warm template", "without the template"):
+        assert re.search(rf"\| a kernel start {how} .* \| {number} \|.*RSS \d+ MiB after the start", report), how
     assert "cgroup" in report or "getrusage" in report  # how the core-seconds were counted
     phases = ("set-up", "kernel start", "first code cell", "the other cells", "judge", "kernel stop", "the rest of",
               "write-back", "**total `grade_job`**", "bare nbclient, same notebooks", "CPU s of the kernel",
@@ -56,6 +60,6 @@ def test_class_bench_prints_every_measurement():
     for phase in phases:
         line = next((line for line in report.splitlines() if line.startswith(f"| {phase}")), None)
         assert line is not None, f"missing phase row: {phase}"
-        cells = [cell.strip() for cell in line.split("|")[2:5]]  # 02, 03, all
+        cells = [cell.strip() for cell in line.split("|")[2:5]] + [line.split("|")[6].strip()]  # 02, 03, all; cold
         assert all(re.fullmatch(r"\d+(\.\d+)?", cell) for cell in cells), f"not measured: {line!r}"
     assert "nan" not in report
