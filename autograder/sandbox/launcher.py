@@ -3,6 +3,7 @@ become bubblewrap, whose jail runs ipykernel (see jail.py). Nothing of `autograd
 
     python -s -P -m autograder.sandbox.launcher --memory-bytes N --rlimit as --disk-bytes N --processes N
            [--cgroup DIR ...] [--ipc-dir DIR --connection-dir DIR] [--gpu] [--keep-env NAME ...]
+           [--template SOCKET]
            -- -f CONNECTION_FILE
 
 The working folder it is started in is the worker's copy of the submission folder. Resource limits survive
@@ -13,7 +14,9 @@ execve, so every process of the submission runs under them:
 - RLIMIT_CORE 0: a crash leaves no core file;
 - RLIMIT_NPROC: only when no cgroup could be made (the fallback; it counts per user, and the kernel ignores it
   for uid 0).
-Without `--ipc-dir` (AUTOGRADER_UNSAFE_NO_JAIL=1), it becomes ipykernel directly, as before the jail.
+Without `--ipc-dir` (AUTOGRADER_UNSAFE_NO_JAIL=1), it becomes ipykernel directly, as before the jail. With
+`--template SOCKET` it starts nothing itself: the worker's warm template forks the kernel (zygote.fork_kernel),
+this process moves that child into the submission's cgroup and stays until the kernel ends, with its exit code.
 
 bwrap is started with nothing of the grader (`exec_quietly`): it is the jail's PID 1, whose /proc entries the
 submission can read.
