@@ -210,9 +210,10 @@ def gpu_devices() -> list[str]:
 
 def _view_options(bwrap: str, disk_bytes: int, gpu: bool, capabilities: list[str]) -> list[str]:
     """The options every jail shares: new namespaces, the read-only view of the environment, a private /tmp.
-    `capabilities`: bwrap's options for them (`--cap-drop ALL`, or the template's own)."""
+    `capabilities`: bwrap's options for them and its lifetime (`--die-with-parent --cap-drop ALL`, or the
+    template's own)."""
     ro, hide, _pythonpath, data_dir = view()
-    argv = [bwrap, "--unshare-all", "--unshare-user", "--die-with-parent", *capabilities,
+    argv = [bwrap, "--unshare-all", "--unshare-user", *capabilities,
             "--hostname", "jail", "--clearenv"]
     # /tmp first: folders bound below may live under the host's /tmp (a clone or a venv there)
     size = ["--size", str(int(disk_bytes))] if disk_bytes > 0 else []
@@ -257,7 +258,7 @@ def _env_options(env: dict[str, str]) -> list[str]:
 def bwrap_command(bwrap: str, *, kernel_cmd: list[str], ipc_dir: str, notebook_src: str, disk_bytes: int,
                   env: dict[str, str], gpu: bool = False, connection_dir: str | None = None) -> list[str]:
     """The argv that runs `kernel_cmd` (python -m ipykernel_launcher ...) in a new jail (see the module doc)."""
-    argv = _view_options(bwrap, disk_bytes, gpu, ["--disable-userns", "--cap-drop", "ALL"])
+    argv = _view_options(bwrap, disk_bytes, gpu, ["--die-with-parent", "--disable-userns", "--cap-drop", "ALL"])
     size = ["--size", str(int(disk_bytes))] if disk_bytes > 0 else []
     argv += [*size, "--tmpfs", "/dev/shm",
              "--ro-bind", notebook_src, SUBMISSION_DIR,
@@ -275,7 +276,8 @@ def template_command(bwrap: str, *, exchange: str, env: dict[str, str], command:
     its own user namespace kept (its children make their own namespaces with them, then drop them all; with
     bwrap's --disable-userns a child could not mount its PID namespace's /proc where the grader runs as root, so
     each child closes nested user namespaces itself: user.max_user_namespaces = 0), and the worker's exchange
-    folder bound read-write (the template's socket, each kernel's folders)."""
+    folder bound read-write (the template's socket, each kernel's folders). Not --die-with-parent, which follows
+    the worker's THREAD that started it: the template ends when the worker's end of a pipe closes (zygote.py)."""
     argv = _view_options(bwrap, 64 * 1024 * 1024, False, ["--cap-add", "ALL"])
     argv += ["--bind", exchange, exchange, "--chdir", "/tmp", *_env_options(env)]
     return [*argv, "--", *command]

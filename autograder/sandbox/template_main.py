@@ -187,7 +187,7 @@ def child(conn):
     os._exit(0)
 
 
-def serve(path, modules):
+def serve(path, modules, lifeline):
     preload(modules)
     server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     server.bind(path)
@@ -204,10 +204,14 @@ def serve(path, modules):
                    "rss_bytes": status["VmRSS"]}, fh)
     os.rename(path + ".tmp", path + ".ready")
     while True:
+        readable, _, _ = select.select([server, lifeline], [], [])
+        if lifeline in readable:  # the worker's end closed: the worker is gone
+            os._exit(0)
         conn, _ = server.accept()
         if os.fork() == 0:
             try:
                 server.close()
+                os.close(lifeline)
                 child(conn)
             finally:
                 os._exit(72)
@@ -215,4 +219,4 @@ def serve(path, modules):
 
 
 if __name__ == "__main__":
-    serve(sys.argv[1], sys.argv[2].split(",") if len(sys.argv) > 2 and sys.argv[2] else [])
+    serve(sys.argv[1], [name for name in sys.argv[2].split(",") if name], int(sys.argv[3]))

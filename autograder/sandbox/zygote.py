@@ -10,8 +10,8 @@ joins the submission's cgroup, drops every capability and becomes that submissio
     worker (kernel manager)  --starts-->  launcher --template SOCKET  --connects-->  template (in its jail)
                                             | moves the child into the cgroup          | forks the child
 
-The template is started on the worker's first kernel and lives as long as the worker (its jail dies with it:
---die-with-parent). A template that died or cannot be reached is started again on the next kernel; one that
+The template is started on the worker's first kernel and lives as long as the worker: it exits when the worker's
+end of a pipe closes (the worker ended, even by SIGKILL), and its jail, kernels included, goes with it. A template that died or cannot be reached is started again on the next kernel; one that
 cannot start at all leaves the worker on the cold path (a new jail per kernel, jail.bwrap_command), said once in
 the log. `c.SandboxLimits.warm_template = False` turns it off (docs/grading-config.md).
 """
@@ -51,6 +51,7 @@ class Template:
         self.exchange = scratch.mkdtemp("tpl", scratch.socket_root())
         self.socket = os.path.join(self.exchange, SOCKET)
         self.process: subprocess.Popen | None = None
+        self.lifeline: int | None = None  # the worker's end of the template's lifeline pipe
         self.started_s: float | None = None  # wall seconds from launch to ready
         self.address_space_bytes = 0  # what every kernel forked from it has mapped from the start
         self.modules = 0  # modules imported
@@ -68,7 +69,9 @@ class Template:
         program = os.path.join(self.exchange, "template_main.py")
         with open(SOURCE, encoding="utf-8") as src, open(program, "w", encoding="utf-8") as dst:
             dst.write(src.read())
-        command = [sys.executable, "-s", "-P", program, self.socket, ",".join(PRELOAD)]
+        # the template's lifeline: it exits when this end closes (the worker ended, however), and its jail with it
+        lifeline, self.lifeline = os.pipe()
+        command = [sys.executable, "-s", "-P", program, self.socket, ",".join(PRELOAD), str(lifeline)]
         argv = jail.template_command(bwrap, exchange=self.exchange, env=self.env, command=command)
         at = argv.index("--")
         from autograder.sandbox.launcher import args_fd
@@ -78,11 +81,12 @@ class Template:
         errors = open(os.path.join(self.exchange, "template.log"), "wb")
         try:
             # as the kernel's jail: an empty environment, nothing of the grader on its stdin/stdout/stderr
-            self.process = subprocess.Popen([bwrap, "--args", str(fd), *argv[at:]], env={}, pass_fds=(fd,),
+            self.process = subprocess.Popen([bwrap, "--args", str(fd), *argv[at:]], env={}, pass_fds=(fd, lifeline),
                                             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                             stderr=errors, start_new_session=True)
         finally:
             os.close(fd)
+            os.close(lifeline)
             errors.close()
         ready = self.socket + ".ready"
         while not os.path.exists(ready):
@@ -143,6 +147,9 @@ class Template:
             conn.close()
 
     def stop(self) -> None:
+        if self.lifeline is not None:
+            os.close(self.lifeline)
+            self.lifeline = None
         if self.process is not None and self.process.poll() is None:
             self.process.kill()  # bwrap, the template's PID 1: its namespace takes every process with it
             try:

@@ -7,13 +7,16 @@ import dataclasses
 import json
 import os
 import signal
+import subprocess
+import sys
+import time
 
 import pytest
 from nbclient.exceptions import DeadKernelError
 from sandboxkit import LIMITS, errors, run, text
 
 from autograder.course.units import GiB, MiB
-from autograder.sandbox import jail, zygote
+from autograder.sandbox import jail, scratch, zygote
 from autograder.sandbox.kernel import kernel_manager_class, kernel_spec
 
 WARM = dataclasses.replace(LIMITS, warm_template=True, output_bytes=100_000)
@@ -223,3 +226,23 @@ def one_template_per_test():
     zygote._failed.clear()
     yield
     zygote.stop_all()
+
+
+def test_the_template_ends_with_its_worker_even_a_killed_one(tmp_path):
+    """Its lifeline is a pipe the worker holds: a worker killed with SIGKILL takes the template's jail with it, and
+    the next run's sweep removes the exchange folder it left."""
+    script = ("import json, sys\nfrom autograder.sandbox import jail, scratch, zygote\n"
+              "made = zygote.template(jail.kernel_env({'JPY_PARENT_PID': '1'}))\n"
+              "print(json.dumps([made.process.pid, made.exchange]), flush=True)\nimport time\ntime.sleep(600)")
+    worker = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    try:
+        bwrap_pid, exchange = json.loads(worker.stdout.readline())
+        assert os.path.exists(f"/proc/{bwrap_pid}") and os.path.isdir(exchange)
+    finally:
+        worker.kill()
+        worker.wait()
+    deadline = time.monotonic() + 30
+    while os.path.exists(f"/proc/{bwrap_pid}") and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not os.path.exists(f"/proc/{bwrap_pid}")
+    assert exchange in scratch.sweep(force=True) and not os.path.exists(exchange)
