@@ -12,7 +12,7 @@ import sys
 import time
 
 import pytest
-from sandboxkit import LIMITS, errors, run, text
+from sandboxkit import LIMITS, errors, memory_hog_cells, run, text
 
 import autograder
 from autograder.sandbox import cgroup
@@ -273,16 +273,7 @@ def test_a_loop_that_ignores_sigint_is_killed(tmp_path):
 def test_total_memory_of_the_submission_is_capped(tmp_path):
     """Four children of 300 MiB each (each well under the 2 GiB per-process cap) under an 800 MiB total cap."""
     limits = Limits(cell_timeout=60, notebook_timeout=120, memory_bytes=800 * MiB, processes=64)
-    nb, _ = run([
-        "import subprocess, sys, time\n"
-        "code = 'import time; a = b\"x\" * (300 * 1024**2); time.sleep(60)'\n"
-        "children = [subprocess.Popen([sys.executable, '-S', '-c', code]) for _ in range(4)]\n"
-        "end = time.time() + 45\n"
-        "while time.time() < end and all(c.poll() is None for c in children):\n"
-        "    time.sleep(0.1)\n"
-        "print(*[c.poll() for c in children])",
-        "print('kernel alive')",
-    ], tmp_path, limits)
+    nb, _ = run(memory_hog_cells(300), tmp_path, limits)
     codes = text(nb.cells[0]).split()
     assert len(codes) == 4 and "-9" in codes, codes  # the OOM killer of the submission's cgroup
     assert text(nb.cells[1]).strip() == "kernel alive"

@@ -13,7 +13,7 @@ import time
 
 import pytest
 from nbclient.exceptions import DeadKernelError
-from sandboxkit import LIMITS, errors, run, text
+from sandboxkit import LIMITS, errors, memory_hog_cells, run, text
 
 from autograder.course.units import GiB, MiB
 from autograder.sandbox import jail, scratch, zygote
@@ -203,16 +203,7 @@ def test_the_total_memory_of_a_warm_submission_is_capped(tmp_path):
     """The template's pages are not the submission's, but everything it allocates is: four children of 600 MiB
     under a 2 GiB total cap."""
     limits = dataclasses.replace(WARM, cell_timeout=60, memory_bytes=2 * GiB)
-    nb, _ = run([
-        "import subprocess, sys, time\n"
-        "code = 'import time; a = b\"x\" * (600 * 1024**2); time.sleep(60)'\n"
-        "children = [subprocess.Popen([sys.executable, '-S', '-c', code]) for _ in range(4)]\n"
-        "end = time.time() + 45\n"
-        "while time.time() < end and all(c.poll() is None for c in children):\n"
-        "    time.sleep(0.1)\n"
-        "print(*[c.poll() for c in children])",
-        "print('kernel alive')",
-    ], tmp_path, limits)
+    nb, _ = run(memory_hog_cells(600), tmp_path, limits)
     assert the_template().alive()
     codes = text(nb.cells[0]).split()
     assert len(codes) == 4 and "-9" in codes, codes  # the OOM killer of the submission's cgroup
