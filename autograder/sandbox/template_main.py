@@ -122,13 +122,16 @@ def become_kernel(request):
     os.environ.clear()
     os.environ.update(request["env"])
     os.chdir(request["notebook_dir"])
+    os.environ.update(PWD=request["notebook_dir"], OLDPWD="/tmp")  # as the cold jail's shell leaves them
     import random
     random.seed()  # as a fresh interpreter: seeds of its own, not the template's (torch, too, seeds at random)
     if "numpy" in sys.modules:
         sys.modules["numpy"].random.seed()
     if "torch" in sys.modules:
         sys.modules["torch"].seed()
-    sys.argv = ["ipykernel_launcher", *request["kernel_args"]]
+    import importlib.util
+
+    sys.argv = [importlib.util.find_spec("ipykernel_launcher").origin, *request["kernel_args"]]
     from ipykernel import kernelapp
 
     kernelapp.launch_new_instance(argv=request["kernel_args"])
