@@ -22,6 +22,7 @@ see: each kernel's writable state is its own tmpfs and its own copy-on-write mem
 import ctypes
 import json
 import os
+import re
 import select
 import shutil
 import signal
@@ -84,6 +85,19 @@ def read_line(conn):
     return data.decode()
 
 
+def held_below(root, exchange):
+    """[(mount point, O_PATH fd, is a folder)] of every mount strictly below `root` but the exchange folder's,
+    parents first: what the template's view binds there (the cold jail mounts its /tmp first and binds on top)."""
+    inside = (lambda path, top: path == top or path.startswith(top.rstrip("/") + "/"))
+    points = []
+    with open("/proc/self/mountinfo") as fh:
+        for line in fh:
+            point = re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), line.split()[4])
+            if inside(point, root) and point != root and not inside(point, exchange) and point not in points:
+                points.append(point)
+    return [(point, os.open(point, os.O_PATH | os.O_NOFOLLOW), os.path.isdir(point)) for point in points]
+
+
 def build_root(request, conn):
     """(PID 1 of the new namespaces) The kernel's filesystem: see the module doc."""
     mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
@@ -91,13 +105,23 @@ def build_root(request, conn):
         fh.write("0")
     keep = {name: os.open(request[name], os.O_PATH | os.O_DIRECTORY)
             for name in ("submission", "ipc_dir", "connection_dir")}
+    exchange = request["exchange"]
     size = int(request["disk_bytes"])
     options = f"mode=1777,size={size}" if size > 0 else "mode=1777"
     for target in ("/tmp", "/dev/shm"):
+        below = held_below(target, exchange)  # the view's binds under it (a clone or a venv in /tmp)
         mount("tmpfs", target, "tmpfs", MS_NOSUID | MS_NODEV, options)
+        for point, fd, is_dir in below:  # bound again, read-only, on the new tmpfs
+            if is_dir:
+                os.makedirs(point, exist_ok=True)
+            else:
+                os.makedirs(os.path.dirname(point), exist_ok=True)
+                open(point, "a").close()
+            mount(f"/proc/self/fd/{fd}", point, None, MS_BIND)
+            mount(None, point, None, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV)
+            os.close(fd)
     notebook = request["notebook_dir"]
     shutil.copytree(f"/proc/self/fd/{keep['submission']}", notebook, symlinks=True)
-    exchange = request["exchange"]
     if os.path.isdir(exchange):  # not under /tmp or /dev/shm: covered by an empty tmpfs of its own
         mount("tmpfs", exchange, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=65536")
     for name, read_only in (("ipc_dir", False), ("connection_dir", True)):

@@ -6,9 +6,11 @@ import contextlib
 import dataclasses
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 
 import pytest
@@ -237,3 +239,23 @@ def test_the_template_ends_with_its_worker_even_a_killed_one(tmp_path):
         time.sleep(0.1)
     assert not os.path.exists(f"/proc/{bwrap_pid}")
     assert exchange in scratch.sweep(force=True) and not os.path.exists(exchange)
+
+
+def test_what_the_view_binds_under_tmp_stays_in_a_warm_kernels_view(tmp_path, monkeypatch):
+    """A clone or a virtual environment under /tmp (where CI clones): the kernel's own /tmp does not cover them,
+    and they stay read-only, as in a cold jail, which mounts its /tmp first and binds on top."""
+    shelf = tempfile.mkdtemp(dir="/tmp", prefix="ag-test-view-")
+    try:
+        os.mkdir(os.path.join(shelf, "pkg"))
+        with open(os.path.join(shelf, "pkg", "shelved.py"), "w") as fh:
+            fh.write("WHERE = 'on the shelf'\n")
+        ro, hide, pythonpath, data = jail.view()
+        monkeypatch.setattr(jail, "view", lambda: ((*ro, os.path.join(shelf, "pkg")), hide, pythonpath, data))
+        folder = os.path.join(shelf, "pkg")
+        nb, _ = run([f"import sys\nsys.path.insert(0, {folder!r})\nimport shelved\nprint(shelved.WHERE)",
+                     f"open({os.path.join(folder, 'new.txt')!r}, 'w')"], tmp_path, WARM)
+        assert text(nb.cells[0]).strip() == "on the shelf", nb.cells[0].outputs
+        assert errors(nb.cells[1]) == ["OSError"], nb.cells[1].outputs
+        assert zygote._templates  # it ran warm (a cold kernel's launcher, another process, would not see the patch)
+    finally:
+        shutil.rmtree(shelf)
