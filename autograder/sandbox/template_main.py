@@ -114,7 +114,7 @@ def build_root(request, conn):
         for point, fd, is_dir in below:  # bound again, read-only, on the new tmpfs
             if is_dir:
                 os.makedirs(point, exist_ok=True)
-            else:
+            elif not os.path.lexists(point):  # a file (a held-out copy) over one of a folder bound just before
                 os.makedirs(os.path.dirname(point), exist_ok=True)
                 open(point, "a").close()
             mount(f"/proc/self/fd/{fd}", point, None, MS_BIND)

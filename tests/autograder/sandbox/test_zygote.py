@@ -249,13 +249,21 @@ def test_what_the_view_binds_under_tmp_stays_in_a_warm_kernels_view(tmp_path, mo
         os.mkdir(os.path.join(shelf, "pkg"))
         with open(os.path.join(shelf, "pkg", "shelved.py"), "w") as fh:
             fh.write("WHERE = 'on the shelf'\n")
-        ro, hide, pythonpath, data = jail.view()
-        monkeypatch.setattr(jail, "view", lambda: ((*ro, os.path.join(shelf, "pkg")), hide, pythonpath, data))
         folder = os.path.join(shelf, "pkg")
+        for name, words in (("held.txt", "the whole text"), ("masked.txt", "the masked copy")):
+            with open(os.path.join(shelf, name if name == "masked.txt" else f"pkg/{name}"), "w") as fh:
+                fh.write(words)
+        ro, hide, pythonpath, data = jail.view()
+        monkeypatch.setattr(jail, "view", lambda: ((*ro, folder), hide, pythonpath, data))
+        # a file bound over one inside a folder bound just before, as the held-out texts are in the data folder
+        monkeypatch.setattr(jail, "held_out_texts", lambda _data: [os.path.join(folder, "held.txt")])
+        monkeypatch.setattr(jail, "masked_text_file", lambda _source: os.path.join(shelf, "masked.txt"))
         nb, _ = run([f"import sys\nsys.path.insert(0, {folder!r})\nimport shelved\nprint(shelved.WHERE)",
-                     f"open({os.path.join(folder, 'new.txt')!r}, 'w')"], tmp_path, WARM)
+                     f"open({os.path.join(folder, 'new.txt')!r}, 'w')",
+                     f"print(open({os.path.join(folder, 'held.txt')!r}).read())"], tmp_path, WARM)
         assert text(nb.cells[0]).strip() == "on the shelf", nb.cells[0].outputs
         assert errors(nb.cells[1]) == ["OSError"], nb.cells[1].outputs
-        assert zygote._templates  # it ran warm (a cold kernel's launcher, another process, would not see the patch)
+        assert text(nb.cells[2]).strip() == "the masked copy", nb.cells[2].outputs
+        assert zygote._templates and not zygote._failed  # warm (a cold kernel's launcher would not see the patch)
     finally:
         shutil.rmtree(shelf)
