@@ -523,8 +523,12 @@ def template_facts() -> dict:
 
 OURS_SCRIPT = """\
 import json, sys
+from autograder.course.coursedir import nbgrader_config
 from autograder.grade.engine import grade_many
-summaries = grade_many(sys.argv[1], sys.argv[2].split(","), workers=2, force=True, progress=False)
+from autograder.sandbox.limits import course_limits
+from pathlib import Path
+limits = course_limits(nbgrader_config(Path(sys.argv[1])), warm_template=True)  # the course's limits, the template on
+summaries = grade_many(sys.argv[1], sys.argv[2].split(","), workers=2, force=True, progress=False, limits=limits)
 print("RESULT " + json.dumps({"graded": sum(len(s.graded) for s in summaries),
                               "failed": sum(len(s.failed) for s in summaries),
                               "held": sum(len(s.held) for s in summaries),
