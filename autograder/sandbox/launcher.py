@@ -33,15 +33,25 @@ import sys
 STARTUP = "__import__('sys').path.append('')"
 
 
-def apply_limits(memory_bytes: int, which: str, disk_bytes: int = 0, processes: int = 0) -> None:
-    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))  # a segfault leaves no multi-GB core file behind
+RLIMIT_OF = {"core": resource.RLIMIT_CORE, "as": resource.RLIMIT_AS, "data": resource.RLIMIT_DATA,
+             "fsize": resource.RLIMIT_FSIZE, "nproc": resource.RLIMIT_NPROC}  # template_main.RLIMITS names them too
+
+
+def rlimits(memory_bytes: int, which: str, disk_bytes: int = 0, processes: int = 0) -> dict[str, int]:
+    """The kernel's rlimits by name ({"core": 0, "as": N...}): set here, or by the template's child it forks."""
+    chosen = {"core": 0}  # a segfault leaves no multi-GB core file behind
     if memory_bytes > 0:
-        kind = resource.RLIMIT_DATA if which == "data" else resource.RLIMIT_AS
-        resource.setrlimit(kind, (memory_bytes, memory_bytes))
+        chosen[which] = memory_bytes
     if disk_bytes > 0:
-        resource.setrlimit(resource.RLIMIT_FSIZE, (disk_bytes, disk_bytes))
+        chosen["fsize"] = disk_bytes
     if processes > 0:
-        resource.setrlimit(resource.RLIMIT_NPROC, (processes, processes))
+        chosen["nproc"] = processes
+    return chosen
+
+
+def apply_limits(memory_bytes: int, which: str, disk_bytes: int = 0, processes: int = 0) -> None:
+    for name, value in rlimits(memory_bytes, which, disk_bytes, processes).items():
+        resource.setrlimit(RLIMIT_OF[name], (value, value))
 
 
 def parse(argv: list[str]) -> argparse.Namespace:
@@ -100,18 +110,6 @@ def main(argv: list[str] | None = None) -> None:
     apply_limits(args.memory_bytes, args.rlimit, args.disk_bytes, 0 if args.cgroup else args.processes)
     at = argv.index("--")
     exec_quietly(bwrap, argv[1:at], argv[at:])
-
-
-def rlimits(memory_bytes: int, which: str, disk_bytes: int = 0, processes: int = 0) -> dict[str, int]:
-    """apply_limits's rlimits, by name, for a kernel the template forks (template_main.RLIMITS)."""
-    chosen = {"core": 0}
-    if memory_bytes > 0:
-        chosen[which] = memory_bytes
-    if disk_bytes > 0:
-        chosen["fsize"] = disk_bytes
-    if processes > 0:
-        chosen["nproc"] = processes
-    return chosen
 
 
 def from_template(args: argparse.Namespace, env: dict[str, str]) -> int:

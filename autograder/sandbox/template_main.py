@@ -98,7 +98,7 @@ def held_below(root, exchange):
     return [(point, os.open(point, os.O_PATH | os.O_NOFOLLOW), os.path.isdir(point)) for point in points]
 
 
-def build_root(request, conn):
+def build_root(request):
     """(PID 1 of the new namespaces) The kernel's filesystem: see the module doc."""
     mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
     with open("/proc/sys/user/max_user_namespaces", "w") as fh:  # as bwrap's --disable-userns: no nested one
@@ -164,7 +164,7 @@ def become_kernel(request):
 
 def init(request, conn):
     """(PID 1) Build the root, fork the kernel, report its exit code to the launcher and exit with it."""
-    build_root(request, conn)
+    build_root(request)
     kernel = os.fork()
     if kernel == 0:
         try:
