@@ -271,13 +271,14 @@ def bwrap_command(bwrap: str, *, kernel_cmd: list[str], ipc_dir: str, notebook_s
     return [*argv, "--", "/bin/sh", "-c", script, "sh", *kernel_cmd]
 
 
-def template_command(bwrap: str, *, exchange: str, env: dict[str, str], command: list[str]) -> list[str]:
+def template_command(bwrap: str, *, exchange: tuple[str, ...], env: dict[str, str], command: list[str]) -> list[str]:
     """The argv of a warm template's jail (zygote.py): the kernel's view of the environment, the capabilities of
     its own user namespace kept (its children make their own namespaces with them, then drop them all; with
     bwrap's --disable-userns a child could not mount its PID namespace's /proc where the grader runs as root, so
     each child closes nested user namespaces itself: user.max_user_namespaces = 0), and the worker's exchange
-    folder bound read-write (the template's socket, each kernel's folders). Not --die-with-parent, which follows
+    folders bound read-write (the template's socket, each kernel's folders: zygote.Template). Not --die-with-parent, which follows
     the worker's THREAD that started it: the template ends when the worker's end of a pipe closes (zygote.py)."""
     argv = _view_options(bwrap, 64 * 1024 * 1024, False, ["--cap-add", "ALL"])
-    argv += ["--bind", exchange, exchange, "--chdir", "/tmp", *_env_options(env)]
+    argv += [arg for folder in exchange for arg in ("--bind", folder, folder)]
+    argv += ["--chdir", "/tmp", *_env_options(env)]
     return [*argv, "--", *command]

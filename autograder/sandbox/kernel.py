@@ -19,11 +19,12 @@ the per-cell time limit and the kernel start-up time are nbgrader's own `Execute
 `SandboxLimits` (`c.SandboxLimits.memory_bytes = ...`). `course_limits(config)` reads them into a `Limits`, the
 plain value that travels with every grading job (and into its content hash).
 
-With `c.SandboxLimits.warm_template = True` the kernel is not a new Python: the launcher has the worker's warm
+With `c.SandboxLimits.warm_template = True` (the default) the kernel is not a new Python: the launcher has the worker's warm
 template (zygote.py) fork it, in fresh namespaces of its own, in the submission's cgroup, without capabilities.
 The kernel manager starts the template on the worker's first kernel and puts the kernel's socket and connection
-folders in the template's exchange folder; kernels on a GPU, or with an address-space cap too small for what the template maps, and every
-kernel with `c.SandboxLimits.warm_template = False`, start cold, each in a new bwrap jail.
+folders in the template's exchange folders (zygote.Template); kernels on a GPU, or with an address-space cap too
+small for what the template maps, and every kernel with `c.SandboxLimits.warm_template = False`, start cold, each
+in a new bwrap jail.
 
 AUTOGRADER_UNSAFE_NO_JAIL=1 runs kernels as plain processes (rlimits and the cgroup still apply): only for a
 developer's own notebooks where bubblewrap is missing.
@@ -102,11 +103,11 @@ class SandboxKernelManager(AsyncKernelManager):
         if self.sandbox_jailed and self.ipc_dir is None:
             # sockets in a folder bound writable into the jail (no network there), on a tmpfs whose pages the
             # submission's cgroup pays for; the connection file apart, bound read-only (scratch.py). From a
-            # warm template: both in its exchange folder, which the template's jail sees
+            # warm template: each in its exchange folder on the same file system, which its jail sees
             self.template = self._template()
-            root = self.template.exchange if self.template is not None else None
-            self.ipc_dir = scratch.mkdtemp("ipc", root or scratch.socket_root())
-            self.connection_dir = scratch.mkdtemp("conn", root)
+            made = self.template
+            self.ipc_dir = scratch.mkdtemp("ipc", made.exchange if made else scratch.socket_root())
+            self.connection_dir = scratch.mkdtemp("conn", made.files if made else None)
             self.transport = "ipc"
             self.connection_file = os.path.join(self.connection_dir, "kernel.json")
             self.ip = os.path.join(self.ipc_dir, "k")
@@ -133,7 +134,7 @@ class SandboxKernelManager(AsyncKernelManager):
         if self.ipc_dir:
             per_kernel += ["--ipc-dir", self.ipc_dir, "--connection-dir", self.connection_dir]
         if self.template is not None:
-            per_kernel += ["--template", self.template.socket]
+            per_kernel += ["--template", self.template.socket, "--template-files", self.template.files]
         at = cmd.index("--")
         return cmd[:at] + per_kernel + cmd[at:]
 

@@ -3,7 +3,7 @@ become bubblewrap, whose jail runs ipykernel (see jail.py). Nothing of `autograd
 
     python -s -P -m autograder.sandbox.launcher --memory-bytes N --rlimit as --disk-bytes N --processes N
            [--cgroup DIR ...] [--ipc-dir DIR --connection-dir DIR] [--gpu] [--keep-env NAME ...]
-           [--template SOCKET]
+           [--template SOCKET --template-files DIR]
            -- -f CONNECTION_FILE
 
 The working folder it is started in is the worker's copy of the submission folder. Resource limits survive
@@ -66,9 +66,12 @@ def parse(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--connection-dir", default=None, help="the connection file's folder (read-only in the jail)")
     parser.add_argument("--gpu", action="store_true")
     parser.add_argument("--template", default=None, help="a warm template's socket (zygote.py): fork the kernel there")
+    parser.add_argument("--template-files", default=None, help="that template's folder for the submission's copy")
     parser.add_argument("--keep-env", action="append", default=[], help="a variable passed into the jail")
     parser.add_argument("kernel_args", nargs=argparse.REMAINDER)
     args = parser.parse_args(argv)
+    if (args.template is None) != (args.template_files is None):
+        parser.error("--template and --template-files go together")
     args.kernel_args = [a for a in args.kernel_args if a != "--"]
     return args
 
@@ -114,17 +117,15 @@ def main(argv: list[str] | None = None) -> None:
 
 def from_template(args: argparse.Namespace, env: dict[str, str]) -> int:
     """Have the warm template at `args.template` fork this submission's kernel (zygote.fork_kernel) from a copy of
-    the submission's folder in the exchange folder; the exit code is the kernel's."""
+    the submission's folder in the template's files folder; the exit code is the kernel's."""
     import shutil
 
     from autograder.sandbox import jail, scratch, zygote
 
-    exchange = os.path.dirname(args.template)
-    submission = scratch.mkdtemp("sub", exchange)
+    submission = scratch.mkdtemp("sub", args.template_files)
     try:
         shutil.copytree(os.getcwd(), submission, symlinks=True, dirs_exist_ok=True)
-        request = {"kernel_args": ipykernel_args(args.kernel_args), "env": env, "exchange": exchange,
-                   "submission": submission, "notebook_dir": jail.NOTEBOOK_DIR, "ipc_dir": args.ipc_dir,
+        request = {"kernel_args": ipykernel_args(args.kernel_args), "env": env, "submission": submission, "notebook_dir": jail.NOTEBOOK_DIR, "ipc_dir": args.ipc_dir,
                    "connection_dir": args.connection_dir, "disk_bytes": args.disk_bytes,
                    "rlimits": rlimits(args.memory_bytes, args.rlimit, args.disk_bytes,
                                       0 if args.cgroup else args.processes)}

@@ -60,13 +60,13 @@ class SandboxLimits(LoggingConfigurable):
         "of a submission, CPU time not accounted): said in one line per run. Off: `autograder grade` refuses to run "
         "there (`--allow-unenforced-limits` allows it for one run). Not a limit of the submission: not in `Limits`."
     )).tag(config=True)
-    warm_template = Bool(False, help=(
+    warm_template = Bool(True, help=(
         "Not a limit but how a kernel starts. True: each grading worker keeps a warm template in a jail that has "
         "imported what kernels import (ipykernel, numpy, torch, matplotlib, coursekit) and forks every submission's "
         "kernel into fresh namespaces of its own, in the submission's cgroup, with no capability (autograder/sandbox/"
-        "zygote.py): the same jail and limits, without paying Python and torch start-up per notebook. Off by "
-        "default for now: a submission that fills the socket tmpfs can stop a classmate's warm kernel from starting "
-        "(docs/threat-model.md). False: every kernel starts in a new jail of its own (also on GPU workers)."
+        "zygote.py): the same jail and limits, without paying Python and torch start-up per notebook (GPU kernels, "
+        "and an address-space cap below what the template maps plus 1 GiB, start cold). False: every kernel starts "
+        "in a new jail of its own."
     )).tag(config=True)
     cpus = Float(1.0, help=(
         "CPU cores the whole submission may use at once, all its processes together (its cgroup's CPU quota: "

@@ -7,11 +7,12 @@ then, for each connection on its socket, forks a child that becomes one submissi
     child        reads the request, says "ready"; the launcher (outside, in the worker) moves it into the
                  submission's cgroup and says "go"; it enters new mount, PID, IPC, network, UTS and cgroup
                  namespaces and forks
-    PID 1        (the new PID namespace's init): mounts its own /proc (no nested user namespace from here on), a size-capped tmpfs at /tmp (with a copy
-                 of the submission's folder at /tmp/notebook) and at /dev/shm, covers the template's exchange
-                 folder but for this kernel's socket folder (read-write) and connection folder (read-only),
-                 forks the kernel, drops every capability and waits; when the kernel ends, it reports the exit
-                 code and exits, and the namespace takes every process of the submission with it
+    PID 1        (the new PID namespace's init): mounts its own /proc (no nested user namespace from here
+                 on), a size-capped tmpfs at /tmp (with a copy of the submission's folder at /tmp/notebook)
+                 and at /dev/shm, covers the template's two exchange folders but for this kernel's socket
+                 folder (read-write) and connection folder (read-only), forks the kernel, drops every
+                 capability and waits; when the kernel ends, it reports the exit code and exits, and the
+                 namespace takes every process of the submission with it
     PID 2        drops every capability (bounding set included), sets no_new_privs and the rlimits, takes the
                  kernel's environment, reseeds what a fresh interpreter seeds, and becomes ipykernel
 
@@ -85,27 +86,31 @@ def read_line(conn):
     return data.decode()
 
 
+def inside(path, top):
+    return path == top or path.startswith(top.rstrip("/") + "/")
+
+
 def held_below(root, exchange):
-    """[(mount point, O_PATH fd, is a folder)] of every mount strictly below `root` but the exchange folder's,
+    """[(mount point, O_PATH fd, is a folder)] of every mount strictly below `root` but the exchange folders',
     parents first: what the template's view binds there (the cold jail mounts its /tmp first and binds on top)."""
-    inside = (lambda path, top: path == top or path.startswith(top.rstrip("/") + "/"))
     points = []
     with open("/proc/self/mountinfo") as fh:
         for line in fh:
             point = re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), line.split()[4])
-            if inside(point, root) and point != root and not inside(point, exchange) and point not in points:
+            if (inside(point, root) and point != root and not any(inside(point, top) for top in exchange)
+                    and point not in points):
                 points.append(point)
     return [(point, os.open(point, os.O_PATH | os.O_NOFOLLOW), os.path.isdir(point)) for point in points]
 
 
-def build_root(request):
-    """(PID 1 of the new namespaces) The kernel's filesystem: see the module doc."""
+def build_root(request, exchange):
+    """(PID 1 of the new namespaces) The kernel's filesystem: see the module doc. `exchange`: the template's
+    exchange folders."""
     mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
     with open("/proc/sys/user/max_user_namespaces", "w") as fh:  # as bwrap's --disable-userns: no nested one
         fh.write("0")
     keep = {name: os.open(request[name], os.O_PATH | os.O_DIRECTORY)
             for name in ("submission", "ipc_dir", "connection_dir")}
-    exchange = request["exchange"]
     size = int(request["disk_bytes"])
     options = f"mode=1777,size={size}" if size > 0 else "mode=1777"
     for target in ("/tmp", "/dev/shm"):
@@ -122,8 +127,9 @@ def build_root(request):
             os.close(fd)
     notebook = request["notebook_dir"]
     shutil.copytree(f"/proc/self/fd/{keep['submission']}", notebook, symlinks=True)
-    if os.path.isdir(exchange):  # not under /tmp or /dev/shm: covered by an empty tmpfs of its own
-        mount("tmpfs", exchange, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=65536")
+    for folder in exchange:
+        if os.path.isdir(folder):  # not under /tmp or /dev/shm: covered by an empty tmpfs of its own
+            mount("tmpfs", folder, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=65536")
     for name, read_only in (("ipc_dir", False), ("connection_dir", True)):
         os.makedirs(request[name], mode=0o700, exist_ok=True)
         mount(f"/proc/self/fd/{keep[name]}", request[name], None, MS_BIND)
@@ -162,9 +168,9 @@ def become_kernel(request):
     os._exit(0)
 
 
-def init(request, conn):
+def init(request, conn, exchange):
     """(PID 1) Build the root, fork the kernel, report its exit code to the launcher and exit with it."""
-    build_root(request)
+    build_root(request, exchange)
     kernel = os.fork()
     if kernel == 0:
         try:
@@ -190,7 +196,7 @@ def init(request, conn):
             os._exit(1)
 
 
-def child(conn):
+def child(conn, exchange):
     """A forked child of the template: wait to be placed in the submission's cgroup, then make its namespaces."""
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
     request = json.loads(read_line(conn))
@@ -205,7 +211,7 @@ def child(conn):
     mount(None, "/", None, MS_REC | MS_PRIVATE)
     if os.fork() == 0:
         try:
-            init(request, conn)
+            init(request, conn, exchange)
         except BaseException as exc:  # noqa: BLE001 - reported to the launcher, whose log names it
             try:
                 conn.sendall(f"failed {type(exc).__name__}: {exc}\n".encode())
@@ -214,7 +220,7 @@ def child(conn):
     os._exit(0)
 
 
-def serve(path, modules, lifeline):
+def serve(path, modules, lifeline, exchange):
     preload(modules)
     server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     server.bind(path)
@@ -239,11 +245,11 @@ def serve(path, modules, lifeline):
             try:
                 server.close()
                 os.close(lifeline)
-                child(conn)
+                child(conn, exchange)
             finally:
                 os._exit(72)
         conn.close()
 
 
 if __name__ == "__main__":
-    serve(sys.argv[1], [name for name in sys.argv[2].split(",") if name], int(sys.argv[3]))
+    serve(sys.argv[1], [name for name in sys.argv[2].split(",") if name], int(sys.argv[3]), sys.argv[4:])

@@ -11,10 +11,10 @@ joins the submission's cgroup, drops every capability and becomes that submissio
                                             | moves the child into the cgroup          | forks the child
 
 The template is started on the worker's first kernel and lives as long as the worker: it exits when the worker's
-end of a pipe closes (the worker ended, even by SIGKILL), and its jail, kernels included, goes with it. A template that died or cannot be reached is started again on the next kernel; one that
-cannot start at all leaves the worker on the cold path (a new jail per kernel, jail.bwrap_command), said once in
-the log. `c.SandboxLimits.warm_template = True` turns it on (docs/grading-config.md; off by default for now:
-docs/threat-model.md says why).
+end of a pipe closes (the worker ended, even by SIGKILL), and its jail, kernels included, goes with it. A
+template that died or cannot be reached is started again on the next kernel; one that cannot start at all leaves the worker on the cold path (a new jail per kernel, jail.bwrap_command), said once in
+the log. It is on by default; `c.SandboxLimits.warm_template = False` turns it off (docs/grading-config.md,
+docs/threat-model.md).
 """
 from __future__ import annotations
 
@@ -23,6 +23,7 @@ import logging
 import os
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 
@@ -45,11 +46,17 @@ class TemplateUnavailable(AutograderError, RuntimeError):
 
 
 class Template:
-    """One running template: its jail's process, its exchange folder (socket, kernels' folders) and socket."""
+    """One running template: its jail's process, its two exchange folders and its socket.
+
+    `exchange`, on the tmpfs of the kernels' sockets (scratch.socket_root), holds the template's socket and each
+    kernel's socket folder; `files`, in the temporary folder (as a cold kernel's connection folder), holds its
+    program, its log, each kernel's connection folder and the launcher's copy of each submission. So a submission
+    that fills its socket folder's tmpfs stops no classmate's kernel, as on the cold path."""
 
     def __init__(self, env: dict[str, str]):
         self.env = dict(env)
         self.exchange = scratch.mkdtemp("tpl", scratch.socket_root())
+        self.files = scratch.mkdtemp("tplf")
         self.socket = os.path.join(self.exchange, SOCKET)
         self.process: subprocess.Popen | None = None
         self.lifeline: int | None = None  # the worker's end of the template's lifeline pipe
@@ -67,19 +74,20 @@ class Template:
         bwrap = jail.bwrap_path()
         if bwrap is None:
             raise TemplateUnavailable("no jail (AUTOGRADER_UNSAFE_NO_JAIL=1): the template needs one")
-        program = os.path.join(self.exchange, "template_main.py")
+        program = os.path.join(self.files, "template_main.py")
         with open(SOURCE, encoding="utf-8") as src, open(program, "w", encoding="utf-8") as dst:
             dst.write(src.read())
         # the template's lifeline: it exits when this end closes (the worker ended, however), and its jail with it
         lifeline, self.lifeline = os.pipe()
-        command = [sys.executable, "-s", "-P", program, self.socket, ",".join(PRELOAD), str(lifeline)]
-        argv = jail.template_command(bwrap, exchange=self.exchange, env=self.env, command=command)
+        command = [sys.executable, "-s", "-P", program, self.socket, ",".join(PRELOAD), str(lifeline),
+                   self.exchange, self.files]
+        argv = jail.template_command(bwrap, exchange=(self.exchange, self.files), env=self.env, command=command)
         at = argv.index("--")
         from autograder.sandbox.launcher import args_fd
 
         fd = args_fd(argv[1:at])
         began = time.monotonic()
-        errors = open(os.path.join(self.exchange, "template.log"), "wb")
+        errors = open(os.path.join(self.files, "template.log"), "wb")
         try:
             # as the kernel's jail: an empty environment, nothing of the grader on its stdin/stdout/stderr
             self.process = subprocess.Popen([bwrap, "--args", str(fd), *argv[at:]], env={}, pass_fds=(fd, lifeline),
@@ -113,10 +121,9 @@ class Template:
     def probe(self) -> None:
         """One child through the whole set-up (namespaces, mounts, capabilities dropped), without a kernel: the
         template is only used where that works."""
-        probe = scratch.mkdtemp("probe", self.exchange)
+        probe = scratch.mkdtemp("probe", self.files)
         try:
-            request = {"probe": True, "kernel_args": [], "env": self.env, "exchange": self.exchange,
-                       "submission": probe, "notebook_dir": jail.NOTEBOOK_DIR, "ipc_dir": probe,
+            request = {"probe": True, "kernel_args": [], "env": self.env, "submission": probe, "notebook_dir": jail.NOTEBOOK_DIR, "ipc_dir": probe,
                        "connection_dir": probe, "disk_bytes": 1 << 20, "rlimits": {}}
             code = fork_kernel(self.socket, request)
             if code != 0:
@@ -158,6 +165,7 @@ class Template:
             except subprocess.TimeoutExpired:
                 pass
         scratch.remove(self.exchange)
+        scratch.remove(self.files)
 
 
 def _line(conn, pending: bytearray) -> str:
@@ -233,7 +241,7 @@ def fits(made: Template, address_space_cap: int) -> bool:
 def template(env: dict[str, str]) -> Template | None:
     """This worker's template for kernels with environment `env`, started (again) if needed; None where none can
     start (the cause is logged once, and the worker grades on the cold path)."""
-    key = (scratch.socket_root(), *sorted(env.items()))
+    key = (scratch.socket_root(), tempfile.gettempdir(), *sorted(env.items()))
     with _lock:
         found = _templates.get(key)
         if found is not None and found.healthy():

@@ -44,6 +44,7 @@ facts = {
     "new_mount_namespace": libc.unshare(0x00020000) == 0,
     "rlimits": {n: resource.getrlimit(getattr(resource, n))[0] for n in ("RLIMIT_AS", "RLIMIT_FSIZE", "RLIMIT_CORE")},
     "shm": listing("/dev/shm"), "notebook": listing("."),
+    "tmp_ag": {n: listing("/tmp/" + n) for n in os.listdir("/tmp") if n.startswith("ag-")},
     "user": [os.getuid(), os.getgid()],
 }
 print(json.dumps(facts))
@@ -79,13 +80,19 @@ def test_a_kernel_from_the_template_is_jailed_as_a_cold_one_is(tmp_path):
         assert seen["rlimits"] == {"RLIMIT_AS": LIMITS.memory_bytes, "RLIMIT_FSIZE": LIMITS.disk_bytes,
                                    "RLIMIT_CORE": 0}
         assert seen["notebook"] == ["provided.py"]
-    assert {k: v for k, v in warm.items() if k != "shm"} == {k: v for k, v in cold.items() if k != "shm"}
-    # of the template's exchange folder, the kernel sees its own socket and connection folders only
+    apart = ("shm", "tmp_ag")
+    assert {k: v for k, v in warm.items() if k not in apart} == {k: v for k, v in cold.items() if k not in apart}
+    # of the template's exchange folders, the kernel sees its own socket and connection folders only: no socket
+    # of the template, no program, no log, no other kernel's folder, no copy of a submission
     exchange = os.path.relpath(made.exchange, "/dev/shm")
-    assert warm["shm"][0] == exchange, warm["shm"]
-    own = [p for p in warm["shm"][1:] if not p.startswith(f"{exchange}/ag-ipc-") and
-           not p.startswith(f"{exchange}/ag-conn-")]
-    assert own == [], own  # no socket of the template, no program, no other kernel's folder
+    sockets = warm["shm"][1]
+    assert warm["shm"][0] == exchange and sockets.startswith(f"{exchange}/ag-ipc-"), warm["shm"]
+    assert all(p.startswith(f"{sockets}/k-") for p in warm["shm"][2:]), warm["shm"]
+    files = os.path.relpath(made.files, tempfile.gettempdir())
+    assert list(warm["tmp_ag"]) == [files], warm["tmp_ag"]
+    connection, kernel_json = warm["tmp_ag"][files]
+    assert connection.startswith("ag-conn-") and kernel_json == f"{connection}/kernel.json", warm["tmp_ag"]
+    assert [name.split("-")[1] for name in cold["tmp_ag"]] == ["conn"], cold["tmp_ag"]
     assert made.modules > 1000 and made.alive()
 
 
