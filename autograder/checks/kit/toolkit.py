@@ -231,19 +231,28 @@ def construct(cls, name: str, *args, **kwargs) -> RemoteObject:
     return module
 
 
-def expect_raises(error_type, label: str, fn: Callable, *args, why: str, criterion: str, **kwargs) -> None:
+def expect_raises(error_type, label: str, fn: Callable, *args, why: str, criterion: str, names: tuple = (),
+                  returned_mistake: Callable | None = None, **kwargs) -> None:
     """Student code must raise `error_type` (e.g. ValueError for a bad argument): a stated edge case, the
-    `criterion` of the catalogue `coursekit.criteria` (failing it costs that criterion's share, see criteria.py)."""
+    `criterion` of the catalogue `coursekit.criteria` (failing it costs that criterion's share, see criteria.py).
+    `names`: the error's message must contain one of them (the tensor or argument it is about);
+    `returned_mistake(result)` names the mistake of an answer that returned instead (or None)."""
     with edge_case(criterion):
-        _expect_raises(error_type, label, fn, *args, why=why, **kwargs)
+        _expect_raises(error_type, label, fn, *args, why=why, names=names, returned_mistake=returned_mistake,
+                       **kwargs)
 
 
-def _expect_raises(error_type, label: str, fn: Callable, *args, why: str, **kwargs) -> None:
+def _expect_raises(error_type, label: str, fn: Callable, *args, why: str, names: tuple = (),
+                   returned_mistake: Callable | None = None, **kwargs) -> None:
     try:
-        fn(*args, **kwargs)
+        result = fn(*args, **kwargs)
     except StudentError as error:
         if error.is_a(error_type.__name__):
-            return
+            if not names or any(name in error.message for name in names):
+                return
+            fail(f"{label} raised {error_type.__name__}, but its message does not name the tensor.",
+                 details=expected_got(f"a message with {names[0]!r}", error_text(error)),
+                 hint=f"put the name in the message: raise {error_type.__name__}(f\"... {{name}} ...\")")
         if error.not_handed_in:
             not_handed_in(label, error)
         if error.is_a("NotImplementedError"):
@@ -251,6 +260,9 @@ def _expect_raises(error_type, label: str, fn: Callable, *args, why: str, **kwar
         fail(f"{label} should raise {error_type.__name__} {why}.", details=[f"got {error_text(error)}"])
     except ProbeBroken as error:
         fail(f"{label} could not be checked: {error}.")
-    fail(f"{label} should raise {error_type.__name__} {why}, but it raised nothing.")
+    if returned_mistake is None:
+        fail(f"{label} should raise {error_type.__name__} {why}, but it raised nothing.")
+    fail(f"{label} should raise {error_type.__name__} {why}, but it returned a {type_name(result)}.",
+         mistake=returned_mistake(result))
 
 
