@@ -110,8 +110,21 @@ def run_install(env: dict, timeout_s: float = 3000, without_bubblewrap: bool = F
         command = ["unshare", "--mount", "--propagation", "private", "bash", "-c", WITHOUT_BUBBLEWRAP, str(SCRIPT)]
     done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=timeout_s)
     if done.returncode != 0:
-        raise HubError(f"install.sh failed ({done.returncode}):\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}")
+        raise HubError(f"install.sh failed ({done.returncode}):\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}\n"
+                       f"{free_space(env['PREFIX'])}")
     return done
+
+
+def free_space(prefix: str) -> str:
+    """What the install's file systems had left (for an install that failed: a full disk is named by it)."""
+    rows = []
+    for folder in (prefix, tempfile.gettempdir(), str(ROOT), os.path.expanduser("~"), "/dev/shm"):
+        try:
+            usage = shutil.disk_usage(folder)
+        except OSError:
+            continue
+        rows.append(f"  {folder}: {usage.free / 2**30:.1f} GiB free of {usage.total / 2**30:.1f} GiB")
+    return "free space:\n" + "\n".join(rows)
 
 
 def install_machine():
