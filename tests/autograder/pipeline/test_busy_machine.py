@@ -5,8 +5,9 @@ kernels) in a cgroup given a fraction of a core (a quarter for 03, half for 06 a
 server; throttled, every score is the one graded alone (or the notebook is held with a `timeout` flag; none is
 lower without one). 06 and 08 are graded with
 the course's own limits (course/nbgrader_config.py), as deployed: 06's cached-decoding check is the one that lost
-20 points at a load of 12 under wall-clock limits; 08 trains a model in its grading budget. 03 is graded with a
-cell limit between the CPU its heaviest cell needs and the wall time that cell takes at a quarter of a core, and
+20 points at a load of 12 under wall-clock limits; 08 trains a model in its grading budget. 03 is graded in cold
+kernels (no warm template: its first cell imports torch itself) with a cell limit between the CPU its heaviest cell
+needs and the wall time that cell takes at a quarter of a core, and
 once more, as a control, throttled with the limits of old (no per-submission cgroup, so time is wall-clock time):
 the control shows the loss that wall-clock limits caused, now flagged and held instead of silent.
 """
@@ -33,8 +34,8 @@ AS_DEPLOYED = ("06_decoder_and_transformer", "08_gpt_language_model")  # graded 
 ASSIGNMENTS = TIGHT + AS_DEPLOYED
 THROTTLE_CORES = 0.25  # TIGHT's throttled runs
 DEPLOYED_THROTTLE_CORES = 0.5  # AS_DEPLOYED's: half a core (a quarter would add four minutes to the suite)
-# the heaviest cell of 03's reference needs ~2.4 CPU-s (its imports; measured with the per-cell clock), ~10 s of
-# wall time at a quarter of a core
+# the heaviest cell of 03's reference needs ~2.4 CPU-s (its imports, in a kernel started cold, without the warm
+# template; measured with the per-cell clock), ~10 s of wall time at a quarter of a core
 CELL_CPU_SECONDS = 4.5
 
 
@@ -104,6 +105,8 @@ def grade_all(course, assignments=ASSIGNMENTS, throttle: bool = False, **setting
         if not group:
             continue
         limits = dataclasses.replace(course_wide, cell_timeout=cell_timeout, wall_factor=40.0)
+        if group == TIGHT:  # cold kernels: its first cell then imports torch, the CPU its cell limit is set against
+            limits = dataclasses.replace(limits, warm_template=False)
         with throttled(cores) if throttle else contextlib.nullcontext():
             summaries = grade_many(course, group, workers=1, force=True, progress=False, limits=limits, **settings)
         rows.update({row["assignment"]: {**row, "cores": cores} for summary in summaries for row in summary.graded})
