@@ -99,14 +99,14 @@ def grade_all(course, assignments=ASSIGNMENTS, throttle: bool = False, **setting
 
     course_wide = course_limits(nbgrader_config(course))
     rows = {}
-    for group, cell_timeout, cores in ((TIGHT, CELL_CPU_SECONDS, THROTTLE_CORES),
-                                       (AS_DEPLOYED, course_wide.cell_timeout, DEPLOYED_THROTTLE_CORES)):
+    # TIGHT in cold kernels: its first cell then imports torch, the CPU its cell limit is set against
+    for group, cell_timeout, cores, warm in ((TIGHT, CELL_CPU_SECONDS, THROTTLE_CORES, False),
+                                             (AS_DEPLOYED, course_wide.cell_timeout, DEPLOYED_THROTTLE_CORES,
+                                              course_wide.warm_template)):
         group = [a for a in group if a in assignments]
         if not group:
             continue
-        limits = dataclasses.replace(course_wide, cell_timeout=cell_timeout, wall_factor=40.0)
-        if group == TIGHT:  # cold kernels: its first cell then imports torch, the CPU its cell limit is set against
-            limits = dataclasses.replace(limits, warm_template=False)
+        limits = dataclasses.replace(course_wide, cell_timeout=cell_timeout, wall_factor=40.0, warm_template=warm)
         with throttled(cores) if throttle else contextlib.nullcontext():
             summaries = grade_many(course, group, workers=1, force=True, progress=False, limits=limits, **settings)
         rows.update({row["assignment"]: {**row, "cores": cores} for summary in summaries for row in summary.graded})
