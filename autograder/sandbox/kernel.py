@@ -19,8 +19,9 @@ the per-cell time limit and the kernel start-up time are nbgrader's own `Execute
 `SandboxLimits` (`c.SandboxLimits.memory_bytes = ...`). `course_limits(config)` reads them into a `Limits`, the
 plain value that travels with every grading job (and into its content hash).
 
-With `c.SandboxLimits.warm_template = True` (the default) the kernel is not a new Python: the launcher has the worker's warm
-template (zygote.py) fork it, in fresh namespaces of its own, in the submission's cgroup, without capabilities.
+With `c.SandboxLimits.warm_template = True` (the default) the kernel is not a new Python: the launcher has the
+worker's warm template (zygote.py) fork it, in fresh namespaces of its own, in the submission's cgroup, without
+capabilities.
 The kernel manager starts the template on the worker's first kernel and puts the kernel's socket and connection
 folders in the template's exchange folders (zygote.Template); kernels on a GPU, or with an address-space cap too
 small for what the template maps, and every kernel with `c.SandboxLimits.warm_template = False`, start cold, each
