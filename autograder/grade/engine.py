@@ -19,6 +19,7 @@ their sections of the config). Jobs and results are dataclasses (`jobs.GradingJo
 from __future__ import annotations
 
 import dataclasses
+import os
 import sys
 from pathlib import Path
 
@@ -196,6 +197,8 @@ def run_jobs(run: GradingRun, jobs: list[GradingJob], timestamps: dict, summarie
         # longest first (by notebook size, a rough proxy) keeps the workers busy to the end
         ordered = sorted(jobs, key=lambda job: -len(job.nb_json or ""))
         ordered = [dataclasses.replace(job, allow_unenforced=bool(run.allow_unenforced_limits)) for job in ordered]
+        if not run.scheduler:
+            ordered = where_the_template_pays(ordered, run.workers or os.cpu_count() or 1)
         futures = {client.submit(grade_job, job, key=f"grade-{job.content_hash[:16]}-{job.key}",
                                  pure=False, retries=1): job for job in ordered}
         again = []
@@ -214,6 +217,23 @@ def run_jobs(run: GradingRun, jobs: list[GradingJob], timestamps: dict, summarie
             result.notes = list(result.notes) + ["graded a second time, alone, after a time limit was reached"]
             record(job, result)
         progress.close()
+
+
+# notebooks per local worker from which its warm template (sandbox/zygote.py) pays: starting it costs about what one
+# cold kernel costs (a jail, Python, torch and the rest imported), and each later kernel forked from it saves that
+TEMPLATE_PAYS_FROM = 2
+
+
+def where_the_template_pays(jobs: list[GradingJob], workers: int) -> list[GradingJob]:
+    """`jobs` as local workers run them: with the warm template where the limits ask for it and each of the
+    `workers` gets TEMPLATE_PAYS_FROM notebooks or more on average; cold otherwise (a worker with one notebook would
+    pay the template's start-up and a fork, instead of one cold start). A kernel starts the same either way (the same
+    jail, limits and outputs: tests/autograder/sandbox/test_zygote.py); on an existing cluster (--scheduler) the
+    workers outlive the run, and so do their templates: the setting is used as it is."""
+    if len(jobs) >= TEMPLATE_PAYS_FROM * max(1, workers):
+        return jobs
+    return [dataclasses.replace(job, limits=dataclasses.replace(job.limits, warm_template=False))
+            if job.limits.warm_template else job for job in jobs]
 
 
 def _result(future, job: GradingJob, run: GradingRun) -> GradingResult:

@@ -207,9 +207,8 @@ def _judge_add_lora(add_lora, seed: int, **kwargs) -> None:
             "each adapter is LoRALinear(that linear, rank, alpha): pass alpha on."
     # x W^T + (alpha / r) x A^T B^T against x (W + (alpha / r) B A)^T: equal up to float32 rounding, which scales with
     # the logits (up to ~30), not with each one: a small logit next to large ones may differ by more than 1e-5
-    scale = max(1.0, float(expected.abs().max()))
     expect_close(got, expected, f"the logits after {label}, with other values in the adapters", hint,
-                 atol=1e-5 * scale)
+                 atol=1e-5 * max(1.0, float(expected.abs().max())))
 
 
 @uses_parts("add_lora")

@@ -183,7 +183,8 @@ def test_filling_the_socket_folder_harms_no_classmate_and_leaves_nothing(release
     monkeypatch.setattr(tempfile, "tempdir", None)
     classmates = {f"c{i}": ("solution", [CLASSMATE_CLOCK]) for i in range(3)}
     course = _class(tmp_path / "class", released_course, helpers, {"a_filler": ("blank", [FILLER]), **classmates})
-    limits = dataclasses.replace(helpers.TEST_LIMITS, cell_timeout=60, notebook_timeout=150)
+    # warm, four notebooks on two workers (engine.where_the_template_pays): the kernels share a template's folders
+    limits = dataclasses.replace(helpers.TEST_LIMITS, cell_timeout=60, notebook_timeout=150, warm_template=True)
     summary = grade(course, "ps1", workers=2, limits=limits, progress=False)
     scores = _scores(summary)
     solution = _class(tmp_path / "alone", released_course, helpers, {"c0": ("solution", [])})
