@@ -19,7 +19,6 @@ their sections of the config). Jobs and results are dataclasses (`jobs.GradingJo
 from __future__ import annotations
 
 import dataclasses
-import os
 import sys
 from pathlib import Path
 
@@ -27,7 +26,8 @@ from pathlib import Path
 from autograder.course.coursedir import default_db_url
 from autograder.errors import GradingError  # noqa: F401  (raised by plan.py; callers import it from here)
 from autograder.gradebook.store import RunsTable, open_gradebook, record_result
-from autograder.grade.cluster import dask_client, scheduler_tls, worker_failure, worker_memory_bytes
+from autograder.grade.cluster import (dask_client, local_workers, scheduler_tls, worker_failure,
+                                      worker_memory_bytes)
 from autograder.grade.jobs import GradingJob, GradingResult
 from autograder.grade.plan import Plan, assign_late_penalties, build_jobs
 from autograder.sandbox import enforcement, scratch
@@ -198,7 +198,7 @@ def run_jobs(run: GradingRun, jobs: list[GradingJob], timestamps: dict, summarie
         ordered = sorted(jobs, key=lambda job: -len(job.nb_json or ""))
         ordered = [dataclasses.replace(job, allow_unenforced=bool(run.allow_unenforced_limits)) for job in ordered]
         if not run.scheduler:
-            ordered = where_the_template_pays(ordered, run.workers or os.cpu_count() or 1)
+            ordered = where_the_template_pays(ordered, local_workers(run.workers))
         futures = {client.submit(grade_job, job, key=f"grade-{job.content_hash[:16]}-{job.key}",
                                  pure=False, retries=1): job for job in ordered}
         again = []

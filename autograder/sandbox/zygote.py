@@ -12,10 +12,10 @@ joins the submission's cgroup, drops every capability and becomes that submissio
 
 The template is started on the worker's first kernel and lives as long as the worker: it exits when the worker's
 end of a pipe closes (the worker ended, even by SIGKILL), and its jail, kernels included, goes with it. A
-template that died or cannot be reached is started again on the next kernel; one that cannot start at all leaves the worker on the cold path (a new jail per kernel, jail.bwrap_command), said once in
-the log. It is off by default; `c.SandboxLimits.warm_template = True` turns it on, and local workers use it only in a run that
-gives each two notebooks or more (engine.where_the_template_pays; docs/grading-config.md,
-docs/threat-model.md).
+template that died or cannot be reached is started again on the next kernel; one that cannot start at all leaves
+the worker on the cold path (a new jail per kernel, jail.bwrap_command), said once in the log. It is off by default;
+`c.SandboxLimits.warm_template = True` turns it on, and local workers use it only in a run that gives each two
+notebooks or more (engine.where_the_template_pays; docs/grading-config.md, docs/threat-model.md).
 """
 from __future__ import annotations
 
