@@ -47,7 +47,7 @@ c.SandboxLimits.interrupt_grace = 5.0           # seconds a timed-out cell has t
 c.SandboxLimits.cpus = 1.0                      # CPU cores of the whole submission (cgroup CPU quota); 0: no cap
 c.SandboxLimits.wall_factor = 4.0               # wall-clock backstop of each time limit (they count CPU seconds)
 c.SandboxLimits.allow_unenforced = False        # refuse to grade where cgroups cannot enforce the limits
-c.SandboxLimits.warm_template = False           # True: fork kernels from a warm template per worker
+c.SandboxLimits.warm_template = True            # False: every kernel starts in a new jail, cold
 # `autograder grade --cell-timeout/--notebook-timeout/--memory-gb` override these for one run.
 
 # The grading workers (autograder.grade.cluster.GradingWorkers): one local Dask worker may use this much memory;

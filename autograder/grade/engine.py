@@ -26,7 +26,7 @@ from pathlib import Path
 from autograder.course.coursedir import default_db_url
 from autograder.errors import GradingError  # noqa: F401  (raised by plan.py; callers import it from here)
 from autograder.gradebook.store import RunsTable, open_gradebook, record_result
-from autograder.grade.cluster import (dask_client, local_workers, scheduler_tls, worker_failure,
+from autograder.grade.cluster import (dask_client, scheduler_tls, worker_failure,
                                       worker_memory_bytes)
 from autograder.grade.jobs import GradingJob, GradingResult
 from autograder.grade.plan import Plan, assign_late_penalties, build_jobs
@@ -182,6 +182,8 @@ def run_jobs(run: GradingRun, jobs: list[GradingJob], timestamps: dict, summarie
 
     from autograder.grade.worker import grade_job
 
+    if not run.scheduler:  # before the workers are forked: they inherit it
+        warm_templates(jobs)
     client = dask_client(run.workers, run.scheduler, run.memory_bytes, run.tls)
     label = assignments[0] if len(assignments) == 1 else f"{len(assignments)} assignments"
     with RunsTable(run.db_url) as runs, client as client, open_gradebook(run.course_dir, db_url=run.db_url) as gb:
@@ -197,8 +199,6 @@ def run_jobs(run: GradingRun, jobs: list[GradingJob], timestamps: dict, summarie
         # longest first (by notebook size, a rough proxy) keeps the workers busy to the end
         ordered = sorted(jobs, key=lambda job: -len(job.nb_json or ""))
         ordered = [dataclasses.replace(job, allow_unenforced=bool(run.allow_unenforced_limits)) for job in ordered]
-        if not run.scheduler:
-            ordered = where_the_template_pays(ordered, local_workers(run.workers))
         futures = {client.submit(grade_job, job, key=f"grade-{job.content_hash[:16]}-{job.key}",
                                  pure=False, retries=1): job for job in ordered}
         again = []
@@ -219,21 +219,16 @@ def run_jobs(run: GradingRun, jobs: list[GradingJob], timestamps: dict, summarie
         progress.close()
 
 
-# notebooks per local worker from which its warm template (sandbox/zygote.py) pays: starting it costs about what one
-# cold kernel costs (a jail, Python, torch and the rest imported), and each later kernel forked from it saves that
-TEMPLATE_PAYS_FROM = 2
+def warm_templates(jobs: list[GradingJob]) -> int:
+    """Start this process's warm template for each set of limits of `jobs` whose kernels use one (sandbox/zygote.py)
+    before local workers are forked from it: they share it, and the process keeps it for its next runs. A template
+    that cannot start leaves the kernels cold, as in a worker. Returns how many are ready."""
+    from autograder.sandbox.kernel import visible_gpus, warm_up
 
-
-def where_the_template_pays(jobs: list[GradingJob], workers: int) -> list[GradingJob]:
-    """`jobs` as local workers run them: with the warm template where the limits ask for it and each of the
-    `workers` gets TEMPLATE_PAYS_FROM notebooks or more on average; cold otherwise (a worker with one notebook would
-    pay the template's start-up and a fork, instead of one cold start). A kernel starts the same either way (the same
-    jail, limits and outputs: tests/autograder/sandbox/test_zygote.py); on an existing cluster (--scheduler) the
-    workers outlive the run, and so do their templates: the setting is used as it is."""
-    if len(jobs) >= TEMPLATE_PAYS_FROM * max(1, workers):
-        return jobs
-    return [dataclasses.replace(job, limits=dataclasses.replace(job.limits, warm_template=False))
-            if job.limits.warm_template else job for job in jobs]
+    cpu_only = not visible_gpus()
+    wanted = {job.limits for job in jobs if job.limits.warm_template and (job.gpu is None or
+                                                                          (job.gpu == "auto" and cpu_only))}
+    return sum(warm_up(limits) is not None for limits in wanted)
 
 
 def _result(future, job: GradingJob, run: GradingRun) -> GradingResult:

@@ -159,21 +159,36 @@ def held_out_texts(data_dir: str | None) -> list[str]:
     return [path for path in dict.fromkeys(candidates) if os.path.isfile(path)]
 
 
-@functools.lru_cache(maxsize=None)
-def masked_text_file(source: str) -> str:
-    """A private, read-only file holding `heldout.masked()` of the text file `source`: made once per process in a
-    scratch folder of its own (removed at exit, or swept once this process is gone: scratch.py)."""
-    from autograder.course import heldout  # here: a launcher of a warm template's kernel never needs it
+_masked: dict[str, str] = {}  # {source: its masked copy} of this process
 
+
+def _masked_copy(source: str, name: str, masked) -> str:
+    """A private, read-only file `name` holding `masked(source)` (bytes or text): made once per process in a scratch
+    folder of its own (removed at exit, or swept once this process is gone: scratch.py), and made again if it is
+    gone (a long-lived grading process whose temporary folder was cleaned: its warm templates need it)."""
+    found = _masked.get(source)
+    if found is not None and os.path.isfile(found):
+        return found
     folder = scratch.mkdtemp("heldout")
     atexit.register(scratch.remove, folder)
-    target = os.path.join(folder, "input.txt")
-    with open(source, encoding="utf-8") as fh:
-        text = fh.read()
-    with open(target, "w", encoding="utf-8") as fh:
-        fh.write(heldout.masked(text))
+    target = os.path.join(folder, name)
+    content = masked(source)
+    with open(target, "wb") as fh:
+        fh.write(content.encode("utf-8") if isinstance(content, str) else content)
     os.chmod(target, 0o444)
+    _masked[source] = target
     return target
+
+
+def masked_text_file(source: str) -> str:
+    """`heldout.masked()` of the text file `source`, as a private read-only file (_masked_copy)."""
+    from autograder.course import heldout  # here: a launcher of a warm template's kernel never needs it
+
+    def masked(path: str) -> str:
+        with open(path, encoding="utf-8") as fh:
+            return heldout.masked(fh.read())
+
+    return _masked_copy(source, "input.txt", masked)
 
 
 def held_out_multi30k(data_dir: str | None) -> list[str]:
@@ -187,20 +202,12 @@ def held_out_multi30k(data_dir: str | None) -> list[str]:
     return [path for path in dict.fromkeys(candidates) if os.path.isfile(path)]
 
 
-@functools.lru_cache(maxsize=None)
 def masked_multi30k_file(source: str) -> str:
-    """A private, read-only file holding `heldout_translation.masked()` of the Multi30k test file `source`, under
-    the same name: made once per process in a scratch folder of its own (removed at exit, or swept once this
-    process is gone)."""
+    """`heldout_translation.masked()` of the Multi30k test file `source`, under the same name, as a private
+    read-only file (_masked_copy)."""
     from autograder.course import heldout_translation
 
-    folder = scratch.mkdtemp("heldout")
-    atexit.register(scratch.remove, folder)
-    target = os.path.join(folder, os.path.basename(source))
-    with open(target, "wb") as fh:
-        fh.write(heldout_translation.masked(source))
-    os.chmod(target, 0o444)
-    return target
+    return _masked_copy(source, os.path.basename(source), heldout_translation.masked)
 
 
 def gpu_devices() -> list[str]:

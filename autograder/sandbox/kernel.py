@@ -67,6 +67,21 @@ def kernel_spec(limits: Limits, gpu: str | None = None, extra_env: dict | None =
                       interrupt_mode="message")
 
 
+def template_env(spec: KernelSpec) -> dict[str, str]:
+    """The environment of a kernel of `spec` forked from a warm template: what its template is made for."""
+    passed = {name: os.environ[name] for name in jail.PASSED_ENV if name in os.environ}
+    return jail.kernel_env({**passed, **spec.env, "JPY_PARENT_PID": "1"})
+
+
+def warm_up(limits: Limits) -> zygote.Template | None:
+    """Start (or find) this process's warm template for CPU kernels under `limits`, where they use one, before
+    local workers are forked from this process: they inherit it (zygote.py). None where none is used."""
+    if not limits.warm_template or jail.bwrap_path() is None:
+        return None
+    made = zygote.template(template_env(kernel_spec(limits)))
+    return made if made is not None and zygote.fits(made, int(limits.memory_bytes)) else None
+
+
 MAX_SOCKET_PATH = 107  # bytes of a Unix socket's path on Linux (sun_path holds 108, the last one NUL)
 
 
@@ -94,8 +109,7 @@ class SandboxKernelManager(AsyncKernelManager):
         if not (self.sandbox_jailed and self.sandbox_limits.warm_template and spec is not None
                 and "--gpu" not in spec.argv):
             return None
-        passed = {name: os.environ[name] for name in jail.PASSED_ENV if name in os.environ}
-        made = zygote.template(jail.kernel_env({**passed, **spec.env, "JPY_PARENT_PID": "1"}))
+        made = zygote.template(template_env(spec))
         # the address-space cap (RLIMIT_AS; not on GPU workers) counts what the template has mapped
         return made if made is not None and zygote.fits(made, int(self.sandbox_limits.memory_bytes)) else None
 

@@ -60,14 +60,14 @@ class SandboxLimits(LoggingConfigurable):
         "of a submission, CPU time not accounted): said in one line per run. Off: `autograder grade` refuses to run "
         "there (`--allow-unenforced-limits` allows it for one run). Not a limit of the submission: not in `Limits`."
     )).tag(config=True)
-    warm_template = Bool(False, help=(
-        "Not a limit but how a kernel starts. False: every kernel starts in a new jail of its own. True: each grading "
-        "worker keeps a warm template in a jail that has imported what kernels import (ipykernel, numpy, torch, "
-        "matplotlib, coursekit) and forks every submission's kernel into fresh namespaces of its own, in the "
-        "submission's cgroup, with no capability (autograder/sandbox/zygote.py): the same jail and limits, without "
-        "paying Python and torch start-up per notebook (GPU kernels, and an address-space cap below what the template "
-        "maps plus 1 GiB, start cold). Starting it costs about one cold kernel, so local workers use it only in a run "
-        "that gives each two notebooks or more; it pays for a class of notebooks that import torch "
+    warm_template = Bool(True, help=(
+        "Not a limit but how a kernel starts. True: a warm template in a jail that has imported what kernels import "
+        "(ipykernel, numpy, torch, matplotlib, coursekit) forks every submission's kernel into fresh namespaces of "
+        "its own, in the submission's cgroup, with no capability (autograder/sandbox/zygote.py): the same jail and "
+        "limits, without paying Python and torch start-up per notebook. A run on local workers starts one template "
+        "before its workers, which share it, and keeps it for the grading process's next runs; a worker of an "
+        "existing cluster (--scheduler) keeps its own. GPU kernels, and an address-space cap below what the "
+        "template maps plus 1 GiB, start cold. False: every kernel starts in a new jail of its own "
         "(docs/benchmarks.md, \"The warm template\")."
     )).tag(config=True)
     cpus = Float(1.0, help=(

@@ -10,12 +10,16 @@ joins the submission's cgroup, drops every capability and becomes that submissio
     worker (kernel manager)  --starts-->  launcher --template SOCKET  --connects-->  template (in its jail)
                                             | moves the child into the cgroup          | forks the child
 
-The template is started on the worker's first kernel and lives as long as the worker: it exits when the worker's
-end of a pipe closes (the worker ended, even by SIGKILL), and its jail, kernels included, goes with it. A
-template that died or cannot be reached is started again on the next kernel; one that cannot start at all leaves
-the worker on the cold path (a new jail per kernel, jail.bwrap_command), said once in the log. It is off by default;
-`c.SandboxLimits.warm_template = True` turns it on, and local workers use it only in a run that gives each two
-notebooks or more (engine.where_the_template_pays; docs/grading-config.md, docs/threat-model.md).
+Who starts it: a grading run on local workers starts it in the grading process before the workers (`warm_up`), and
+the workers, forked from that process, inherit it: one template per run, shared by its workers, and kept for the
+process's later runs (at most KEEP templates per process, the least recently used stopped first). A worker of an
+existing cluster (--scheduler), or any process without one, starts its own on its first kernel. A template lives
+as long as the process that started it: it exits when every copy of that process's end of a pipe has closed (the
+process and the workers it forked ended, even by SIGKILL), and its jail, kernels included, goes with it. Only its
+owner stops it; a worker that finds its inherited template dead starts its own. A template that died or cannot be
+reached is started again on the next kernel; one that cannot start at all leaves the worker on the cold path (a new
+jail per kernel, jail.bwrap_command), said once in the log. On by default; `c.SandboxLimits.warm_template = False`
+turns it off (docs/grading-config.md, docs/threat-model.md).
 """
 from __future__ import annotations
 
@@ -65,6 +69,7 @@ class Template:
         self.address_space_bytes = 0  # what every kernel forked from it has mapped from the start
         self.modules = 0  # modules imported
         self.rss_bytes = 0  # its resident memory once ready, shared copy-on-write with every kernel
+        self.owner = os.getpid()  # the process that started it; a worker forked from it only uses it
 
     def start(self) -> "Template":
         from autograder.sandbox.kernel import MAX_SOCKET_PATH
@@ -135,8 +140,21 @@ class Template:
         finally:
             scratch.remove(probe)
 
+    def owned(self) -> bool:
+        """Whether this process started it (a forked worker's copy is not its own: it cannot wait for it)."""
+        return self.owner == os.getpid()
+
     def alive(self) -> bool:
-        return self.process is not None and self.process.poll() is None and os.path.exists(self.socket)
+        if self.process is None or not (os.path.exists(self.socket) and os.path.isdir(self.files)):
+            return False  # (a folder cleaned under a long-lived process leaves it unusable)
+        if self.owned():
+            return self.process.poll() is None
+        # not our child: poll() would say it ended (waitpid fails with ECHILD); its bwrap's /proc entry tells
+        try:
+            with open(f"/proc/{self.process.pid}/stat", "rb") as fh:
+                return fh.read().rsplit(b")", 1)[1].split()[0] not in (b"Z", b"X")
+        except (OSError, IndexError):
+            return False
 
     def healthy(self) -> bool:
         """Alive, and it answers: one forked child says "pong" within PING_TIMEOUT."""
@@ -156,6 +174,13 @@ class Template:
             conn.close()
 
     def stop(self) -> None:
+        """End the template and remove its folders; in a process that did not start it, only forget it (its owner
+        stops it: it may serve that owner's other workers)."""
+        if not self.owned():
+            if self.lifeline is not None:
+                os.close(self.lifeline)  # this copy's end: the template ends once the owner's and every copy close
+                self.lifeline = None
+            return
         if self.lifeline is not None:
             os.close(self.lifeline)
             self.lifeline = None
@@ -224,9 +249,10 @@ def fork_kernel(socket_path: str, request: dict, cgroup_dirs=(), on_started=None
         conn.close()
 
 
-_templates: dict[tuple, Template] = {}
+_templates: dict[tuple, Template] = {}  # by key, least recently used first
 _failed: set[tuple] = set()
 _lock = threading.Lock()
+KEEP = 2  # templates one process keeps (each holds ~260 MB resident); the least recently used is stopped first
 
 
 # a kernel forked from the template needs this much address space beyond what the template maps (when its cap is
@@ -244,15 +270,17 @@ def template(env: dict[str, str]) -> Template | None:
     start (the cause is logged once, and the worker grades on the cold path)."""
     key = (scratch.socket_root(), tempfile.gettempdir(), *sorted(env.items()))
     with _lock:
-        found = _templates.get(key)
+        found = _templates.pop(key, None)
         if found is not None and found.healthy():
+            _templates[key] = found  # the most recently used, last
             return found
         if found is not None:
             log.warning("the warm template of this worker died or does not answer; starting a new one")
             found.stop()
-            del _templates[key]
         if key in _failed:
             return None
+        while len(_templates) >= KEEP:
+            _templates.pop(next(iter(_templates))).stop()
         try:
             made = Template(env).start()
         except (TemplateUnavailable, OSError) as exc:

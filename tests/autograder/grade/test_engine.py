@@ -53,31 +53,3 @@ def test_a_machine_that_cannot_enforce_the_limits_is_refused_unless_accepted(tmp
     said = capsys.readouterr().err.splitlines()
     assert len(said) == 1 and "limits NOT enforced" in said[0] and "graded anyway" in said[0]
     enforcement.unenforced_here.cache_clear()
-
-
-def _jobs(count: int, warm: bool = True):
-    import dataclasses
-
-    from autograder.grade.jobs import GradingJob
-    from autograder.sandbox.limits import Limits
-
-    limits = dataclasses.replace(Limits(), warm_template=warm, cell_timeout=7.0)
-    return [GradingJob(assignment="03_attention", notebook="03_attention", student=f"s{i}", course_id="c", cells={},
-                       limits=limits) for i in range(count)]
-
-
-def test_local_workers_use_the_warm_template_only_where_each_grades_two_notebooks_or_more():
-    """Issue #48: a template costs about one cold start, so a worker with one notebook starts it cold; from two
-    notebooks per worker on average, the setting is used as it is; a template turned off stays off; nothing else
-    of a job changes."""
-    from autograder.grade.engine import TEMPLATE_PAYS_FROM, where_the_template_pays
-
-    assert TEMPLATE_PAYS_FROM == 2
-    for count, workers, warm in ((1, 1, False), (2, 1, True), (3, 2, False), (4, 2, True), (9, 4, True),
-                                 (7, 4, False), (5, 0, True)):
-        jobs = _jobs(count)
-        chosen = where_the_template_pays(jobs, workers)
-        assert [job.limits.warm_template for job in chosen] == [warm] * count, (count, workers)
-        assert [job.student for job in chosen] == [job.student for job in jobs]
-        assert all(job.limits.cell_timeout == 7.0 for job in chosen)
-    assert not any(job.limits.warm_template for job in where_the_template_pays(_jobs(8, warm=False), 2))

@@ -29,6 +29,7 @@ import pytest
 from nbformat.v4 import new_code_cell
 
 from autograder.grade.engine import grade
+from autograder.sandbox.ownership import owner
 from autograder.submissions.collect import collect
 
 pytestmark = [pytest.mark.slow, pytest.mark.pipeline]
@@ -183,7 +184,7 @@ def test_filling_the_socket_folder_harms_no_classmate_and_leaves_nothing(release
     monkeypatch.setattr(tempfile, "tempdir", None)
     classmates = {f"c{i}": ("solution", [CLASSMATE_CLOCK]) for i in range(3)}
     course = _class(tmp_path / "class", released_course, helpers, {"a_filler": ("blank", [FILLER]), **classmates})
-    # warm, four notebooks on two workers (engine.where_the_template_pays): the kernels share a template's folders
+    # warm: the workers' kernels are forked from this process's template and share its folders
     limits = dataclasses.replace(helpers.TEST_LIMITS, cell_timeout=60, notebook_timeout=150, warm_template=True)
     summary = grade(course, "ps1", workers=2, limits=limits, progress=False)
     scores = _scores(summary)
@@ -197,9 +198,24 @@ def test_filling_the_socket_folder_harms_no_classmate_and_leaves_nothing(release
     full_until = float(_printed(filler, "FULL_UNTIL")[0])
     meanwhile = [c for c in classmates if float(filled_at) < float(_printed(_graded(course, c), "AT")[0]) < full_until]
     assert meanwhile, "no classmate was graded while the socket tmpfs was full"
+    # what stays is this process's warm template, kept for its next run (zygote.py), with no kernel's folder in it,
+    # and the masked held-out text its jail shows (jail.masked_text_file: one per process, removed at its exit)
+    assert {name.split("-")[1] for name in _ours(small_tmpfs)} == {"tpl"}
+    assert _kinds(small_tmpfs, private_tmp) <= {"tpl", "tplf", "heldout"}, _kinds(small_tmpfs, private_tmp)
+    _stop_templates_in(private_tmp)
     assert os.listdir(small_tmpfs) == []  # the filler's socket folder went, its `chmod 0` folder too
-    left = [name for name in os.listdir(private_tmp) if re.match(r"ag-", name)]
+    left = [name for name in os.listdir(private_tmp)
+            if re.match(r"ag-", name) and not name.startswith(f"ag-heldout-{owner()}-")]
     assert left == []
+
+
+def _stop_templates_in(folder) -> None:
+    from autograder.sandbox import zygote
+
+    for key, made in list(zygote._templates.items()):
+        if made.files.startswith(str(folder)):
+            made.stop()
+            del zygote._templates[key]
 
 
 def _ours(folder) -> list[str]:
@@ -266,3 +282,4 @@ def test_what_a_killed_grading_run_left_is_removed_by_the_next_run(released_cour
     assert [row["status"] for row in summary.graded] == ["graded"]
     assert _ours(private_tmp) == [] and _ours(sockets) == []
     assert not [group for group in dead_groups if os.path.exists(group)], dead_groups
+
