@@ -8,7 +8,7 @@
 - `ownership.py`   whose a scratch folder or cgroup is (`<pid>.<start time>` in its name), and if its owner runs.
 - `launcher.py`    the process a kernel starts as, outside the jail: joins the cgroup, sets rlimits, execs bwrap
                    (or has the warm template fork the kernel).
-- `zygote.py`      each worker's warm template: started, checked, replaced; asked for each kernel.
+- `zygote.py`      the warm template of a grading process and its workers: started, checked, replaced, asked.
 - `template_main.py` the template's program, run as a file inside its jail: imports once, forks each kernel into
                    its own namespaces and cgroup, without capabilities.
 - `execute.py`     nbgrader's Execute with the limits: time budgets, SIGKILL after an ignored interrupt, output caps.

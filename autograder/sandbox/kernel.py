@@ -19,12 +19,13 @@ the per-cell time limit and the kernel start-up time are nbgrader's own `Execute
 `SandboxLimits` (`c.SandboxLimits.memory_bytes = ...`). `course_limits(config)` reads them into a `Limits`, the
 plain value that travels with every grading job (and into its content hash).
 
-With `c.SandboxLimits.warm_template = True` (off by default) the kernel is not a new Python: the launcher has the
-worker's warm template (zygote.py) fork it, in fresh namespaces of its own, in the submission's cgroup, without
-capabilities. The kernel manager starts the template on the worker's first kernel and puts the kernel's socket and
+With `c.SandboxLimits.warm_template = True` (the default) the kernel is not a new Python: the launcher has the
+process's warm template (zygote.py) fork it, in fresh namespaces of its own, in the submission's cgroup, without
+capabilities. A local run starts the template before its workers (`warm_up`, engine.warm_templates), which
+inherit it; elsewhere the kernel manager starts one on the process's first kernel. It puts the kernel's socket and
 connection folders in the template's exchange folders (zygote.Template); kernels on a GPU, or with an address-space
-cap too small for what the template maps, and every kernel with `c.SandboxLimits.warm_template = False` (or of a
-run too short for it to pay: engine.where_the_template_pays), start cold, each in a new bwrap jail.
+cap too small for what the template maps, and every kernel with `c.SandboxLimits.warm_template = False`, start
+cold, each in a new bwrap jail.
 
 AUTOGRADER_UNSAFE_NO_JAIL=1 runs kernels as plain processes (rlimits and the cgroup still apply): only for a
 developer's own notebooks where bubblewrap is missing.
