@@ -242,7 +242,8 @@ def _grade_class(tmp: Path, assignment: str, students) -> dict:
     from autograder.publish.release import release
     from autograder.demo.run import prepare_course
     from autograder.grade.engine import grade
-    from autograder.sandbox.limits import Limits
+    from autograder.course.coursedir import nbgrader_config
+    from autograder.sandbox.limits import course_limits
     from autograder.submissions.collect import collect
 
     course = prepare_course(tmp, [assignment])
@@ -254,8 +255,9 @@ def _grade_class(tmp: Path, assignment: str, students) -> dict:
         target.parent.mkdir(parents=True)
         nbformat.write(make(source, released), target)
     collect(course, tmp / "inbox")
-    summary = grade(course, assignment, workers=2, limits=dataclasses.replace(Limits(), notebook_timeout=900),
-                    progress=False)
+    # the course's own limits (120 CPU-s per cell: 10's training cell takes about 46 CPU-s on a loaded machine)
+    limits = course_limits(nbgrader_config(course), notebook_timeout=900)
+    summary = grade(course, assignment, workers=2, limits=limits, progress=False)
     scores = _scores(course, assignment)
     flags = {row["student"]: {f["code"] for f in row["flags"]} for row in summary.graded}
     return {"course": course, "scores": scores, "flags": flags, "released": released}
