@@ -133,8 +133,9 @@ def roots() -> list[str]:
 
 
 def sweep(force: bool = False) -> list[str]:
-    """Delete what dead owners left: scratch folders in `roots()` (ours: same uid) and cgroups (cgroup.sweep),
-    plus the `ag-template-*` folders earlier versions left, once an hour old. At most once per SWEEP_EVERY
+    """Delete what dead owners left: scratch folders in `roots()` (ours: same uid), also inside a live warm
+    template's folders, and cgroups (cgroup.sweep), plus the `ag-template-*` folders earlier versions left, once an
+    hour old. At most once per SWEEP_EVERY
     seconds per process unless `force`. Returns what was removed."""
     now = time.monotonic()
     if not force and now - _last_sweep.get(os.getpid(), -SWEEP_EVERY) < SWEEP_EVERY:
@@ -142,23 +143,34 @@ def sweep(force: bool = False) -> list[str]:
     _last_sweep[os.getpid()] = now
     removed = []
     for root in roots():
-        try:
-            entries = list(os.scandir(root))
-        except OSError:
-            continue
-        for entry in entries:
-            try:
-                info = entry.stat(follow_symlinks=False)
-            except OSError:
-                continue
-            if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.geteuid():
-                continue
-            dead = OWNED.match(entry.name) and entry.name.startswith("ag-") and not owner_alive(entry.name)
-            legacy = entry.name.startswith("ag-template-") and time.time() - info.st_mtime > LEGACY_TEMPLATE_AGE
-            if (dead or legacy) and remove(entry.path):
-                removed.append(entry.path)
+        removed += _sweep_folder(root, legacy=True)
     removed += cgroup.sweep()
     if removed:
         log.info("removed %d temporary folders and cgroups of grading runs that ended without cleaning up",
                  len(removed))
+    return removed
+
+
+def _sweep_folder(root: str, legacy: bool) -> list[str]:
+    """Remove our folders in `root` whose owner is gone (and, with `legacy`, old `ag-template-*` ones); inside a
+    live warm template's folders (`ag-tpl-*`, `ag-tplf-*`: zygote.py), the folders of kernels whose worker is gone."""
+    removed = []
+    try:
+        entries = list(os.scandir(root))
+    except OSError:
+        return removed
+    for entry in entries:
+        try:
+            info = entry.stat(follow_symlinks=False)
+        except OSError:
+            continue
+        if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.geteuid():
+            continue
+        ours = OWNED.match(entry.name) and entry.name.startswith("ag-")
+        dead = ours and not owner_alive(entry.name)
+        old = legacy and entry.name.startswith("ag-template-") and time.time() - info.st_mtime > LEGACY_TEMPLATE_AGE
+        if (dead or old) and remove(entry.path):
+            removed.append(entry.path)
+        elif legacy and ours and not dead and entry.name.startswith("ag-tpl"):
+            removed += _sweep_folder(entry.path, legacy=False)
     return removed

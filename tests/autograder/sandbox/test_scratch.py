@@ -73,6 +73,23 @@ def test_the_next_run_sweeps_what_a_dead_worker_left(tmp_path, monkeypatch):
     assert sorted(os.listdir(tmp_path)) == sorted([os.path.basename(mine), "not-ours"])
 
 
+def test_inside_a_live_warm_template_the_next_run_sweeps_what_a_dead_worker_left(tmp_path, monkeypatch):
+    """A worker killed while its kernel ran (forked from a template its grading process keeps: zygote.py) left its
+    kernel's folders inside the template's folders; they go, the template's and a live worker's stay."""
+    monkeypatch.setattr(scratch, "roots", lambda: [str(tmp_path)])
+    template = scratch.mkdtemp("tpl", str(tmp_path))  # kept by this process, which runs
+    dead = subprocess.run([sys.executable, "-c", MAKE_FOLDERS, template], capture_output=True, text=True,
+                          check=True).stdout.strip()
+    live_kernel = scratch.mkdtemp("ipc", template)
+    open(os.path.join(template, "t.sock"), "w").close()
+    left = sorted(p for p in os.listdir(template) if dead in p)
+    assert len(left) == 3
+    removed = scratch.sweep(force=True)
+    assert sorted(os.path.basename(p) for p in removed if p.startswith(template)) == left
+    assert sorted(os.listdir(template)) == sorted([os.path.basename(live_kernel), "t.sock"])
+    assert os.listdir(tmp_path) == [os.path.basename(template)]
+
+
 def test_legacy_template_folders_go_once_old(tmp_path, monkeypatch):
     monkeypatch.setattr(scratch, "roots", lambda: [str(tmp_path)])
     old, new = tmp_path / "ag-template-old1", tmp_path / "ag-template-new1"
