@@ -121,7 +121,7 @@ def dask_client(workers: int | None = None, scheduler: str | None = None, memory
 
     import autograder.grade.worker  # noqa: F401  (imported once here, inherited by forked workers)
 
-    n = local_workers(workers)
+    n = workers or os.cpu_count() or 1
     # fork: workers start in ~1 s instead of re-importing everything (spawn takes 10-20 s on a busy machine);
     # safe here because this process never initialises CUDA. Other platforms keep Dask's default.
     key = "distributed.worker.multiprocessing-method"
@@ -131,11 +131,6 @@ def dask_client(workers: int | None = None, scheduler: str | None = None, memory
     with dask.config.set({key: method, "distributed.scheduler.allowed-failures": WORKER_DEATHS_ALLOWED}), \
             local_cluster(n, worker_memory_limit(memory_bytes, method)) as cluster, Client(cluster) as client:
         yield client
-
-
-def local_workers(workers: int | None) -> int:
-    """How many local worker processes a run asked for `workers` gets (None or 0: one per core)."""
-    return workers or os.cpu_count() or 1
 
 
 def local_cluster(n_workers: int, memory_limit: int):

@@ -26,8 +26,7 @@ from pathlib import Path
 from autograder.course.coursedir import default_db_url
 from autograder.errors import GradingError  # noqa: F401  (raised by plan.py; callers import it from here)
 from autograder.gradebook.store import RunsTable, open_gradebook, record_result
-from autograder.grade.cluster import (dask_client, scheduler_tls, worker_failure,
-                                      worker_memory_bytes)
+from autograder.grade.cluster import dask_client, scheduler_tls, worker_failure, worker_memory_bytes
 from autograder.grade.jobs import GradingJob, GradingResult
 from autograder.grade.plan import Plan, assign_late_penalties, build_jobs
 from autograder.sandbox import enforcement, scratch
@@ -219,16 +218,17 @@ def run_jobs(run: GradingRun, jobs: list[GradingJob], timestamps: dict, summarie
         progress.close()
 
 
-def warm_templates(jobs: list[GradingJob]) -> int:
+def warm_templates(jobs: list[GradingJob]) -> None:
     """Start this process's warm template for each set of limits of `jobs` whose kernels use one (sandbox/zygote.py)
     before local workers are forked from it: they share it, and the process keeps it for its next runs. A template
-    that cannot start leaves the kernels cold, as in a worker. Returns how many are ready."""
+    that cannot start leaves the kernels cold, as in a worker."""
     from autograder.sandbox.kernel import visible_gpus, warm_up
 
     cpu_only = not visible_gpus()
     wanted = {job.limits for job in jobs if job.limits.warm_template and (job.gpu is None or
                                                                           (job.gpu == "auto" and cpu_only))}
-    return sum(warm_up(limits) is not None for limits in wanted)
+    for limits in wanted:
+        warm_up(limits)
 
 
 def _result(future, job: GradingJob, run: GradingRun) -> GradingResult:

@@ -79,7 +79,13 @@ def warm_up(limits: Limits) -> zygote.Template | None:
     local workers are forked from this process: they inherit it (zygote.py). None where none is used."""
     if not limits.warm_template or jail.bwrap_path() is None:
         return None
-    made = zygote.template(template_env(kernel_spec(limits)))
+    return fitting_template(kernel_spec(limits), limits)
+
+
+def fitting_template(spec: KernelSpec, limits: Limits) -> zygote.Template | None:
+    """This process's warm template for kernels of `spec`, started if needed, where a kernel under `limits` fits in
+    it: the address-space cap (RLIMIT_AS; not on GPU workers) counts what the template has mapped."""
+    made = zygote.template(template_env(spec))
     return made if made is not None and zygote.fits(made, int(limits.memory_bytes)) else None
 
 
@@ -110,9 +116,7 @@ class SandboxKernelManager(AsyncKernelManager):
         if not (self.sandbox_jailed and self.sandbox_limits.warm_template and spec is not None
                 and "--gpu" not in spec.argv):
             return None
-        made = zygote.template(template_env(spec))
-        # the address-space cap (RLIMIT_AS; not on GPU workers) counts what the template has mapped
-        return made if made is not None and zygote.fits(made, int(self.sandbox_limits.memory_bytes)) else None
+        return fitting_template(spec, self.sandbox_limits)
 
     async def _async_pre_start_kernel(self, **kw):
         if self.sandbox_jailed and self.ipc_dir is None:

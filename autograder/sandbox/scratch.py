@@ -135,8 +135,7 @@ def roots() -> list[str]:
 def sweep(force: bool = False) -> list[str]:
     """Delete what dead owners left: scratch folders in `roots()` (ours: same uid), also inside a live warm
     template's folders, and cgroups (cgroup.sweep), plus the `ag-template-*` folders earlier versions left, once an
-    hour old. At most once per SWEEP_EVERY
-    seconds per process unless `force`. Returns what was removed."""
+    hour old. At most once per SWEEP_EVERY seconds per process unless `force`. Returns what was removed."""
     now = time.monotonic()
     if not force and now - _last_sweep.get(os.getpid(), -SWEEP_EVERY) < SWEEP_EVERY:
         return []

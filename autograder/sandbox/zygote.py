@@ -181,14 +181,11 @@ class Template:
     def stop(self) -> None:
         """End the template and remove its folders; in a process that did not start it, only forget it (its owner
         stops it: it may serve that owner's other workers)."""
-        if not self.owned():
-            if self.lifeline is not None:
-                os.close(self.lifeline)  # this copy's end: the template ends once the owner's and every copy close
-                self.lifeline = None
-            return
-        if self.lifeline is not None:
+        if self.lifeline is not None:  # the template ends once every copy of this end is closed
             os.close(self.lifeline)
             self.lifeline = None
+        if not self.owned():
+            return
         if self.process is not None and self.process.poll() is None:
             self.process.kill()  # bwrap, the template's PID 1: its namespace takes every process with it
             try:
