@@ -139,3 +139,10 @@ def notebook_budget(clock: SubmissionClock, limits) -> Budget:
     budget.cpu_start = 0.0  # counted from the notebook's first kernel (the clock starts at 0 CPU seconds)
     budget.wall_start = clock.started
     return budget
+
+
+def interrupt_grace(clock: SubmissionClock, limits) -> Budget:
+    """What an interrupted cell has to stop: `Limits.interrupt_grace` CPU seconds of the submission (a loop that
+    ignores SIGINT spends them at once), `wall_factor` times as much wall time (a hung call that waits)."""
+    grace = max(0.0, float(limits.interrupt_grace))
+    return Budget(clock, grace, grace * limits.wall_factor)

@@ -6,8 +6,10 @@
   up are not run and get an error output saying so (their grade cells then score 0). Every limit reached is kept
   in `timeouts` (where, and which limit), for the worker's `timeout` flag and retry;
 - a timed-out cell is interrupted (SIGINT, through the control channel); when it has not stopped after
-  `Limits.interrupt_grace` seconds (a loop that ignores SIGINT, a hung C call), the whole submission is killed
-  (SIGKILL of the jail and of its cgroup): that cell and every later cell lose, with an error output saying why;
+  `Limits.interrupt_grace` CPU seconds of the submission, or `wall_factor` times as many wall seconds (a loop
+  that ignores SIGINT, a hung C call), the whole submission is killed (SIGKILL of the jail and of its cgroup):
+  that cell and every later cell lose, with an error output saying why. The grace too is CPU time: a kernel
+  that is stopping (IPython formats the KeyboardInterrupt's traceback) on a busy machine is not killed for it;
 - output cap per cell (`Limits.output_bytes`) and for the whole notebook (`Limits.notebook_output_bytes`): output
   beyond them is dropped and a note says how much. Error outputs are always kept (nbgrader scores a grade cell
   by its error output), but past the notebook's cap they are shrunk to their name and a short message;
@@ -36,7 +38,7 @@ from nbformat.notebooknode import NotebookNode
 from nbgrader.preprocessors import Execute
 
 from autograder.errors import AutograderError
-from autograder.sandbox.clock import Budget, SubmissionClock, cell_budget, notebook_budget
+from autograder.sandbox.clock import Budget, SubmissionClock, cell_budget, interrupt_grace, notebook_budget
 
 SHORT_ERROR = 500  # characters of an error's message kept once the notebook's output cap is reached
 MAX_FRAME_BYTES = 64 * 1024  # a message's header, parent header or metadata (ours are a few hundred bytes)
@@ -225,8 +227,8 @@ class SandboxedExecute(Execute):
             await ensure_async(self.km.interrupt_kernel())
         except Exception as exc:  # noqa: BLE001 - a kernel that cannot even be interrupted is killed below
             self.log.error("interrupt failed: %s", exc)
-        grace_end = time.monotonic() + max(0.0, float(self.limits.interrupt_grace))
-        while time.monotonic() < grace_end:
+        grace = interrupt_grace(self.clock, self.limits)
+        while grace.exceeded() is None:
             if await ensure_async(self.kc.shell_channel.msg_ready()):
                 said = f"This cell reached its time limit ({timeout}) and was interrupted."
                 return {"content": {**self.error_on_timeout, "evalue": said, "status": "error",  # the cell loses

@@ -47,7 +47,8 @@ class SandboxLimits(LoggingConfigurable):
         "Processes and threads the submission may have at once (its cgroup's pids.max)."
     )).tag(config=True)
     interrupt_grace = Float(5.0, help=(
-        "Seconds a timed-out cell has to stop after the interrupt before the whole submission is killed."
+        "CPU seconds of the submission a timed-out cell has to stop after the interrupt before the whole submission "
+        "is killed (`wall_factor` times as many wall seconds for one that waits)."
     )).tag(config=True)
     wall_factor = Float(4.0, help=(
         "Every time limit (a cell's `Execute.timeout`, each hidden check's, the notebook's `notebook_timeout`) counts "

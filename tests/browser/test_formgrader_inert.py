@@ -139,7 +139,7 @@ def test_the_worker_flags_what_it_removed(course):
 
 
 def test_formgrader_shows_hostile_notebooks_inert_and_still_grades(course, start_lab, browser, screenshot_dir,
-                                                                  tmp_path):
+                                                                  formgrader_ready, tmp_path):
     ids = _submission_ids(course)
     home = tmp_path / "home"
     home.mkdir()
@@ -176,6 +176,7 @@ def test_formgrader_shows_hostile_notebooks_inert_and_still_grades(course, start
         assert not [url for method, url in requests if "/api/contents" in url], requests
         # the formgrader still works under the policy: a score typed into ann's written answer is saved
         box = tab.locator(f"input.score#{ANSWER_ID}")
+        formgrader_ready(tab)
         box.fill("2.5")
         box.press("Tab")
         deadline = time.monotonic() + 30

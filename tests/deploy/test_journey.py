@@ -365,6 +365,8 @@ def test_journey(journey_hub, browser):
     teacher.goto(href if href.startswith("http") else base + href)
     score = teacher.locator(f"input.score#{WRITTEN}")
     score.wait_for()
+    # formgrade.js binds "change -> save" once the grades have come back from its API: wait for them
+    teacher.wait_for_function("() => window.formgrader && formgrader.grades.loaded && formgrader.comments.loaded")
     with teacher.expect_response(lambda r: "/formgrader/api/grade/" in r.url and r.request.method == "PUT") as saved:
         score.fill("")
         score.type(MANUAL_SCORE)

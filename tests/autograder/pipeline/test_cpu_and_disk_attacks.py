@@ -54,7 +54,7 @@ print("SPIN_UNTIL", time.time())
 '''
 WORK = r'''
 import time
-time.sleep(4)  # the spinner's children are spinning by now
+time.sleep(12)  # the spinner's children are spinning by now (its kernel may start some seconds after hers)
 started, wall = time.time(), time.perf_counter()
 total = 0
 for i in range(6_000_000):

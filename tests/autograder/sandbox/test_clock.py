@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from autograder.sandbox.clock import Budget, SubmissionClock, cell_budget, cgroup_cpu_seconds, notebook_budget
+from autograder.sandbox.clock import (Budget, SubmissionClock, cell_budget, cgroup_cpu_seconds, interrupt_grace,
+                                     notebook_budget)
 from autograder.sandbox.limits import Limits
 
 
@@ -74,6 +75,22 @@ def test_without_cpu_accounting_the_limits_count_wall_time(tmp_path):
     assert "wall-clock time: CPU time is not accounted" in budget.exceeded()
     clock.attach(None)  # no group at all (rlimits only): still wall time
     assert clock.cpu() is None
+
+
+def test_the_interrupt_grace_counts_cpu_seconds_with_a_wall_backstop(tmp_path):
+    """An interrupted kernel that gets no CPU (a busy machine) keeps its grace; one that spins spends it."""
+    group = v1_group(tmp_path, 1_000_000_000)
+    clock = SubmissionClock()
+    clock.attach(group)
+    limits = Limits(interrupt_grace=0.05, wall_factor=4.0)
+    starved = interrupt_grace(clock, limits)
+    time.sleep(0.1)  # twice the grace in wall time, no CPU used
+    assert starved.exceeded() is None
+    set_usage(group, 1.06)
+    assert starved.exceeded() == "0.05 s of CPU time"
+    waiting = interrupt_grace(clock, limits)
+    time.sleep(0.25)
+    assert "0.2 s of wall-clock time" in waiting.exceeded()
 
 
 def test_the_notebook_counts_every_kernel_it_started(tmp_path):

@@ -270,6 +270,22 @@ def test_a_loop_that_ignores_sigint_is_killed(tmp_path):
 
 
 @pytest.mark.skipif(not has_cgroups(), reason="no writable cgroup here: the per-process fallback applies")
+def test_a_kernel_that_stops_slowly_without_using_cpu_is_not_killed(tmp_path):
+    """The interrupt's grace counts the submission's CPU seconds: a kernel that gets no CPU for longer than the grace
+    in wall seconds (here it sleeps, as a starved kernel on a busy machine waits) stops in time; CI once killed an
+    interrupted `while True: pass` whose traceback took more than the grace's wall seconds to format."""
+    limits = dataclasses.replace(LIMITS, cell_timeout=2)
+    nb, executor = run([
+        "import time\ntry:\n    while True:\n        pass\nexcept KeyboardInterrupt:\n"
+        f"    time.sleep({limits.interrupt_grace + 2})\n    raise",
+        "print('after')",
+    ], tmp_path, limits)
+    said = [o["evalue"] for o in nb.cells[0].outputs if o.get("ename") == "CellTimeoutError"]
+    assert len(said) == 1 and said[0].endswith("and was interrupted.") and not executor.killed, said
+    assert text(nb.cells[1]).strip() == "after"
+
+
+@pytest.mark.skipif(not has_cgroups(), reason="no writable cgroup here: the per-process fallback applies")
 def test_total_memory_of_the_submission_is_capped(tmp_path):
     """Four children of 300 MiB each (each well under the 2 GiB per-process cap) under an 800 MiB total cap."""
     limits = Limits(cell_timeout=60, notebook_timeout=120, memory_bytes=800 * MiB, processes=64)
@@ -397,7 +413,8 @@ def test_every_byte_of_every_message_counts_and_big_ones_are_never_decoded(tmp_p
 
 def test_notebook_deadline_stops_later_cells(tmp_path):
     limits = Limits(cell_timeout=30, notebook_timeout=4, memory_bytes=2 * GiB)
-    nb, _ = run(["import time\ntime.sleep(10)", "print('never')"], tmp_path, limits)
+    nb, _ = run(["import time\nend = time.process_time() + 10\nwhile time.process_time() < end:\n    pass",
+                 "print('never')"], tmp_path, limits)
     assert errors(nb.cells[1]) == ["NotebookTimeout"]
     assert "never" not in text(nb.cells[1])
 
