@@ -147,7 +147,7 @@ def start_lab():
 
 # nbgrader's formgrade.js binds a score box's "change -> save" only once its grades have come back from the API
 # (FormGrader.loadGrades); a score typed before that is never saved (CI, on a busy machine, lost one that way).
-FORMGRADER_READY = "() => window.formgrader && formgrader.loaded && formgrader.grades.loaded && formgrader.comments.loaded"
+FORMGRADER_READY = "() => window.formgrader && formgrader.grades.loaded && formgrader.comments.loaded"
 
 
 @pytest.fixture(scope="session")
