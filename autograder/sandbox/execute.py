@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import time
 from queue import Empty
 
 from jupyter_core.utils import ensure_async, run_sync

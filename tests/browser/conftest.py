@@ -145,17 +145,6 @@ def start_lab():
     return _start_lab
 
 
-# nbgrader's formgrade.js binds a score box's "change -> save" only once its grades have come back from the API
-# (FormGrader.loadGrades); a score typed before that is never saved (CI, on a busy machine, lost one that way).
-FORMGRADER_READY = "() => window.formgrader && formgrader.grades.loaded && formgrader.comments.loaded"
-
-
-@pytest.fixture(scope="session")
-def formgrader_ready():
-    """Wait until the formgrader page in `tab` has loaded its grades and comments: a score typed now is saved."""
-    return lambda tab: tab.wait_for_function(FORMGRADER_READY, timeout=60_000)
-
-
 @pytest.fixture(scope="session")
 def student_env(chromium_path):
     return H.cached_student_env()

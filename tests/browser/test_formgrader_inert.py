@@ -35,6 +35,7 @@ from autograder.course.units import GiB
 from autograder.gradebook.queries import run_rows
 from autograder.grade.engine import grade
 from autograder.sandbox.limits import Limits
+from formgrader_page import wait_until_scores_save
 from synthetic_course import SYNTHETIC_ASSIGNMENT as PS1
 from synthetic_course import release_assignment, synthetic_course, synthetic_submission
 
@@ -139,7 +140,7 @@ def test_the_worker_flags_what_it_removed(course):
 
 
 def test_formgrader_shows_hostile_notebooks_inert_and_still_grades(course, start_lab, browser, screenshot_dir,
-                                                                  formgrader_ready, tmp_path):
+                                                                  tmp_path):
     ids = _submission_ids(course)
     home = tmp_path / "home"
     home.mkdir()
@@ -176,7 +177,7 @@ def test_formgrader_shows_hostile_notebooks_inert_and_still_grades(course, start
         assert not [url for method, url in requests if "/api/contents" in url], requests
         # the formgrader still works under the policy: a score typed into ann's written answer is saved
         box = tab.locator(f"input.score#{ANSWER_ID}")
-        formgrader_ready(tab)
+        wait_until_scores_save(tab)
         box.fill("2.5")
         box.press("Tab")
         deadline = time.monotonic() + 30

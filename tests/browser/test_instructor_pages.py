@@ -37,6 +37,7 @@ from autograder.course.coursedir import course_id, default_db_url
 from autograder.grade.engine import grade
 from autograder.course.units import GiB
 from autograder.sandbox.limits import Limits
+from formgrader_page import wait_until_scores_save
 from synthetic_course import SYNTHETIC_ASSIGNMENT as PS1
 from synthetic_course import release_assignment, synthetic_course, synthetic_submission
 
@@ -255,7 +256,7 @@ def _manual_score(course):
 
 
 def test_formgrader_manual_score_reaches_export_and_report(manual_course, start_lab, browser, screenshot_dir,
-                                                           formgrader_ready, tmp_path):
+                                                           tmp_path):
     """nbgrader's formgrader, served from the course root by a Jupyter server with nbgrader's extensions (as the
     hub's formgrader service runs): open ann's submission, score her written answer, see it in the exports and
     on the course page."""
@@ -277,7 +278,7 @@ def test_formgrader_manual_score_reaches_export_and_report(manual_course, start_
         tab.goto(server.page_url(f"formgrader/submissions/{submission_id}/"), wait_until="load")
         box = tab.locator(f"input.score#{ANSWER_ID}")
         box.wait_for(timeout=60_000)
-        formgrader_ready(tab)
+        wait_until_scores_save(tab)
         box.fill("2.5")
         box.press("Tab")  # formgrader saves a score when the field changes
         deadline = time.monotonic() + 30

@@ -45,6 +45,7 @@ import installkit
 from autograder.course.coursedir import nbgrader_config
 from autograder.sandbox.limits import course_limits
 from cgroupkit import CgroupWatch, assert_each_capped
+from formgrader_page import wait_until_scores_save
 from hubkit import COURSE_ID, ROOT, VENV, free_port, kill_tree
 
 pytestmark = [pytest.mark.hub, pytest.mark.browser, pytest.mark.slow, pytest.mark.timeout(3600)]
@@ -365,8 +366,7 @@ def test_journey(journey_hub, browser):
     teacher.goto(href if href.startswith("http") else base + href)
     score = teacher.locator(f"input.score#{WRITTEN}")
     score.wait_for()
-    # formgrade.js binds "change -> save" once the grades have come back from its API: wait for them
-    teacher.wait_for_function("() => window.formgrader && formgrader.grades.loaded && formgrader.comments.loaded")
+    wait_until_scores_save(teacher)
     with teacher.expect_response(lambda r: "/formgrader/api/grade/" in r.url and r.request.method == "PUT") as saved:
         score.fill("")
         score.type(MANUAL_SCORE)
