@@ -1,6 +1,6 @@
 """Student-side helpers of the Transformer course: environment, text, data, loaders, plots, public checks.
 
-Heavy libraries (nltk, seaborn, gensim) are imported only when a helper that needs them is first used.
+Heavy libraries (nltk, gensim) are imported only when a helper that needs them is first used.
 """
 from .data import load_yelp
 from .env import get_device, grading_mode, set_seed

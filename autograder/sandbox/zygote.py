@@ -40,7 +40,8 @@ log = logging.getLogger("autograder.grade")
 # imported by the template once, before any fork: what a grading kernel imports anyway. The course's notebooks
 # also import, from their first exercise on: coursekit's checks, probes and plots, the inline backend, and sympy
 # (through torch's symbolic shapes, on the first nn.MultiheadAttention). Not seaborn, nltk or gensim: each maps
-# 200-400 MiB more address space, which the address-space cap would count in every kernel (fits, below)
+# 200-400 MiB more address space, which the address-space cap would count in every kernel (fits, below). coursekit's
+# heatmaps draw with matplotlib alone, so only 07's own strip plot imports seaborn (with pandas and scipy: 1.7 s)
 PRELOAD = ("ipykernel.kernelapp", "ipykernel.ipkernel", "ipykernel.zmqshell", "numpy", "torch", "matplotlib",
            "matplotlib.pyplot", "coursekit", "coursekit.probe", "coursekit.checks.toolkit", "coursekit.plots",
            "coursekit.criteria", "coursekit.mistakes", "coursekit.tolerance", "coursekit.diagrams",
