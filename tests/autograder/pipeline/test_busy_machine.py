@@ -17,6 +17,7 @@ import contextlib
 import dataclasses
 import os
 import shutil
+import time
 import uuid
 from pathlib import Path
 
@@ -52,24 +53,37 @@ pytestmark.append(pytest.mark.skipif(_cpu_dir() is None, reason="needs a writabl
 
 @contextlib.contextmanager
 def throttled(cores: float):
-    """This process (and every process it starts meanwhile: Dask workers, kernels) in a cpu group of `cores`."""
+    """This process (and every process it starts meanwhile: Dask workers, the warm template, kernels) in a cpu group
+    of `cores`. The templates this process kept from an earlier run are stopped first: the kernels they fork would
+    run outside the group (their template's), so this run starts its own inside it, as a loaded server's would."""
+    from autograder.sandbox import zygote
+
     parent = _cpu_dir()
     folder = os.path.join(parent, f"test-throttle-{uuid.uuid4().hex[:8]}")
     os.mkdir(folder)
+    zygote.stop_all()
     try:
         Path(folder, "cpu.cfs_period_us").write_text("100000")
         Path(folder, "cpu.cfs_quota_us").write_text(str(int(cores * 100000)))
         Path(folder, "cgroup.procs").write_text(str(os.getpid()))
         yield
     finally:
+        zygote.stop_all()  # not kept for the next run: it would fork that run's kernels inside this group
         Path(parent, "cgroup.procs").write_text(str(os.getpid()))
-        for task in Path(folder, "cgroup.procs").read_text().split():  # what is left goes back too
-            with contextlib.suppress(OSError):
-                Path(parent, "cgroup.procs").write_text(task)
-        for inner in sorted(Path(folder).glob("*/"), reverse=True):
-            with contextlib.suppress(OSError):
-                inner.rmdir()
-        os.rmdir(folder)
+        for attempt in range(100):  # the stopped template's processes take a moment to end
+            for task in Path(folder, "cgroup.procs").read_text().split():  # what is left goes back too
+                with contextlib.suppress(OSError):
+                    Path(parent, "cgroup.procs").write_text(task)
+            for inner in sorted(Path(folder).glob("*/"), reverse=True):
+                with contextlib.suppress(OSError):
+                    inner.rmdir()
+            try:
+                os.rmdir(folder)
+                break
+            except OSError:
+                if attempt == 99:
+                    raise
+                time.sleep(0.2)
 
 
 @pytest.fixture(scope="module")
