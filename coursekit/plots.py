@@ -79,14 +79,10 @@ def _matrix(values, name: str) -> np.ndarray:
 
 
 # ------------------------------------------------------------------------------------- a heatmap, in matplotlib
-def _auto_step(ax, count: int, axis: int) -> int:
-    """Label every how many rows (axis 1) or columns (axis 0) so that the labels fit along the axes: one label per
-    font height of the axis's length (all labels when they fit)."""
-    box = ax.get_window_extent().transformed(ax.figure.dpi_scale_trans.inverted())   # inches
-    length = (box.width, box.height)[axis]
-    fontsize = (ax.xaxis, ax.yaxis)[axis].get_major_ticks()[0].label1.get_size()     # points
-    fitting = int(length // (fontsize / 72))
-    return 1 if fitting < 1 else count // fitting + 1
+def _label_step(count: int, most: int = 10) -> int:
+    """Every how many rows/columns to label an axis: the smallest round step (1, 2, 5, 10, 20, ...) giving at most
+    `most` labels, so that labels never crowd into each other."""
+    return min(m * 10 ** e for e in range(10) for m in (1, 2, 5) if count <= most * m * 10 ** e)
 
 
 def _overlapping(labels) -> bool:
@@ -98,7 +94,7 @@ def _heatmap(ax, matrix: np.ndarray, cmap: str, vmin=None, vmax=None, square: bo
              colorbar: str | None = None, xticklabels="auto", yticklabels="auto", annotate: str | None = None):
     """matrix (rows, columns) as coloured cells, row 0 at the top, drawn with matplotlib alone.
 
-    x/yticklabels: a list (one per column/row), an int n (every n-th index) or "auto" (indices, as many as fit).
+    x/yticklabels: a list (one per column/row) or "auto" (every few indices, at most ten: `_label_step`).
     colorbar: its label (None: no colour bar). annotate: a format spec ("d") to write each value in its cell, dark
     or white to stand out from the cell's colour. Tick labels that overlap are turned: the x ones upright, the y
     ones level. (What the course used seaborn's heatmap for, without importing seaborn, pandas and scipy: 1.7 s of
@@ -115,9 +111,7 @@ def _heatmap(ax, matrix: np.ndarray, cmap: str, vmin=None, vmax=None, square: bo
     placed = []
     for axis, (labels, count) in enumerate(((xticklabels, columns), (yticklabels, rows))):
         if isinstance(labels, str):                        # "auto"
-            labels = _auto_step(ax, count, axis)
-        if isinstance(labels, int):
-            positions = np.arange(0, count, labels)
+            positions = np.arange(0, count, _label_step(count))
             labels = [str(p) for p in positions]
         else:
             positions = np.arange(count)
@@ -133,11 +127,9 @@ def _heatmap(ax, matrix: np.ndarray, cmap: str, vmin=None, vmax=None, square: bo
         for label in placed[1]:
             label.set_rotation("horizontal")
     if annotate is not None:
-        from matplotlib.colors import to_rgba_array
-
         mesh.update_scalarmappable()
         for (row, column), value, color in zip(np.ndindex(rows, columns), matrix.flat, mesh.get_facecolors()):
-            rgb = to_rgba_array(color)[0, :3]
+            rgb = color[:3]                                                      # RGBA rows, 0..1
             rgb = np.where(rgb <= 0.03928, rgb / 12.92, ((rgb + 0.055) / 1.055) ** 2.4)
             luminance = float(rgb @ [0.2126, 0.7152, 0.0722])                  # W3C relative luminance
             ax.text(column + 0.5, row + 0.5, format(value, annotate), ha="center", va="center",
@@ -167,19 +159,12 @@ def attention_heatmap(weights, x_labels: Sequence[str] | None = None, y_labels: 
     return figure
 
 
-def _label_step(count: int, most: int = 10) -> int:
-    """Every how many rows/columns to label an axis: the smallest round step (1, 2, 5, 10, 20, ...) giving at most
-    `most` labels, so that labels never crowd into each other."""
-    return min(m * 10 ** e for e in range(10) for m in (1, 2, 5) if count <= most * m * 10 ** e)
-
-
 def positional_encoding_heatmap(pe, ax=None):
     """Heatmap of a positional encoding table (max_len, d_model): rows are positions, columns dimensions."""
     matrix = _matrix(pe, "pe")  # (max_len, d_model)
     figure, ax = _new_axes(ax, (8, 5))
     limit = float(np.abs(matrix).max()) or 1.0  # symmetric colour scale: white is 0
-    _heatmap(ax, matrix, "RdBu_r", vmin=-limit, vmax=limit, colorbar="value",
-             xticklabels=_label_step(matrix.shape[1]), yticklabels=_label_step(matrix.shape[0]))
+    _heatmap(ax, matrix, "RdBu_r", vmin=-limit, vmax=limit, colorbar="value")  # every few indices labelled
     ax.tick_params(axis="y", labelrotation=0)
     ax.set_xlabel("dimension")
     ax.set_ylabel("position")
