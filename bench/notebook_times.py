@@ -16,12 +16,16 @@ from __future__ import annotations
 import argparse
 import os
 import platform
+import shutil
+import tempfile
 import time
 from datetime import datetime
 from pathlib import Path
 
 import nbformat
 from nbclient import NotebookClient
+
+from autograder.course.provided import write_provided_module
 
 ROOT = Path(__file__).resolve().parents[1]
 SOURCE = ROOT / "course" / "source"
@@ -37,8 +41,19 @@ def cell_seconds(cell) -> float:
 
 
 def run_notebook(assignment: str, grading: bool, source: Path = SOURCE) -> tuple[float, list[tuple[float, str]]]:
-    """(seconds top to bottom, kernel start included; [(seconds, first line) of each code cell])."""
-    folder = source / assignment
+    """(seconds top to bottom, kernel start included; [(seconds, first line) of each code cell]).
+
+    The notebook runs in a temporary copy of its folder holding its provided module (04-11 import the earlier
+    notebooks' reference from provided.py, which the release writes and course/source does not keep)."""
+    with tempfile.TemporaryDirectory(prefix=f"{assignment}-") as scratch:
+        folder = Path(scratch) / assignment
+        shutil.copytree(source / assignment, folder, ignore=shutil.ignore_patterns(".ipynb_checkpoints"))
+        if source == SOURCE:  # a course notebook (a test's own folder brings what it needs)
+            write_provided_module(assignment, folder)
+        return _run(folder, assignment, grading)
+
+
+def _run(folder: Path, assignment: str, grading: bool) -> tuple[float, list[tuple[float, str]]]:
     notebook = nbformat.read(folder / f"{assignment}.ipynb", as_version=4)
     env = {k: v for k, v in os.environ.items() if k != "NBGRADER_EXECUTION"}
     if grading:  # the hidden tests' cells hand objects to the grader, which is not there: they are left out

@@ -6,7 +6,10 @@ nltk data (punkt and stopwords are not available on the course machines).
 """
 from __future__ import annotations
 
+import importlib
+import importlib.util
 import re
+import sys
 
 from .data.yelp_format import decode_yelp_escapes  # the Yelp files' literal escapes (backslash-n, backslash-quote)
 
@@ -26,12 +29,36 @@ _QUOTE_TOKENS = {"``": '"', "''": '"'}
 _word_tokenizer = None  # built on first use: importing nltk costs time at `import coursekit`
 
 
+def _nltk_word_tokenizer_class() -> type:
+    """nltk's NLTKWordTokenizer, without running `nltk/__init__.py` unless nltk is imported already.
+
+    That file imports all of nltk, and through it scikit-learn, pandas and scipy: 2.5 CPU-s and 440 MiB of address
+    space in every kernel that tokenizes (a student's, and each graded submission's), for a class that needs only
+    the regular expressions of `nltk.tokenize.destructive` and a few small modules. Its packages stand in sys.modules
+    as bare packages (their `__path__`, not their code) while it loads; then every nltk module loaded here leaves
+    sys.modules again, so that a later `import nltk` builds the whole package as usual. The class is nltk's own:
+    tests/coursekit/test_text.py checks it tokenizes as `nltk.tokenize.NLTKWordTokenizer` does."""
+    if "nltk" in sys.modules:
+        from nltk.tokenize import NLTKWordTokenizer
+        return NLTKWordTokenizer
+    before = set(sys.modules)
+    try:
+        for name in ("nltk", "nltk.tokenize"):
+            spec = importlib.util.find_spec(name)
+            if spec is None:
+                raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+            sys.modules[name] = importlib.util.module_from_spec(spec)  # __path__ set, __init__ not run
+        return importlib.import_module("nltk.tokenize.destructive").NLTKWordTokenizer
+    finally:
+        for name in set(sys.modules) - before:
+            if name == "nltk" or name.startswith("nltk."):
+                del sys.modules[name]
+
+
 def _nltk_tokenizer():
     global _word_tokenizer
     if _word_tokenizer is None:
-        from nltk.tokenize import NLTKWordTokenizer
-
-        _word_tokenizer = NLTKWordTokenizer()
+        _word_tokenizer = _nltk_word_tokenizer_class()()
     return _word_tokenizer
 
 

@@ -55,3 +55,43 @@ def test_sentence_punctuation_before_quotes_and_brackets():
     assert tokenize('He said "yes." Then (really.) left...') == [
         "he", "said", '"', "yes", ".", '"', "then", "(", "really", ".", ")", "left", "..."]
     assert tokenize("It cost 5.50 dollars.") == ["it", "cost", "5.50", "dollars", "."]
+
+
+LEAN_RUN = r"""
+import json, sys
+import coursekit
+from coursekit.data.yelp import load_yelp
+texts, _ = load_yelp(source="synthetic", split="train", limit=3000, seed=0)
+texts += [open(path, encoding="utf-8").read() for path in sys.argv[1:]]
+tokens = [coursekit.tokenize(t) for t in texts]
+heavy = sorted({m.split(".")[0] for m in sys.modules} & {"nltk", "scipy", "sklearn", "pandas"})
+print(json.dumps({"tokens": tokens, "heavy": heavy, "texts": texts}))
+"""
+
+
+def test_the_tokenizer_loads_without_all_of_nltk_and_splits_as_nltk_does(tmp_path):
+    """In a fresh process, tokenizing imports none of nltk's package code (which brings scikit-learn, pandas and
+    scipy: 2.5 CPU-s per kernel) and leaves no nltk module behind; the tokens are those of nltk's own
+    NLTKWordTokenizer imported the usual way (this process imported nltk), on 3,000 synthetic reviews and text
+    built to reach nltk's rules (contractions, quotes, brackets, ellipses, numbers, URLs, emoji)."""
+    import json
+    import subprocess
+    import sys
+
+    from nltk.tokenize import NLTKWordTokenizer
+
+    tricky = tmp_path / "tricky.txt"
+    tricky.write_text('I can\'t, won\'t & shouldn\'t -- "really?" (yes...) [ok] {x} 3.5/5 stars, $12.99; '
+                      'see https://example.com/a?b=c&d. gonna wanna gimme "quoted" \u2019tis \U0001F600 '
+                      "e-mail: a@b.c -- 10,000 people... 'single' quotes!?", encoding="utf-8")
+    run = subprocess.run([sys.executable, "-c", LEAN_RUN, str(tricky)], capture_output=True, text=True, check=True)
+    lean = json.loads(run.stdout)
+    assert lean["heavy"] == []
+    monkey = text_module._word_tokenizer
+    try:
+        text_module._word_tokenizer = NLTKWordTokenizer()  # nltk's class from the whole package
+        assert isinstance(text_module._word_tokenizer, NLTKWordTokenizer)
+        assert lean["tokens"] == [tokenize(t) for t in lean["texts"]]
+    finally:
+        text_module._word_tokenizer = monkey
+    assert len(lean["tokens"]) == 3001 and any("n't" in t for t in lean["tokens"])
