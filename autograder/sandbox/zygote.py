@@ -38,14 +38,16 @@ from autograder.sandbox import jail, scratch
 log = logging.getLogger("autograder.grade")
 
 # imported by the template once, before any fork: what a grading kernel imports anyway. The course's notebooks
-# also import, from their first exercise on: coursekit's checks, probes and plots, the inline backend, and sympy
-# (through torch's symbolic shapes, on the first nn.MultiheadAttention). Not seaborn, nltk or gensim: each maps
-# 200-400 MiB more address space, which the address-space cap would count in every kernel (fits, below). coursekit's
-# heatmaps draw with matplotlib alone, so only 07's own strip plot imports seaborn (with pandas and scipy: 1.7 s)
+# also import, from their first exercise on: coursekit's checks, probes and plots, the inline backend, sympy
+# (through torch's symbolic shapes, on the first nn.MultiheadAttention) and torch._dynamo (every torch.optim
+# optimizer imports it when built: 02, 04 and 06-11; 0.6-1.5 CPU-s, 40 MiB of address space). Not seaborn or gensim:
+# each maps 200-400 MiB more address space, which the address-space cap would count in every kernel (fits, below).
+# coursekit's heatmaps draw with matplotlib alone, so only 07's own strip plot imports seaborn (with pandas and
+# scipy: 1.7 s), and coursekit.tokenize loads nltk's tokenizer without the rest of nltk (coursekit/text.py).
 PRELOAD = ("ipykernel.kernelapp", "ipykernel.ipkernel", "ipykernel.zmqshell", "numpy", "torch", "matplotlib",
            "matplotlib.pyplot", "coursekit", "coursekit.probe", "coursekit.checks.toolkit", "coursekit.plots",
            "coursekit.criteria", "coursekit.mistakes", "coursekit.tolerance", "coursekit.diagrams",
-           "matplotlib_inline.backend_inline", "torch.fx.experimental.symbolic_shapes")
+           "matplotlib_inline.backend_inline", "torch.fx.experimental.symbolic_shapes", "torch._dynamo")
 START_TIMEOUT = 120.0  # seconds for the template to import PRELOAD on a busy machine
 PING_TIMEOUT = 20.0  # seconds for a template's child to answer (a fork, on a busy machine)
 SOCKET = "t.sock"
