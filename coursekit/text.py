@@ -10,6 +10,7 @@ import importlib
 import importlib.util
 import re
 import sys
+import threading
 
 from .data.yelp_format import decode_yelp_escapes  # the Yelp files' literal escapes (backslash-n, backslash-quote)
 
@@ -27,6 +28,7 @@ _SENTENCE_END = re.compile(r"([.!?]+)(?=[\"')\]]*(?:\s|$))")
 _QUOTE_TOKENS = {"``": '"', "''": '"'}
 
 _word_tokenizer = None  # built on first use: importing nltk costs time at `import coursekit`
+_loading = threading.Lock()  # one thread of this process loads it; the others wait for it
 
 
 def _nltk_word_tokenizer_class() -> type:
@@ -57,8 +59,9 @@ def _nltk_word_tokenizer_class() -> type:
 
 def _nltk_tokenizer():
     global _word_tokenizer
-    if _word_tokenizer is None:
-        _word_tokenizer = _nltk_word_tokenizer_class()()
+    with _loading:
+        if _word_tokenizer is None:
+            _word_tokenizer = _nltk_word_tokenizer_class()()
     return _word_tokenizer
 
 
