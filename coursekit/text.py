@@ -6,7 +6,6 @@ nltk data (punkt and stopwords are not available on the course machines).
 """
 from __future__ import annotations
 
-import importlib
 import importlib.util
 import re
 import sys

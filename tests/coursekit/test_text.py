@@ -69,7 +69,7 @@ print(json.dumps({"tokens": tokens, "heavy": heavy, "texts": texts}))
 """
 
 
-def test_the_tokenizer_loads_without_all_of_nltk_and_splits_as_nltk_does(tmp_path):
+def test_the_tokenizer_loads_without_all_of_nltk_and_splits_as_nltk_does(tmp_path, monkeypatch):
     """In a fresh process, tokenizing imports none of nltk's package code (which brings scikit-learn, pandas and
     scipy: 2.5 CPU-s per kernel) and leaves no nltk module behind; the tokens are those of nltk's own
     NLTKWordTokenizer imported the usual way (this process imported nltk), on 3,000 synthetic reviews and text
@@ -87,11 +87,7 @@ def test_the_tokenizer_loads_without_all_of_nltk_and_splits_as_nltk_does(tmp_pat
     run = subprocess.run([sys.executable, "-c", LEAN_RUN, str(tricky)], capture_output=True, text=True, check=True)
     lean = json.loads(run.stdout)
     assert lean["heavy"] == []
-    monkey = text_module._word_tokenizer
-    try:
-        text_module._word_tokenizer = NLTKWordTokenizer()  # nltk's class from the whole package
-        assert isinstance(text_module._word_tokenizer, NLTKWordTokenizer)
-        assert lean["tokens"] == [tokenize(t) for t in lean["texts"]]
-    finally:
-        text_module._word_tokenizer = monkey
+    monkeypatch.setattr(text_module, "_word_tokenizer", NLTKWordTokenizer())  # nltk's class from the whole package
+    assert isinstance(text_module._word_tokenizer, NLTKWordTokenizer)
+    assert lean["tokens"] == [tokenize(t) for t in lean["texts"]]
     assert len(lean["tokens"]) == 3001 and any("n't" in t for t in lean["tokens"])
