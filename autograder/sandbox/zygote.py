@@ -44,10 +44,13 @@ log = logging.getLogger("autograder.grade")
 # each maps 200-400 MiB more address space, which the address-space cap would count in every kernel (fits, below).
 # coursekit's heatmaps draw with matplotlib alone, so only 07's own strip plot imports seaborn (with pandas and
 # scipy: 1.7 s), and coursekit.tokenize loads nltk's tokenizer without the rest of nltk (coursekit/text.py).
+# ipykernel.debugger: ipykernel imports it (and debugpy) while it builds every kernel, 0.17 CPU-s each; it starts
+# no thread. After these imports the template freezes its objects (gc.freeze, template_main.serve).
 PRELOAD = ("ipykernel.kernelapp", "ipykernel.ipkernel", "ipykernel.zmqshell", "numpy", "torch", "matplotlib",
            "matplotlib.pyplot", "coursekit", "coursekit.probe", "coursekit.checks.toolkit", "coursekit.plots",
            "coursekit.criteria", "coursekit.mistakes", "coursekit.tolerance", "coursekit.diagrams",
-           "matplotlib_inline.backend_inline", "torch.fx.experimental.symbolic_shapes", "torch._dynamo")
+           "matplotlib_inline.backend_inline", "torch.fx.experimental.symbolic_shapes", "torch._dynamo",
+           "ipykernel.debugger")
 START_TIMEOUT = 120.0  # seconds for the template to import PRELOAD on a busy machine
 PING_TIMEOUT = 20.0  # seconds for a template's child to answer (a fork, on a busy machine)
 SOCKET = "t.sock"

@@ -154,6 +154,17 @@ def test_each_kernel_seeds_its_generators_as_a_fresh_interpreter_does(tmp_path):
     assert all(a != b for a, b in zip(*draws)), draws
 
 
+def test_a_warm_kernel_starts_with_the_templates_objects_frozen_and_still_collects_its_own(tmp_path):
+    """The template freezes what it imported before forking (gc.freeze): a kernel's collections skip those objects
+    and leave their pages shared. Its own garbage is still collected; a cold kernel has nothing frozen."""
+    cell = ("import gc, weakref\nclass Node: pass\na, b = Node(), Node()\na.other, b.other = b, a\n"
+            "alive = weakref.ref(a)\ndel a, b\ngc.collect()\nprint(gc.get_freeze_count(), alive() is None)")
+    warm = text(run([cell], folder(tmp_path, "warm"), WARM)[0].cells[0]).split()
+    cold = text(run([cell], folder(tmp_path, "cold"), COLD)[0].cells[0]).split()
+    assert int(warm[0]) > 100_000 and warm[1] == "True", warm
+    assert cold == ["0", "True"], cold
+
+
 def test_a_kernel_that_is_killed_spins_or_fills_its_disk_leaves_the_template_serving(tmp_path):
     run(["print('warm')"], tmp_path, WARM)
     template = the_template()
