@@ -203,3 +203,19 @@ def test_an_answer_whose_argument_failed_keeps_its_share_but_is_no_working_part(
         assert channel.verdicts == {"part": works}, failed
     assert fraction_kept({edge: AssertionError(), argument: None}) == 0.8
     assert fraction_kept({argument: AssertionError(), edge: None}) == 0.75
+
+
+def test_a_probe_keeps_only_its_reply_and_errors_as_outputs():
+    """A probe's outputs skip nbformat's validation (the probe cell is the grader's own): the reply display and an
+    error are kept as they came, what the probe does not read (streams, results) is not."""
+    reply = {"id": 7, "value": {"list": [1, 2]}}
+    shown = judge.probe_output({"msg_type": "display_data", "content": {"data": {probe.MIME: reply}, "metadata": {}}})
+    assert shown["output_type"] == "display_data" and shown["data"][probe.MIME] == reply
+    error = judge.probe_output({"msg_type": "error",
+                                "content": {"ename": "ValueError", "evalue": "no", "traceback": ["a"]}})
+    assert (error["output_type"], error["ename"], error["evalue"], error["traceback"]) == ("error", "ValueError",
+                                                                                           "no", ["a"])
+    assert judge.probe_output({"msg_type": "stream", "content": {"name": "stdout", "text": "hi"}}) is None
+    assert judge.probe_output({"msg_type": "execute_result", "content": {"data": {}, "metadata": {}}}) is None
+    cell = judge.probe_cell("pass")
+    assert (cell.cell_type, cell.source, cell.outputs) == ("code", "pass", [])
