@@ -169,20 +169,27 @@ class KernelChannel(Channel):
 
 # A probe's cell and outputs are the grader's own and never reach a notebook, so they are built without nbformat's
 # schema validation (`new_code_cell` and nbclient's `output_from_msg` validate each: about 1 ms per probe, and a
-# notebook of 06 sends ~250 probes). `probe` reads only the outputs kept here: displays (the reply) and errors.
+# notebook of 06 sends ~250 probes). `probe` reads only the outputs kept here: displays (the reply) and errors,
+# each checked for the shape it reads; a malformed one is dropped, as nbclient drops one that fails validation.
 def probe_cell(source: str) -> nbformat.NotebookNode:
     return nbformat.NotebookNode(cell_type="code", execution_count=None, metadata=nbformat.NotebookNode(),
                                  outputs=[], source=source)
 
 
 def probe_output(msg: dict) -> nbformat.NotebookNode | None:
-    content = msg.get("content") or {}
-    if msg.get("msg_type") == "display_data":
-        return nbformat.NotebookNode(output_type="display_data", data=content.get("data") or {},
-                                     metadata=content.get("metadata") or {})
-    if msg.get("msg_type") == "error":
-        return nbformat.NotebookNode(output_type="error", ename=content.get("ename"), evalue=content.get("evalue"),
-                                     traceback=content.get("traceback") or [])
+    content = msg.get("content")
+    if not isinstance(content, dict):
+        return None
+    if msg.get("msg_type") == "display_data" and isinstance(content.get("data"), dict):
+        metadata = content.get("metadata")
+        return nbformat.NotebookNode(output_type="display_data", data=content["data"],
+                                     metadata=metadata if isinstance(metadata, dict) else {})
+    traceback = content.get("traceback")
+    if msg.get("msg_type") == "error" and isinstance(content.get("ename"), str) \
+            and isinstance(content.get("evalue"), str) and isinstance(traceback, list) \
+            and all(isinstance(line, str) for line in traceback):
+        return nbformat.NotebookNode(output_type="error", ename=content["ename"], evalue=content["evalue"],
+                                     traceback=traceback)
     return None
 
 

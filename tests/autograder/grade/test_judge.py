@@ -216,6 +216,11 @@ def test_a_probe_keeps_only_its_reply_and_errors_as_outputs():
     assert (error["output_type"], error["ename"], error["evalue"], error["traceback"]) == ("error", "ValueError",
                                                                                            "no", ["a"])
     assert judge.probe_output({"msg_type": "stream", "content": {"name": "stdout", "text": "hi"}}) is None
+    malformed = [{"msg_type": "display_data", "content": ["not", "a", "dict"]},
+                 {"msg_type": "display_data", "content": {"data": [probe.MIME, reply]}},
+                 {"msg_type": "error", "content": {"ename": 3, "evalue": "no", "traceback": []}},
+                 {"msg_type": "error", "content": {"ename": "E", "evalue": "no", "traceback": [{"line": 1}]}}]
+    assert [judge.probe_output(msg) for msg in malformed] == [None] * 4  # dropped, as nbclient drops what is invalid
     assert judge.probe_output({"msg_type": "execute_result", "content": {"data": {}, "metadata": {}}}) is None
     cell = judge.probe_cell("pass")
     assert (cell.cell_type, cell.source, cell.outputs) == ("code", "pass", [])
