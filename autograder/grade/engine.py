@@ -225,13 +225,13 @@ def run_jobs(run: GradingRun, jobs: list[GradingJob], timestamps: dict, summarie
 
 
 def warm_early(run: GradingRun) -> threading.Thread | None:
-    """With local workers on a machine without a GPU: start this process's warm template for the run's limits in a
-    thread, so that its 2-3 s of start-up (another process, importing what kernels import) overlap the planning
-    (nbgrader's gradebook, ~0.07 s a notebook, in this process). `grade_many` joins it before anything is forked;
-    `warm_templates` then finds it started. A run with nothing to grade has waited for the template too."""
+    """With local workers: start this process's warm template for the run's limits in a thread, so that its 2-3 s of
+    start-up (another process, importing what kernels import) overlap the planning (nbgrader's gradebook, in this
+    process). `grade_many` joins it before anything is forked; `warm_templates` then finds it started. Every job of
+    a run has the run's limits and GPU "auto" (plan.build_jobs). A run with nothing to grade waits for it too."""
     from autograder.sandbox.kernel import visible_gpus, warm_up
 
-    if run.scheduler is not None or not run.limits.warm_template or visible_gpus():
+    if run.scheduler is not None or not uses_template(run.limits, "auto", cpu_only=not visible_gpus()):
         return None
     thread = threading.Thread(target=warm_up, args=(run.limits,), name="warm-template", daemon=True)
     thread.start()
@@ -245,10 +245,14 @@ def warm_templates(jobs: list[GradingJob]) -> None:
     from autograder.sandbox.kernel import visible_gpus, warm_up
 
     cpu_only = not visible_gpus()
-    wanted = {job.limits for job in jobs if job.limits.warm_template and (job.gpu is None or
-                                                                          (job.gpu == "auto" and cpu_only))}
-    for limits in wanted:
+    for limits in {job.limits for job in jobs if uses_template(job.limits, job.gpu, cpu_only)}:
         warm_up(limits)
+
+
+def uses_template(limits: Limits, gpu: str | None, cpu_only: bool) -> bool:
+    """Whether a job's kernels start from the warm template: it is on, and the job runs on the CPU (GPU kernels
+    start cold)."""
+    return bool(limits.warm_template) and (gpu is None or (gpu == "auto" and cpu_only))
 
 
 def _result(future, job: GradingJob, run: GradingRun) -> GradingResult:

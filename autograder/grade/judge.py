@@ -40,7 +40,7 @@ from autograder.checks.kit.criteria import PartialCredit
 from autograder.checks.kit.remote import Channel, ProbeBroken, RemoteObject
 from autograder.course.cells import grade_id, is_grade, is_tests, points
 from autograder.sandbox.clock import Budget, cell_budget
-from autograder.sandbox.execute import (DROPPED_KEY, OUTPUT_TYPES, SandboxedExecute, error_output,
+from autograder.sandbox.execute import (DROPPED_KEY, SandboxedExecute, error_output,
                                        message_size)
 from coursekit.probe import MIME
 
@@ -282,7 +282,7 @@ class JudgedExecute(SandboxedExecute):
     def output(self, outs, msg, display_id, cell_index):
         if not self._probing:
             return super().output(outs, msg, display_id, cell_index)
-        if self._probe_bytes > MAX_PROBE_OUTPUT_BYTES or msg.get("msg_type") not in OUTPUT_TYPES:
+        if self._probe_bytes > MAX_PROBE_OUTPUT_BYTES:
             return None  # a flood while probing: dropped (the reply is then missing and the check fails)
         out = probe_output(msg)
         if out is not None:

@@ -222,11 +222,13 @@ def child(conn, exchange):
 
 def serve(path, modules, lifeline, exchange):
     preload(modules)
+    # the imports' garbage goes before any fork, and what is left moves to the permanent generation: a kernel's
+    # collections skip the template's objects (a full collection over them takes 0.1 CPU-s) and leave their pages
+    # shared instead of writing to each (Python's recipe for a process that forks without exec)
     import gc
 
-    gc.collect()  # the imports' garbage goes before any fork,
-    gc.freeze()   # and what is left moves to the permanent generation: a kernel's collections skip the template's
-    # objects (a full collection over them takes 0.1 CPU-s), and leave their pages shared instead of writing to each
+    gc.collect()
+    gc.freeze()
     server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     server.bind(path)
     server.listen(64)
